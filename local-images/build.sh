@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds, from Debian packages only, a local image for every image variable in
+# .env, then writes local.env (= .env with the image variables pointed at
+# them). For machines that cannot pull from a container registry:
+#   local-images/build.sh && docker compose --env-file local.env up bench
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+. "$root/tools/lib.sh"
+SUITE=bookworm
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+PREFIX=gridfs-lab-local
+
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+build_base() {
+  local tag=$PREFIX/debian:$SUITE
+  if image_exists "$tag" && [ -z "${REBUILD:-}" ]; then say "$tag exists"; return; fi
+  local tarball="$LAB_CACHE/debian-$SUITE-minbase-ca.tar"
+  if [ ! -s "$tarball" ]; then
+    say "debootstrap $SUITE (about 35 s)"
+    local rootfs; rootfs=$(mktemp -d)
+    debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$rootfs" "$MIRROR" >"$LAB_CACHE/debootstrap.log" 2>&1 ||
+      die "debootstrap failed, see $LAB_CACHE/debootstrap.log"
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+    rm -rf "$rootfs"
+  fi
+  # The host's CA bundle goes in so HTTPS to package registries works behind
+  # a re-signing proxy, as it would behind a corporate one; also as a local
+  # CA, so that update-ca-certificates (run by later apt installs) keeps it.
+  local ctx; ctx=$(mktemp -d)
+  cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
+  say "importing $tag"
+  cat "$tarball" | docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
+    --change 'CMD ["bash"]' - "$PREFIX/debian:rootfs" >/dev/null
+  printf 'FROM %s\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nCOPY ca-certificates.crt /usr/local/share/ca-certificates/host-ca-bundle.crt\n' "$PREFIX/debian:rootfs" >"$ctx/Dockerfile"
+  docker build -q -t "$tag" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+build_derived() { # name tag [extra context files...]
+  local name=$1 tag=$2; shift 2
+  if image_exists "$tag" && [ -z "${REBUILD:-}" ]; then say "$tag exists"; return; fi
+  say "building $tag"
+  local ctx; ctx=$(mktemp -d)
+  cp -r "$here/$name/." "$ctx/"
+  for f in "$@"; do cp "$f" "$ctx/"; done
+  docker build -q --build-arg "BASE_IMAGE=$PREFIX/debian:$SUITE" -t "$tag" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers (run tools/setup.sh)"
+build_base
+build_derived python "$PREFIX/python:3.11"
+build_derived node "$PREFIX/node:18"
+ferretdb_bin=$("$root/tools/build-ferretdb.sh")
+cp "$ferretdb_bin" "$LAB_CACHE/ferretdb"
+build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2" "$LAB_CACHE/ferretdb"
+"$root/tools/write-env.py" "$root/.env" "$here/images.env" >"$root/local.env"
+say "wrote local.env; run: docker compose --env-file local.env up bench"

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Prints BASE env file with the variables of OVERRIDES replaced (and any new
+ones appended), so local.env keeps every knob of .env with one source of truth:
+    write-env.py .env local-images/images.env > local.env"""
+import re
+import sys
+
+ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def overrides_of(path):
+    values = {}
+    with open(path) as f:
+        for line in f:
+            m = ASSIGNMENT.match(line)
+            if m:
+                values[m.group(1)] = line.rstrip("\n")
+    return values
+
+
+def main(base, overrides_path):
+    overrides = overrides_of(overrides_path)
+    print(f"# Generated from {base} and {overrides_path}; edit those, not this file.")
+    with open(base) as f:
+        for line in f:
+            m = ASSIGNMENT.match(line)
+            if m and m.group(1) in overrides:
+                print(overrides.pop(m.group(1)))
+            else:
+                print(line, end="")
+    for line in overrides.values():
+        print(line)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
