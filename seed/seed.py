@@ -1,0 +1,146 @@
+"""Seeds the lab: one file per size in FILE_SIZES, with deterministic
+pseudo-random bytes (a repeated character would compress and flatter), into
+GridFS (by filename, with contentType and sha256 metadata) and onto the files
+volume for the static servers, then a manifest the load generator checks
+every answer against. Idempotent: an unchanged file is not written again.
+
+Environment: MONGO_URI, GRIDFS_DB, FILE_SIZES (e.g. "1KB 100KB 1MB"),
+FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120).
+"""
+import hashlib
+import json
+import os
+import random
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gridfs
+import pymongo
+from pymongo.errors import ConnectionFailure, PyMongoError
+
+CONTENT_TYPE = "application/octet-stream"
+UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+SIZE = re.compile(r"^(\d+)(B|KB|MB|GB)$", re.IGNORECASE)
+
+
+class SeedError(Exception):
+    pass
+
+
+@dataclass
+class ManifestEntry:
+    name: str
+    size: int
+    sha256: str
+    content_type: str = CONTENT_TYPE
+
+
+def parse_sizes(text: str) -> list[tuple[str, int]]:
+    """'1KB 100KB 1MB' -> [('1KB', 1024), ...]; KB = 1024 bytes."""
+    sizes = []
+    for word in text.replace(",", " ").split():
+        m = SIZE.match(word)
+        if not m:
+            raise SeedError(f"FILE_SIZES: cannot read {word!r}; expected sizes like 1KB 100KB 1MB")
+        label = f"{int(m.group(1))}{m.group(2).upper()}"
+        sizes.append((label, int(m.group(1)) * UNITS[m.group(2).upper()]))
+    if not sizes:
+        raise SeedError("FILE_SIZES is empty; expected sizes like 1KB 100KB 1MB")
+    if len({label for label, _ in sizes}) != len(sizes):
+        raise SeedError(f"FILE_SIZES names a size twice: {text!r}")
+    return sizes
+
+
+def file_bytes(size: int) -> bytes:
+    """The same bytes for a size on every run and machine."""
+    return random.Random(f"gridfs-lab:{size}").randbytes(size)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def connect(uri: str, timeout: float) -> pymongo.MongoClient:
+    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=2000)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.admin.command("ping")
+            return client
+        except ConnectionFailure as e:  # not up yet; any other error is final
+            if time.monotonic() > deadline:
+                raise SeedError(f"mongo at {uri} did not answer within {timeout:.0f} s: {e}") from e
+            print(f"seed: waiting for mongo at {uri} ...", flush=True)
+            time.sleep(1)
+
+
+def store_in_gridfs(bucket: gridfs.GridFSBucket, entry: ManifestEntry, data: bytes) -> str:
+    newest = next(iter(bucket.find({"filename": entry.name}).sort("uploadDate", -1).limit(1)), None)
+    if newest is not None and newest.length == entry.size and \
+            (newest.metadata or {}).get("sha256") == entry.sha256:
+        return "unchanged"
+    for old in bucket.find({"filename": entry.name}):
+        bucket.delete(old._id)
+    started = time.perf_counter()
+    bucket.upload_from_stream(entry.name, data,
+                              metadata={"contentType": entry.content_type, "sha256": entry.sha256})
+    seconds = time.perf_counter() - started
+    return f"written at {entry.size / 1e6 / seconds:.1f} MB/s ({seconds * 1000:.1f} ms)"
+
+
+def store_on_disk(files_dir: Path, entry: ManifestEntry, data: bytes) -> str:
+    path = files_dir / entry.name
+    if path.exists() and path.stat().st_size == entry.size and sha256(path.read_bytes()) == entry.sha256:
+        return "unchanged"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return "written"
+
+
+def check_back(bucket: gridfs.GridFSBucket, files_dir: Path, entry: ManifestEntry) -> None:
+    from_gridfs = sha256(bucket.open_download_stream_by_name(entry.name).read())
+    from_disk = sha256((files_dir / entry.name).read_bytes())
+    for where, digest in (("GridFS", from_gridfs), ("disk", from_disk)):
+        if digest != entry.sha256:
+            raise SeedError(f"{entry.name} read back from {where} has sha256 {digest}, expected {entry.sha256}")
+
+
+def write_manifest(files_dir: Path, entries: list[ManifestEntry], db: str) -> None:
+    manifest = {"gridfs_db": db, "files": [asdict(e) for e in entries]}
+    tmp = files_dir / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(files_dir / "manifest.json")
+
+
+def main() -> None:
+    uri = os.environ.get("MONGO_URI", "mongodb://mongo:27017")
+    db = os.environ.get("GRIDFS_DB", "lab")
+    files_dir = Path(os.environ.get("FILES_DIR", "/data/files"))
+    sizes = parse_sizes(os.environ.get("FILE_SIZES", "1KB 100KB 1MB"))
+    files_dir.mkdir(parents=True, exist_ok=True)
+
+    client = connect(uri, float(os.environ.get("SEED_MONGO_TIMEOUT", "120")))
+    bucket = gridfs.GridFSBucket(client[db])
+    entries = []
+    for label, size in sizes:
+        data = file_bytes(size)
+        entry = ManifestEntry(name=f"{label}.bin", size=size, sha256=sha256(data))
+        gridfs_state = store_in_gridfs(bucket, entry, data)
+        disk_state = store_on_disk(files_dir, entry, data)
+        print(f"seed: {entry.name} ({size} bytes): GridFS {gridfs_state}; disk {disk_state}", flush=True)
+        entries.append(entry)
+    for entry in entries:
+        check_back(bucket, files_dir, entry)
+    write_manifest(files_dir, entries, db)
+    print(f"seed: {len(entries)} files verified by sha256 in GridFS db {db!r} and in {files_dir}", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (SeedError, PyMongoError, OSError) as e:
+        sys.exit(f"seed: error: {e}")
