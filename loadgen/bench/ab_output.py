@@ -1,0 +1,59 @@
+"""Pure parsers for ApacheBench output: the text report and the -e CSV of
+percentiles. No I/O, so they are unit-tested on captured outputs."""
+import re
+from dataclasses import dataclass
+
+
+class AbOutputError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class AbSummary:
+    complete: int
+    failed: int          # ab's "Failed requests" (connect, receive, length, exceptions)
+    non_2xx: int         # "Non-2xx responses", absent when all were 2xx
+    rps: float
+    time_per_request_ms: float            # mean, across all concurrent requests
+    time_per_request_concurrent_ms: float  # mean per request at this concurrency
+    transfer_kbps: float
+    document_length: int
+    seconds: float
+
+
+def _field(text: str, pattern: str, convert=float, required: bool = True):
+    m = re.search(pattern, text, re.MULTILINE)
+    if m is None:
+        if required:
+            raise AbOutputError(f"ab output has no line matching {pattern!r}")
+        return None
+    return convert(m.group(1))
+
+
+def parse_summary(text: str) -> AbSummary:
+    return AbSummary(
+        complete=_field(text, r"^Complete requests:\s+(\d+)", int),
+        failed=_field(text, r"^Failed requests:\s+(\d+)", int),
+        non_2xx=_field(text, r"^Non-2xx responses:\s+(\d+)", int, required=False) or 0,
+        rps=_field(text, r"^Requests per second:\s+([\d.]+)"),
+        time_per_request_concurrent_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$"),
+        time_per_request_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across"),
+        transfer_kbps=_field(text, r"^Transfer rate:\s+([\d.]+)"),
+        document_length=_field(text, r"^Document Length:\s+(\d+) bytes", int),
+        seconds=_field(text, r"^Time taken for tests:\s+([\d.]+) seconds"),
+    )
+
+
+def parse_percentiles(csv_text: str) -> dict[int, float]:
+    """ab -e output: 'Percentage served,Time in ms' then one row per percent
+    0..100, with fractional milliseconds (the text report rounds to 1 ms)."""
+    lines = [line for line in csv_text.strip().splitlines() if line]
+    if not lines or not lines[0].startswith("Percentage served"):
+        raise AbOutputError("ab -e CSV has no 'Percentage served' header")
+    table = {}
+    for line in lines[1:]:
+        percent, ms = line.split(",")
+        table[int(percent)] = float(ms)
+    if 50 not in table or 99 not in table:
+        raise AbOutputError("ab -e CSV lacks the 50th or 99th percentile")
+    return table

@@ -1,0 +1,71 @@
+"""Bench settings from the environment (compose passes .env through), with an
+error naming the variable when one is wrong."""
+import os
+from dataclasses import dataclass
+
+# Knobs recorded in results.json as `parameters`: every one that shapes a run.
+RECORDED = [
+    "MONGO_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE",
+    "FILE_SIZES", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_REQUESTS",
+    "BENCH_WARMUP_REQUESTS", "NGINX_WORKERS", "GUNICORN_WORKERS",
+    "MONGO_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS",
+    "MONGO_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM",
+]
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    targets: list[str]
+    concurrency: list[int]
+    requests: int
+    warmup_requests: int
+    startup_timeout: float
+    mongo_uri: str
+    gridfs_db: str
+    files_dir: str
+    results_dir: str
+    target_port: int
+
+    def url_of(self, target: str) -> str:
+        return f"http://{target}:{self.target_port}"
+
+
+def _ints(env, name: str, default: str) -> list[int]:
+    text = env.get(name, default)
+    try:
+        values = [int(word) for word in text.replace(",", " ").split()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise SettingsError(f"{name}={text!r}: expected positive whole numbers, e.g. {default!r}")
+    return values
+
+
+def from_env(env=os.environ) -> Settings:
+    targets = env.get("BENCH_TARGETS", "").split()
+    if not targets:
+        raise SettingsError("BENCH_TARGETS is empty: name the serving paths to time, e.g. 'nginx-static flask node'")
+    concurrency = _ints(env, "BENCH_CONCURRENCY", "5 100")
+    (requests,) = _ints(env, "BENCH_REQUESTS", "500")[:1]
+    if requests < max(concurrency):
+        raise SettingsError(f"BENCH_REQUESTS={requests} is below the highest BENCH_CONCURRENCY "
+                            f"({max(concurrency)}); ab needs at least one request per connection")
+    (warmup,) = _ints(env, "BENCH_WARMUP_REQUESTS", "100")[:1]
+    (timeout,) = _ints(env, "BENCH_STARTUP_TIMEOUT", "180")[:1]
+    return Settings(
+        targets=targets, concurrency=concurrency, requests=requests,
+        warmup_requests=max(warmup, max(concurrency)), startup_timeout=float(timeout),
+        mongo_uri=env.get("MONGO_URI", "mongodb://mongo:27017"),
+        gridfs_db=env.get("GRIDFS_DB", "lab"),
+        files_dir=env.get("FILES_DIR", "/data/files"),
+        results_dir=env.get("RESULTS_DIR", "/results"),
+        target_port=int(env.get("TARGET_PORT", "8080")),
+    )
+
+
+def recorded_parameters(env=os.environ) -> dict:
+    return {name: env.get(name) for name in RECORDED}

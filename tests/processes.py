@@ -1,0 +1,119 @@
+"""Real servers for native tests: PostgreSQL + FerretDB (a MongoDB-protocol
+server), started in a temporary directory and stopped afterwards.
+
+FerretDB stands in for MongoDB here because no MongoDB server can be
+installed on this machine; it runs on PostgreSQL because its SQLite backend
+scans whole collections on every GridFS chunk lookup.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, what: str, proc: subprocess.Popen | None = None, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    # PostgreSQL refuses to run as root.
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+class PostgresServer:
+    def __init__(self):
+        # Its own directory: pytest's tmp tree is private to root, and
+        # PostgreSQL runs as the postgres user.
+        self.datadir = Path(tempfile.mkdtemp(prefix="lab-pg-")) / "pgdata"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "PostgresServer":
+        self.datadir.parent.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.datadir.parent, "postgres")
+        subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(self.datadir), "-A", "trust",
+                                     "-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]),
+                       check=True, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(_as_postgres([
+            str(PG_BIN / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
+            "-k", str(self.datadir), "-c", "listen_addresses=127.0.0.1",
+            "-c", "fsync=off", "-c", "max_connections=200"]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, "postgres", self.proc)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        shutil.rmtree(self.datadir.parent, ignore_errors=True)
+
+
+class FerretDBServer:
+    """FerretDB v1 on PostgreSQL. stop()/start() may be called repeatedly to
+    simulate MongoDB going away and coming back on the same port."""
+
+    def __init__(self, binary: str, postgres: PostgresServer):
+        self.binary = binary
+        self.postgres = postgres
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "FerretDBServer":
+        self.proc = subprocess.Popen([
+            self.binary, f"--listen-addr=127.0.0.1:{self.port}", "--handler=postgresql",
+            f"--postgresql-url={self.postgres.url}", "--telemetry=disable",
+            f"--state-dir={self.postgres.datadir.parent}", "--log-level=error"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, "ferretdb", self.proc)
+        return self
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/"
+
+    def pause(self) -> None:
+        """Freeze the server: connections stay open but nothing answers."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGCONT)
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,59 @@
+"""ab parsers on outputs captured from real ab runs (tests/fixtures/ab)."""
+from pathlib import Path
+
+import pytest
+
+from bench.ab_output import AbOutputError, parse_percentiles, parse_summary
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ab"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_summary_of_a_clean_run():
+    s = parse_summary(fixture("nginx-1KB-c5.txt"))
+    assert (s.complete, s.failed, s.non_2xx, s.document_length) == (500, 0, 0, 1024)
+    assert s.rps == pytest.approx(10006.40)
+    assert s.time_per_request_ms == pytest.approx(0.100)
+    assert s.time_per_request_concurrent_ms == pytest.approx(0.500)
+    assert s.transfer_kbps == pytest.approx(12371.20)
+    assert s.seconds == pytest.approx(0.050)
+
+
+def test_time_per_request_across_concurrent_is_concurrent_mean_over_concurrency():
+    s = parse_summary(fixture("nginx-1MB-c100.txt"))
+    assert s.time_per_request_ms == pytest.approx(s.time_per_request_concurrent_ms / 100, rel=0.01)
+    assert s.document_length == 1048576
+
+
+def test_keepalive_run_parses():
+    s = parse_summary(fixture("nginx-1KB-c5-keepalive.txt"))
+    assert s.complete == 500 and s.rps > 0
+
+
+def test_non_2xx_responses_are_counted():
+    s = parse_summary(fixture("nginx-404-c5.txt"))
+    assert s.non_2xx == 50
+    assert s.failed == 0
+
+
+def test_length_failures_are_counted():
+    s = parse_summary(fixture("varlen-failed-c3.txt"))
+    assert s.failed == 40
+
+
+def test_percentiles_keep_fractional_milliseconds():
+    p = parse_percentiles(fixture("nginx-1KB-c5.csv"))
+    assert sorted(p) == list(range(101))
+    assert p[0] <= p[50] <= p[99] <= p[100]
+    assert p[50] != int(p[50])
+
+
+def test_truncated_output_is_an_error():
+    text = fixture("nginx-1KB-c5.txt")
+    with pytest.raises(AbOutputError, match="Requests per second"):
+        parse_summary(text[: text.index("Requests per second")])
+    with pytest.raises(AbOutputError):
+        parse_percentiles("0,0.1\n")
