@@ -1,0 +1,34 @@
+# GridFS Serving Lab: the two entry points are `make lab-local` (or `make lab`
+# with a registry) and `make test`. Each sets up what it needs first.
+SHELL := /bin/bash
+# Fewer than 4 cores: layer the 2-core pins over the image settings.
+PINS := $(if $(shell [ $$(nproc) -lt 4 ] && echo small),--env-file cpus-2.env)
+COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
+COMPOSE_LOCAL := docker compose --env-file local.env $(PINS)
+PYTEST_ARGS ?=
+
+.PHONY: setup local-images lab lab-local test clean
+
+setup:
+	tools/setup.sh
+
+# Images from Debian packages for machines with no container registry;
+# writes local.env (.env with every image variable pointed at them).
+local-images: setup
+	local-images/build.sh
+
+# --exit-code-from: plain `up` exits 0 whatever bench's status was.
+# The lab on official images (needs a registry).
+lab: setup
+	$(COMPOSE_OFFICIAL) up --build --exit-code-from bench bench
+
+# The lab on local images (this machine, CI).
+lab-local: local-images
+	$(COMPOSE_LOCAL) up --build --exit-code-from bench bench
+
+# Every test, including the compose end-to-end run on local images.
+test: local-images
+	.venv/bin/pytest tests $(PYTEST_ARGS)
+
+clean:
+	$(COMPOSE_LOCAL) down -v --remove-orphans
