@@ -1,0 +1,189 @@
+"""The cAdvisor image the lab measures with (by default the local stand-in
+built by monitoring/cadvisor/build-local-image.sh; CADVISOR_IMAGE picks
+another, e.g. gcr.io/cadvisor/cadvisor:v0.49.1) reports a CPU-limited
+container's usage correctly through the official v1.3/v2.0 REST API."""
+import os
+import subprocess
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import requests
+
+from processes import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+LOCAL_IMAGE = "gridfs-lab-local/cadvisor:v0.49.1"
+BURNER_BASE_IMAGE = os.environ.get("BURNER_IMAGE", "gridfs-lab-local/debian:bookworm")
+BURNER_CPUS = 0.5
+
+# The flags and mounts the compose service uses; --privileged fails here.
+CADVISOR_RUN_ARGS = [
+    "--cap-add", "SYS_ADMIN", "--cap-add", "SYS_PTRACE", "--cap-add", "DAC_READ_SEARCH",
+    "--device", "/dev/kmsg",
+    "-v", "/:/rootfs:ro", "-v", "/var/run:/var/run:ro", "-v", "/sys:/sys:ro",
+    "-v", "/var/lib/docker/:/var/lib/docker:ro",
+]
+CADVISOR_FLAGS = [
+    "--housekeeping_interval=1s", "--allow_dynamic_housekeeping=false", "--docker_only",
+    # The official defaults minus "cpuset", so spec.cpu.mask is filled on cgroup v1 too.
+    "--disable_metrics=advtcp,cpu_topology,hugetlb,memory_numa,process,referenced_memory,resctrl,sched,tcp,udp",
+]
+
+
+def docker_engine_answers() -> bool:
+    try:
+        return subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"],
+                              capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+pytestmark = pytest.mark.skipif(not docker_engine_answers(), reason="no Docker engine answers on this machine")
+
+
+def docker(*args: str, timeout: float = 120) -> str:
+    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True,
+                          timeout=timeout).stdout.strip()
+
+
+def remove_container(name: str) -> None:
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+
+
+def parse_timestamp_ns(stamp: str) -> int:
+    """RFC 3339 with up to nanoseconds ("2024-05-01T10:00:00.123456789Z"),
+    which datetime cannot hold exactly."""
+    seconds, _, fraction = stamp.rstrip("Z").partition(".")
+    whole = datetime.fromisoformat(seconds).replace(tzinfo=timezone.utc)
+    return int(whole.timestamp()) * 10**9 + int((fraction or "0").ljust(9, "0")[:9])
+
+
+def find_by_alias(containers: dict, alias: str) -> dict | None:
+    return next((c for c in containers.values() if alias in c.get("aliases", [])), None)
+
+
+@pytest.fixture(scope="module")
+def cadvisor_image() -> str:
+    image = os.environ.get("CADVISOR_IMAGE")
+    if image:
+        return image
+    # Always rebuilt so the image matches the source; both build steps are cached.
+    subprocess.run([str(REPO / "monitoring" / "cadvisor" / "build-local-image.sh")], check=True,
+                   capture_output=True, timeout=600)
+    return LOCAL_IMAGE
+
+
+@pytest.fixture(scope="module")
+def cadvisor_url(cadvisor_image):
+    name = f"lab-cadvisor-test-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    try:
+        docker("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *CADVISOR_RUN_ARGS,
+               cadvisor_image, *CADVISOR_FLAGS)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(f"{url}/healthz", timeout=2).text == "ok":
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
+                pytest.fail(f"cAdvisor did not answer /healthz within 30 s; logs:\n{logs[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        remove_container(name)
+
+
+@pytest.fixture
+def burner():
+    """A container spinning one core, capped at BURNER_CPUS by CFS quota."""
+    name = f"lab-burner-{uuid.uuid4().hex[:8]}"
+    try:
+        container_id = docker("run", "-d", "--cpus", str(BURNER_CPUS), "--name", name,
+                              BURNER_BASE_IMAGE, "sh", "-c", "while :; do :; done")
+        yield name, container_id
+    finally:
+        remove_container(name)
+
+
+def all_docker_containers(url: str) -> dict:
+    response = requests.get(f"{url}/api/v1.3/docker/", timeout=10)
+    response.raise_for_status()
+    assert response.headers["Content-Type"] == "application/json"
+    return response.json()
+
+
+def test_burner_cpu_usage_matches_its_cpu_limit(cadvisor_url, burner):
+    name, container_id = burner
+
+    # Wait until cAdvisor has picked the container up and sampled it a few times.
+    deadline = time.monotonic() + 30
+    while True:
+        found = find_by_alias(all_docker_containers(cadvisor_url), name)
+        if found is not None and len(found["stats"]) >= 3:
+            break
+        assert time.monotonic() < deadline, f"{name} not reported with 3 stats within 30 s"
+        time.sleep(1)
+
+    time.sleep(3)  # let the burner settle into its throttled steady state (~6 s in all)
+    first = find_by_alias(all_docker_containers(cadvisor_url), name)
+    time.sleep(4)
+    second = find_by_alias(all_docker_containers(cadvisor_url), name)
+
+    assert first["name"] == second["name"] == f"/docker/{container_id}"
+    assert set(second["aliases"]) == {name, container_id}
+    assert second["namespace"] == "docker"
+
+    cpu_spec = second["spec"]["cpu"]
+    assert cpu_spec["quota"] == int(BURNER_CPUS * cpu_spec["period"])
+    assert cpu_spec["mask"]  # cpuset, e.g. "0-1"
+    assert "limit" in second["spec"]["memory"]
+
+    a, b = first["stats"][-1], second["stats"][-1]
+    elapsed_s = (parse_timestamp_ns(b["timestamp"]) - parse_timestamp_ns(a["timestamp"])) / 1e9
+    assert 3 <= elapsed_s <= 6, f"stats {elapsed_s:.2f} s apart; housekeeping is not every 1 s"
+    cores_used = (b["cpu"]["usage"]["total"] - a["cpu"]["usage"]["total"]) / 1e9 / elapsed_s
+    print(f"burner used {cores_used:.3f} cores over {elapsed_s:.2f} s (limit {BURNER_CPUS})")
+    assert cores_used == pytest.approx(BURNER_CPUS, abs=0.05)
+
+    usage = b["cpu"]["usage"]
+    if "per_cpu_usage" in usage:  # cgroup v1 only: v2 has no per-CPU accounting
+        assert sum(usage["per_cpu_usage"]) == pytest.approx(usage["total"], rel=0.01)
+    assert usage["user"] + usage["system"] > 0
+    cfs = b["cpu"]["cfs"]
+    assert cfs["throttled_periods"] > 0 and cfs["throttled_time"] > 0  # it is capped, so it is throttled
+    assert cfs["periods"] >= cfs["throttled_periods"]
+    memory = b["memory"]
+    assert memory["usage"] > 0 and memory["usage"] >= memory["working_set"]
+    assert "max_usage" in memory  # 0 on cgroup v2 kernels without memory.peak
+
+
+def test_single_container_and_v2_stats_endpoints(cadvisor_url, burner):
+    name, container_id = burner
+    key = f"/docker/{container_id}"
+
+    deadline = time.monotonic() + 30
+    while True:
+        response = requests.get(f"{cadvisor_url}/api/v1.3/docker/{name}", timeout=10)
+        if response.status_code == 200 and len(response.json()[key]["stats"]) >= 2:
+            break
+        assert time.monotonic() < deadline, f"{name} not served by name within 30 s: {response.text[:300]}"
+        time.sleep(1)
+    # Looked up by id too, and keyed by the cgroup name either way.
+    by_id = requests.get(f"{cadvisor_url}/api/v1.3/docker/{container_id}", timeout=10).json()
+    assert list(by_id) == [key]
+
+    stats = requests.get(f"{cadvisor_url}/api/v2.0/stats/{name}",
+                         params={"type": "docker", "count": 2}, timeout=10).json()
+    assert list(stats) == [key]
+    assert len(stats[key]) == 2
+    assert stats[key][-1]["has_cpu"] and stats[key][-1]["cpu"]["usage"]["total"] > 0
+
+    missing = requests.get(f"{cadvisor_url}/api/v1.3/docker/no-such-container-{uuid.uuid4().hex}", timeout=10)
+    assert missing.status_code == 500  # as the official API answers
