@@ -83,13 +83,23 @@ class FerretDBServer:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
+    @property
+    def log_path(self) -> Path:
+        return self.postgres.datadir.parent / "ferretdb.log"
+
     def start(self) -> "FerretDBServer":
+        self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([
             self.binary, f"--listen-addr=127.0.0.1:{self.port}", "--handler=postgresql",
             f"--postgresql-url={self.postgres.url}", "--telemetry=disable",
-            f"--state-dir={self.postgres.datadir.parent}", "--log-level=error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port, "ferretdb", self.proc)
+            f"--state-dir={self.postgres.datadir.parent}", "--log-level=error",
+            # its metrics listener defaults to a fixed port: two servers would collide
+            f"--debug-addr=127.0.0.1:{free_port()}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(self.port, "ferretdb", self.proc)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}; its log ends: {self.log_path.read_text()[-1000:]}") from e
         return self
 
     @property

@@ -1,0 +1,350 @@
+"""HTTP conformance of a serving path, judged against nginx-static's answer to
+the very same request for the same file on disk.
+
+Functional cases (full GET, headers, HEAD, every Range form, If-Range,
+conditional GETs, 404) must answer as nginx does: same status, same
+Content-Range and Content-Length, same bytes. Hostile requests (bad methods,
+malformed request lines, huge headers, bad Range syntax, traversal attempts,
+bad encodings) only need to be refused safely: never a server error, never a
+hang, and a 2xx only where nginx also answers 2xx, with nginx's bytes.
+
+Run on its own:  python -m bench.conformance --reference URL --target URL [--files-dir DIR]
+"""
+import argparse
+import hashlib
+import json
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+CHUNK = 255 * 1024  # GridFS default chunk size: ranges across it matter
+SERVER_ERRORS = {500, 502, 503, 504}
+
+
+@dataclass
+class Answer:
+    status: int | None          # None: closed without an answer, or timed out
+    headers: dict
+    body: bytes
+    note: str = ""              # "closed" or "timeout" when status is None
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def content(self) -> bytes:
+        """The body, with a multipart/byteranges answer reduced to its parts
+        (Content-Range and bytes): its boundary is random per answer."""
+        ctype = self.header("content-type") or ""
+        if not ctype.startswith("multipart/byteranges") or "boundary=" not in ctype:
+            return self.body
+        boundary = b"--" + ctype.split("boundary=", 1)[1].strip('"').encode()
+        parts = []
+        for part in self.body.split(boundary)[1:]:
+            head, _, data = part.partition(b"\r\n\r\n")
+            ranges = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-range")]
+            if ranges:
+                parts.append(ranges[0].lower() + b"\n" + data.removesuffix(b"\r\n"))
+        return b"multipart:" + b"\n".join(parts)
+
+    def describe(self) -> str:
+        if self.status is None:
+            return self.note
+        parts = [str(self.status)]
+        if self.header("content-range"):
+            parts.append(self.header("content-range"))
+        if self.status >= 400:  # error pages differ by server; status and range are the contract
+            return " ".join(parts)
+        content = self.content()
+        if content is self.body:  # multipart lengths depend on the boundary
+            parts.append(f"length={self.header('content-length')}")
+        if content:
+            parts.append(f"body sha256:{hashlib.sha256(content).hexdigest()[:12]} ({len(self.body)} bytes)")
+        return " ".join(parts)
+
+
+@dataclass
+class CaseResult:
+    case: str
+    expected: str
+    got: str
+    passed: bool
+
+
+class Server:
+    """A raw HTTP/1.1 client: sends exactly the bytes a case needs, one
+    connection per request, and reads the answer within a timeout."""
+
+    def __init__(self, url: str, timeout: float = 10.0):
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname, parts.port or 80
+        self.timeout = timeout
+
+    def raw(self, request: bytes, head: bool = False) -> Answer:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=self.timeout) as sock:
+                sock.sendall(request)
+                return _read_answer(sock, head)
+        except socket.timeout:
+            return Answer(None, {}, b"", "timeout")
+        except ConnectionError:
+            return Answer(None, {}, b"", "closed")
+
+    def request(self, method: str, path: str, headers: dict | None = None) -> Answer:
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", "Connection: close"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        return self.raw(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), head=method == "HEAD")
+
+
+def _read_answer(sock: socket.socket, head: bool) -> Answer:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return Answer(None, {}, b"", "closed") if not data else _parse(data, head)
+        data += chunk
+    answer = _parse(data, head)
+    length = answer.header("content-length")
+    if head or answer.status in (204, 304) or length is None and answer.header("transfer-encoding") is None:
+        # no body expected, or a close-delimited body
+        if not head and answer.status not in (204, 304) and length is None:
+            answer.body += _read_to_close(sock)
+        return answer
+    if length is not None:
+        want = int(length)
+        while len(answer.body) < want:
+            chunk = sock.recv(min(1 << 20, want - len(answer.body)))
+            if not chunk:
+                break
+            answer.body += chunk
+    else:
+        answer.body = _dechunk(answer.body + _read_to_close(sock))
+    return answer
+
+
+def _read_to_close(sock: socket.socket) -> bytes:
+    out = b""
+    while chunk := sock.recv(1 << 20):
+        out += chunk
+    return out
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = b""
+    while data:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out, data = out + data[:size], data[size + 2:]
+    return out
+
+
+def _parse(data: bytes, head: bool) -> Answer:
+    head_bytes, _, body = data.partition(b"\r\n\r\n")
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        return Answer(None, {}, b"", f"not HTTP: {lines[0][:40]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return Answer(status, headers, b"" if head else body)
+
+
+# --- functional cases -------------------------------------------------------
+
+def _range_cases(size: int) -> list[tuple[str, str]]:
+    """(case name, Range header) for a file of `size` bytes."""
+    cases = [("first byte", "bytes=0-0"), ("first 100 bytes", "bytes=0-99"),
+             ("suffix 100", "bytes=-100"), ("last byte", "bytes=-1"),
+             ("open end", f"bytes={size // 2}-"), ("end past length", f"bytes=0-{size + 1000}"),
+             ("start at length", f"bytes={size}-"), ("beyond end", f"bytes={size + 5}-{size + 10}"),
+             ("two ranges", "bytes=0-0,5-9")]
+    if size > CHUNK + 100:
+        cases.append(("across a chunk boundary", f"bytes={CHUNK - 50}-{CHUNK + 50}"))
+    return cases
+
+
+def _same(case: str, ref: Answer, got: Answer) -> CaseResult:
+    return CaseResult(case, ref.describe(), got.describe(), ref.describe() == got.describe())
+
+
+def _headers_summary(answer: Answer) -> str:
+    etag = answer.header("etag") or ""
+    strong = "strong" if etag.startswith('"') else ("weak" if etag else "none")
+    try:
+        modified = "date" if parsedate_to_datetime(answer.header("last-modified") or "") else "none"
+    except (TypeError, ValueError):
+        modified = "unparsable"
+    return (f"Content-Type={answer.header('content-type')} Accept-Ranges={answer.header('accept-ranges')} "
+            f"ETag={strong} Last-Modified={modified}")
+
+
+def functional_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseResult]:
+    results = []
+    for f in files:
+        path = f"/files/{f['name']}"
+        name = f["name"]
+        ref_full, tgt_full = ref.request("GET", path), tgt.request("GET", path)
+        results.append(_same(f"GET {name}", ref_full, tgt_full))
+        results.append(CaseResult(f"headers {name}", _headers_summary(ref_full), _headers_summary(tgt_full),
+                                  _headers_summary(ref_full) == _headers_summary(tgt_full)))
+        results.append(_same(f"HEAD {name}", ref.request("HEAD", path), tgt.request("HEAD", path)))
+        for case, value in _range_cases(f["size"]):
+            r, t = ref.request("GET", path, {"Range": value}), tgt.request("GET", path, {"Range": value})
+            result = _same(f"Range {case} ({value}) {name}", r, t)
+            if case == "two ranges" and not result.passed:
+                # A full 200 is a valid answer to a multi-range request.
+                result.passed = t.status == 200 and t.body == ref_full.body
+            results.append(result)
+        results += _validator_cases(ref, tgt, path, name, ref_full, tgt_full)
+    missing = "/files/gridfs-lab-no-such-file.bin"
+    results.append(_same("GET missing file", ref.request("GET", missing), tgt.request("GET", missing)))
+    return results
+
+
+def _validator_cases(ref, tgt, path, name, ref_full, tgt_full) -> list[CaseResult]:
+    """Each server is asked with its own ETag and Last-Modified."""
+    results = []
+    variants = [
+        ("If-None-Match own ETag", lambda a: {"If-None-Match": a.header("etag") or '"none"'}),
+        ("If-None-Match other ETag", lambda a: {"If-None-Match": '"gridfs-lab-other"'}),
+        ("If-Modified-Since own Last-Modified", lambda a: {"If-Modified-Since": a.header("last-modified") or ""}),
+        ("If-Modified-Since 1970", lambda a: {"If-Modified-Since": "Thu, 01 Jan 1970 00:00:01 GMT"}),
+        ("If-Range own ETag", lambda a: {"Range": "bytes=0-9", "If-Range": a.header("etag") or '"none"'}),
+        ("If-Range other ETag", lambda a: {"Range": "bytes=0-9", "If-Range": '"gridfs-lab-other"'}),
+    ]
+    for case, headers in variants:
+        r, t = ref.request("GET", path, headers(ref_full)), tgt.request("GET", path, headers(tgt_full))
+        results.append(_same(f"{case} {name}", r, t))
+    return results
+
+
+# --- hostile requests ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Hostile:
+    case: str
+    raw: bytes
+    # A well-formed GET of the file but for a limit each server chooses
+    # (header sizes, Range syntax): the whole file is a safe answer too.
+    get_of_file: bool = False
+
+
+def hostile_requests(files: list[dict]) -> list[Hostile]:
+    """At least 200 hostile requests against the first file."""
+    name = files[0]["name"]
+    path = f"/files/{name}"
+
+    def req(line: str, *headers: str) -> bytes:
+        return ("\r\n".join([line, "Host: lab", "Connection: close", *headers]) + "\r\n\r\n").encode("latin-1")
+
+    cases = []
+    for method in ("PUT", "POST", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND",
+                   "FOO", "get", "GET\x00", "G" * 300):
+        cases.append(Hostile(f"method {method[:20]!r}", req(f"{method} {path} HTTP/1.1")))
+    for label, line in [("HTTP/9.9", f"GET {path} HTTP/9.9"), ("HTTP/1.x", f"GET {path} HTTP/1.x"),
+                        ("no leading slash", f"GET files/{name} HTTP/1.1"),
+                        ("control char in path", f"GET {path}\x01 HTTP/1.1"),
+                        ("space in path", f"GET /files/a b HTTP/1.1"),
+                        ("tab separators", f"GET\t{path}\tHTTP/1.1"),
+                        ("absolute URI", f"GET http://elsewhere.invalid{path} HTTP/1.1"),
+                        ("asterisk", "GET * HTTP/1.1"), ("empty target", "GET  HTTP/1.1"),
+                        ("lowercase version", f"GET {path} http/1.1"),
+                        ("garbage", "\x16\x03\x01\x00\xa5\x01\x00\x00")]:
+        cases.append(Hostile(f"request line: {label}", req(line)))
+    cases.append(Hostile("request line: no Host", f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode()))
+    cases.append(Hostile("request line: bare LF", f"GET {path} HTTP/1.1\nHost: lab\nConnection: close\n\n".encode()))
+    for size in (4_000, 9_000, 20_000, 70_000, 1_100_000):
+        cases.append(Hostile(f"header value of {size} bytes",
+                             req(f"GET {path} HTTP/1.1", "X-Big: " + "a" * size), get_of_file=True))
+    for count in (50, 200, 1000):
+        cases.append(Hostile(f"{count} headers",
+                             req(f"GET {path} HTTP/1.1", *[f"X-H{i}: v" for i in range(count)]), get_of_file=True))
+    cases.append(Hostile("header without colon", req(f"GET {path} HTTP/1.1", "NoColonHere")))
+    cases.append(Hostile("obsolete line folding", req(f"GET {path} HTTP/1.1", "X-A: a", " folded")))
+    for value in ("bytes=", "bytes=abc", "bytes=5-2", "bytes=--1", "items=0-1", "bytes=0-1,,",
+                  "bytes= 0-1", "bytes=-0", "bytes=99999999999999999999-", "bytes=0-99999999999999999999",
+                  "bytes=1-1-1", "bytes=0x10-0x20", "Bytes=0-1", "bytes=" + ",".join(["0-0"] * 300)):
+        cases.append(Hostile(f"Range {value[:30]!r}", req(f"GET {path} HTTP/1.1", f"Range: {value}"),
+                             get_of_file=True))
+    for value in ("bytes=0-0", "nonsense"):
+        cases.append(Hostile(f"Range with bad If-Range {value}",
+                             req(f"GET {path} HTTP/1.1", f"Range: {value}", "If-Range: garbage"),
+                             get_of_file=True))
+    traversal = ["../", "..%2f", "%2e%2e/", "%2e%2e%2f", "%2E%2E%2F", "..\\", "..%5c", "%2e%2e%5c",
+                 "%252e%252e%252f", ".%2e/", "%2e./", "%c0%ae%c0%ae/", "....//", "..;/", "/..",
+                 "%2f..%2f", "./", "%00/../", "..%00/", "..%c0%af"]
+    goals = ["etc/passwd", "../../../../etc/passwd", "proc/self/environ", "windows/win.ini",
+             "root/.ssh/id_rsa", "data/files/manifest.json", f"files/{name}", name]
+    for prefix in traversal:
+        for goal in goals:
+            cases.append(Hostile(f"traversal {prefix}{goal}", req(f"GET /files/{prefix}{goal} HTTP/1.1")))
+    for label, target in [("NUL", f"{name}%00"), ("NUL before suffix", f"{name}%00.png"),
+                          ("bad percent %zz", "%zz"), ("lone percent", "%"), ("truncated %e2%82", "%e2%82"),
+                          ("invalid UTF-8 %ff", "%ff%fe"), ("backslash", f"..\\..\\{name}"),
+                          ("encoded slash", f"a%2f{name}"), ("255-byte name", "a" * 255),
+                          ("300-byte name", "a" * 300), ("5000-byte name", "a" * 5000),
+                          ("unicode name", "%e2%82%ac.bin"), ("query", f"{name}?x=../../etc/passwd"),
+                          ("fragment", f"{name}#frag"), ("double slash", f"/{name}"),
+                          ("trailing slash", f"{name}/"), ("directory", ""), ("dot", "."), ("dotdot", "..")]:
+        cases.append(Hostile(f"name: {label}", req(f"GET /files/{target} HTTP/1.1")))
+    return cases
+
+
+def _safe(request: Hostile, ref: Answer, got: Answer, full_body: bytes) -> bool:
+    """Never a hang or a server error; a 2xx only where nginx also answered
+    2xx, with nginx's bytes, or the whole file for a GET of it."""
+    if got.note == "timeout" or got.status in SERVER_ERRORS:
+        return False
+    if request.get_of_file and got.status == 200 and got.body == full_body:
+        return True
+    if got.status is None or got.status // 100 != 2:
+        return True
+    if ref.status is None or ref.status // 100 != 2:
+        return False
+    return got.content() == ref.content()
+
+
+def hostile_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseResult]:
+    results = []
+    full_body = ref.request("GET", f"/files/{files[0]['name']}").body
+    for request in hostile_requests(files):
+        r, t = ref.raw(request.raw), tgt.raw(request.raw)
+        passed = _safe(request, r, t, full_body)
+        results.append(CaseResult(f"hostile: {request.case}", f"safe refusal or nginx's answer ({r.describe()})",
+                                  t.describe(), passed))
+    return results
+
+
+def check(reference_url: str, target_url: str, files: list[dict]) -> list[CaseResult]:
+    ref, tgt = Server(reference_url), Server(target_url)
+    return functional_cases(ref, tgt, files) + hostile_cases(ref, tgt, files)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", required=True, help="nginx-static's base URL")
+    parser.add_argument("--target", required=True, help="the serving path's base URL")
+    parser.add_argument("--files-dir", default="/data/files", help="where manifest.json is")
+    parser.add_argument("--json", action="store_true", help="print every case as JSON")
+    args = parser.parse_args(argv)
+    files = json.loads((Path(args.files_dir) / "manifest.json").read_text())["files"]
+    results = check(args.reference, args.target, files)
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    for r in results:
+        if not r.passed:
+            print(f"FAIL {r.case}\n  expected: {r.expected}\n  got:      {r.got}")
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

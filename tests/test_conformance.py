@@ -1,0 +1,81 @@
+"""The conformance suite (loadgen/bench/conformance.py) against real servers:
+nginx-static judged against itself passes every case; a server that ignores
+Range is caught; every native serving path passes against nginx-static."""
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import gridfs
+import pymongo
+import pytest
+
+import seed as seed_mod
+from bench.conformance import check, hostile_requests
+from processes import free_port, stop_process, wait_for_port
+from service_processes import NginxStatic, flask_service, node_service
+
+DB = "conformance"
+SIZES = [1024, 300 * 1024]  # within one chunk; across a chunk boundary
+
+
+@pytest.fixture(scope="module")
+def files(mongo_uri):
+    # world-readable: nginx workers run as nobody; pytest's tmp tree is private
+    base = Path(tempfile.mkdtemp(prefix="lab-conformance-"))
+    base.chmod(0o755)
+    directory = base / "files"
+    directory.mkdir()
+    bucket = gridfs.GridFSBucket(pymongo.MongoClient(mongo_uri)[DB])
+    manifest = []
+    for size in SIZES:
+        data, name = seed_mod.file_bytes(size), f"{size}B.bin"
+        (directory / name).write_bytes(data)
+        bucket.upload_from_stream(name, data, metadata={"contentType": "application/octet-stream"})
+        manifest.append({"name": name, "size": size, "sha256": hashlib.sha256(data).hexdigest()})
+    yield directory, manifest
+    shutil.rmtree(base)
+
+
+@pytest.fixture(scope="module")
+def reference(files):
+    server = NginxStatic(files[0]).start()
+    yield server
+    server.stop()
+
+
+def failures(results):
+    return "\n".join(f"{r.case}: expected {r.expected}, got {r.got}" for r in results if not r.passed)
+
+
+def test_reference_passes_against_itself_with_at_least_200_hostile_requests(files, reference):
+    results = check(reference.url, reference.url, files[1])
+    assert len(hostile_requests(files[1])) >= 200
+    assert all(r.passed for r in results), failures(results)
+
+
+def test_a_server_that_ignores_range_is_caught(files, reference):
+    port = free_port()
+    plain = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                             cwd=files[0].parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, "http.server", plain)
+        failed = {r.case for r in check(reference.url, f"http://127.0.0.1:{port}", files[1]) if not r.passed}
+    finally:
+        stop_process(plain)
+    assert "Range first byte (bytes=0-0) 1024B.bin" in failed
+    assert "Range suffix 100 (bytes=-100) 307200B.bin" in failed
+    assert "If-None-Match own ETag 1024B.bin" in failed
+    assert "GET 1024B.bin" not in failed  # full bodies are right: only the HTTP semantics differ
+
+
+@pytest.mark.parametrize("start", [flask_service, node_service], ids=["flask", "node"])
+def test_serving_path_conforms(start, mongo_uri, files, reference):
+    service = start(mongo_uri, DB).start()
+    try:
+        results = check(reference.url, service.url, files[1])
+    finally:
+        service.stop()
+    assert all(r.passed for r in results), failures(results) + "\n--- log ---\n" + service.log()
