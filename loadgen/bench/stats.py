@@ -1,0 +1,30 @@
+"""Summary statistics for repeated measurements of one case."""
+from dataclasses import dataclass
+from statistics import median
+
+NOISY_SPREAD = 0.10  # a case whose repetitions differ by more than this is marked noisy
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    min: float
+    max: float
+    spread: float        # (max - min) / median
+
+    @property
+    def noisy(self) -> bool:
+        return self.spread > NOISY_SPREAD
+
+
+def summarize(values: list[float]) -> Spread:
+    if not values:
+        raise ValueError("no measurements to summarize")
+    mid = median(values)
+    return Spread(mid, min(values), max(values), (max(values) - min(values)) / mid if mid else 0.0)
+
+
+def relative_difference(a: float, b: float) -> float:
+    """|a - b| relative to their mean: symmetric, for comparing two tools."""
+    mean = (a + b) / 2
+    return abs(a - b) / mean if mean else 0.0

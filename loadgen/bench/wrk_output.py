@@ -1,0 +1,69 @@
+"""Pure parser for wrk's report (run with --latency). No I/O, so it is
+unit-tested on captured outputs."""
+import re
+from dataclasses import dataclass
+
+_TIME_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+_SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
+
+
+class WrkOutputError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class WrkSummary:
+    requests: int
+    seconds: float
+    rps: float
+    transfer_bytes_per_s: float
+    latency_avg_ms: float
+    latency_max_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    non_2xx_3xx: int
+    socket_errors: int   # connect + read + write + timeout
+
+
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if not m:
+        raise WrkOutputError(f"not a wrk duration: {text!r}")
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
+
+
+def _bytes(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(B|KB|MB|GB|TB)", text)
+    if not m:
+        raise WrkOutputError(f"not a wrk size: {text!r}")
+    return float(m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+
+def _search(text: str, pattern: str) -> re.Match:
+    m = re.search(pattern, text, re.MULTILINE)
+    if m is None:
+        raise WrkOutputError(f"wrk output has no line matching {pattern!r}")
+    return m
+
+
+def parse(text: str) -> WrkSummary:
+    latency = _search(text, r"^\s+Latency\s+(\S+)\s+\S+\s+(\S+)")
+    totals = _search(text, r"^\s+(\d+) requests in ([\d.]+)(\w+),")
+    percentiles = {int(p): _ms(v) for p, v in re.findall(r"^\s+(\d+)%\s+(\S+)$", text, re.MULTILINE)}
+    if not {50, 90, 99} <= percentiles.keys():
+        raise WrkOutputError("wrk output has no latency distribution (run it with --latency)")
+    non_2xx = re.search(r"^\s+Non-2xx or 3xx responses: (\d+)", text, re.MULTILINE)
+    errors = re.search(r"^\s+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                       text, re.MULTILINE)
+    return WrkSummary(
+        requests=int(totals.group(1)),
+        seconds=_ms(totals.group(2) + totals.group(3)) / 1000,
+        rps=float(_search(text, r"^Requests/sec:\s+([\d.]+)").group(1)),
+        transfer_bytes_per_s=_bytes(_search(text, r"^Transfer/sec:\s+(\S+)").group(1)),
+        latency_avg_ms=_ms(latency.group(1)),
+        latency_max_ms=_ms(latency.group(2)),
+        p50_ms=percentiles[50], p90_ms=percentiles[90], p99_ms=percentiles[99],
+        non_2xx_3xx=int(non_2xx.group(1)) if non_2xx else 0,
+        socket_errors=sum(int(g) for g in errors.groups()) if errors else 0,
+    )

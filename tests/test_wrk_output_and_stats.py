@@ -1,0 +1,56 @@
+"""wrk parser on outputs captured from real wrk runs (tests/fixtures/wrk),
+and the repetition statistics."""
+from pathlib import Path
+
+import pytest
+
+from bench.stats import relative_difference, summarize
+from bench.wrk_output import WrkOutputError, parse
+
+FIXTURES = Path(__file__).parent / "fixtures" / "wrk"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_clean_run():
+    s = parse(fixture("nginx-1KB-c5.txt"))
+    assert (s.requests, s.non_2xx_3xx, s.socket_errors) == (58689, 0, 0)
+    assert s.seconds == pytest.approx(2.00)
+    assert s.rps == pytest.approx(29294.60)
+    assert s.latency_avg_ms == pytest.approx(0.43374)
+    assert s.latency_max_ms == pytest.approx(16.26)
+    assert (s.p50_ms, s.p90_ms, s.p99_ms) == pytest.approx((0.115, 1.12, 6.02))
+    assert s.transfer_bytes_per_s == pytest.approx(35.51 * 1024 ** 2)
+
+
+def test_units_of_large_transfers():
+    s = parse(fixture("nginx-1MB-c100.txt"))
+    assert s.p50_ms == pytest.approx(67.03)
+    assert s.transfer_bytes_per_s == pytest.approx(716.27 * 1024 ** 2)
+    assert s.rps == pytest.approx(s.requests / s.seconds, rel=0.05)
+
+
+def test_non_2xx_and_socket_errors_are_counted():
+    assert parse(fixture("nginx-404-c5.txt")).non_2xx_3xx == 31687
+    assert parse(fixture("nginx-stopped-midway.txt")).socket_errors == 13 + 70789
+
+
+def test_output_without_latency_distribution_is_an_error():
+    text = fixture("plain-http10-c3.txt")
+    with pytest.raises(WrkOutputError, match="--latency"):
+        parse(text.replace("Latency Distribution", "").replace("  99%", "  98%"))
+
+
+def test_summarize_and_spread():
+    s = summarize([100.0, 110.0, 90.0])
+    assert (s.median, s.min, s.max) == (100.0, 90.0, 110.0)
+    assert s.spread == pytest.approx(0.2) and s.noisy
+    assert not summarize([100.0, 101.0, 99.0]).noisy
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_relative_difference_is_symmetric():
+    assert relative_difference(100, 90) == relative_difference(90, 100) == pytest.approx(10 / 95)
