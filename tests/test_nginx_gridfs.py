@@ -1,0 +1,409 @@
+"""The nginx GridFS module (services/nginx-gridfs/module), built natively and
+loaded into the host's nginx, against the real FerretDB fixture.
+
+Each answer is compared with what a plain static location of the same nginx
+answers for the same bytes on disk."""
+import http.client
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import gridfs
+import pymongo
+import pytest
+import requests
+
+from nginx_gridfs_build import NGINX_BIN, build_module
+from processes import free_port, stop_process, wait_for_port
+
+DB = "nginx_gridfs_test"
+CHUNK = 255 * 1024  # the drivers' default chunk size
+SIZES = {"0B.bin": 0, "1B.bin": 1, "1KB.bin": 1024, "chunk-1.bin": CHUNK - 1, "chunk.bin": CHUNK,
+         "chunk+1.bin": CHUNK + 1, "1MB.bin": 1_000_000, "10MB.bin": 10_000_000}
+TIMEOUT = 30  # seconds, for every HTTP call that should answer
+
+
+class Nginx:
+    """/usr/sbin/nginx with the module, one worker, in a temporary prefix."""
+
+    def __init__(self, module: Path, mongo_uri: str, files_dir: Path, prefix: Path):
+        self.prefix = prefix
+        prefix.chmod(0o755)  # the html root must be readable by the worker, as in a real install
+        self.port = free_port()
+        self.error_log = prefix / "error.log"
+        self.debug_log = prefix / "debug.log"
+        for sub in ("logs", "tmp"):
+            (prefix / sub).mkdir(exist_ok=True)
+        (prefix / "nginx.conf").write_text(f"""
+daemon off;
+master_process on;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {self.error_log} info;
+load_module {module};
+thread_pool gridfs threads=8;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    open_file_cache off;
+    server_tokens off;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    mongo "{mongo_uri}";
+    gridfs_thread_pool gridfs;
+    server {{
+        listen 127.0.0.1:{self.port};
+        location /files/ {{ gridfs {DB} root_collection=fs field=filename type=string; }}
+        location /byid/ {{ gridfs {DB} field=_id type=objectid; }}
+        location /traced/ {{
+            gridfs {DB} field=filename type=string;
+            error_log {self.debug_log} debug;
+        }}
+        location /static/ {{ alias {files_dir}/; }}
+        location = /health {{ return 200 "ok\\n"; }}
+    }}
+}}
+""")
+        self.proc = subprocess.Popen([NGINX_BIN, "-p", str(prefix), "-c", str(prefix / "nginx.conf"),
+                                      "-e", str(self.error_log)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_port(self.port, "nginx", self.proc)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def worker_pids(self) -> list[int]:
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return [int(pid) for pid in children]
+
+    def log(self) -> str:
+        return self.error_log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+@pytest.fixture(scope="module")
+def stored(mongo_uri):
+    """The test files in GridFS and, byte for byte, on disk."""
+    rng = random.Random(3)
+    # Readable by nginx's unprivileged worker, unlike pytest's tmp tree.
+    files_dir = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-files-"))
+    files_dir.chmod(0o755)
+    client = pymongo.MongoClient(mongo_uri)
+    client.drop_database(DB)
+    bucket = gridfs.GridFSBucket(client[DB])
+    data, ids = {}, {}
+    for name, size in SIZES.items():
+        data[name] = rng.randbytes(size)
+        ids[name] = bucket.upload_from_stream(name, data[name],
+                                              metadata={"contentType": "application/octet-stream"})
+        (files_dir / name).write_bytes(data[name])
+    # Two revisions under one name: the newest must be served.
+    bucket.upload_from_stream("revised.bin", b"old revision")
+    time.sleep(0.01)
+    bucket.upload_from_stream("revised.bin", b"new revision")
+    # No contentType at all: nginx's types by extension.
+    bucket.upload_from_stream("page.html", b"<p>hi</p>")
+    # Three chunks, the middle one lost.
+    broken = bucket.upload_from_stream("broken.bin", rng.randbytes(3 * CHUNK))
+    client[DB]["fs.chunks"].delete_one({"files_id": broken, "n": 1})
+    yield {"data": data, "ids": ids, "dir": files_dir}
+    client.drop_database(DB)
+    client.close()
+    shutil.rmtree(files_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def nginx(stored, mongo_uri):
+    prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+    server = Nginx(build_module(), mongo_uri, stored["dir"], prefix)
+    yield server
+    server.stop()
+    shutil.rmtree(prefix, ignore_errors=True)
+
+
+def get(nginx, path, **headers):
+    return requests.get(nginx.url(path), headers=headers, timeout=TIMEOUT)
+
+
+# --- whole files ---
+
+@pytest.mark.parametrize("name", SIZES)
+def test_serves_the_stored_bytes(nginx, stored, name):
+    r = get(nginx, f"/files/{name}")
+    static = get(nginx, f"/static/{name}")
+    assert r.status_code == 200
+    assert r.content == stored["data"][name]
+    assert r.headers["Content-Length"] == static.headers["Content-Length"] == str(SIZES[name])
+    assert r.headers["Content-Type"] == "application/octet-stream"
+    assert r.headers["Accept-Ranges"] == "bytes"
+    assert re.fullmatch(r'"[^"]+"', r.headers["ETag"]), "a strong ETag"
+    assert "Last-Modified" in r.headers
+
+
+def test_serves_the_newest_revision(nginx):
+    r = get(nginx, "/files/revised.bin")
+    assert (r.status_code, r.content) == (200, b"new revision")
+
+
+def test_content_type_falls_back_to_types_by_extension(nginx):
+    r = get(nginx, "/files/page.html")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("text/html")
+
+
+def test_etag_and_last_modified_are_stable(nginx):
+    a, b = get(nginx, "/files/1KB.bin"), get(nginx, "/files/1KB.bin")
+    assert a.headers["ETag"] == b.headers["ETag"]
+    assert a.headers["Last-Modified"] == b.headers["Last-Modified"]
+    assert a.headers["ETag"] != get(nginx, "/files/1B.bin").headers["ETag"]
+
+
+def test_head_answers_headers_only(nginx):
+    r = requests.head(nginx.url("/files/1MB.bin"), timeout=TIMEOUT)
+    full = get(nginx, "/files/1MB.bin")
+    assert r.status_code == 200
+    assert r.content == b""
+    for header in ("Content-Length", "Content-Type", "ETag", "Last-Modified", "Accept-Ranges"):
+        assert r.headers[header] == full.headers[header]
+
+
+def test_field_id_with_type_objectid(nginx, stored):
+    r = get(nginx, f"/byid/{stored['ids']['1MB.bin']}")
+    assert r.status_code == 200
+    assert r.content == stored["data"]["1MB.bin"]
+
+
+# --- ranges, compared with the static location ---
+
+L = 1_000_000
+RANGES = ["bytes=0-99", "bytes=500-", "bytes=-100", "bytes=0-0", f"bytes={L - 1}-{L - 1}",
+          f"bytes={CHUNK - 10}-{CHUNK + 10}", f"bytes={CHUNK}-{2 * CHUNK - 1}", f"bytes={L - 10}-{2 * L}",
+          f"bytes=-{2 * L}", f"bytes={3 * CHUNK - 1}-", f"bytes={L}-", f"bytes={L + 10}-{L + 20}",
+          "bytes=-0", "bytes=abc", "bytes=5-3", "bytes=0-", "items=0-5"]
+
+
+def assert_same_answer(r, static):
+    assert r.status_code == static.status_code
+    assert r.headers.get("Content-Range") == static.headers.get("Content-Range")
+    if r.status_code != 416:  # error pages: the same page, checked by status
+        assert r.headers.get("Content-Length") == static.headers.get("Content-Length")
+        assert r.content == static.content
+
+
+@pytest.mark.parametrize("spec", RANGES)
+def test_range_matches_static(nginx, spec):
+    r = get(nginx, "/files/1MB.bin", Range=spec)
+    static = get(nginx, "/static/1MB.bin", Range=spec)
+    assert_same_answer(r, static)
+
+
+@pytest.mark.parametrize("spec,status", [("bytes=0-0", 206), (f"bytes={L}-", 416), ("bytes=-100", 206),
+                                         (f"bytes={CHUNK - 10}-{CHUNK + 10}", 206)])
+def test_range_status(nginx, stored, spec, status):
+    r = get(nginx, "/files/1MB.bin", Range=spec)
+    assert r.status_code == status
+    if status == 206:
+        first, last = map(int, re.fullmatch(r"bytes (\d+)-(\d+)/1000000", r.headers["Content-Range"]).groups())
+        assert r.content == stored["data"]["1MB.bin"][first:last + 1]
+    else:
+        assert r.headers["Content-Range"] == "bytes */1000000"
+
+
+@pytest.mark.parametrize("name", ["0B.bin", "1B.bin", "chunk+1.bin", "10MB.bin"])
+@pytest.mark.parametrize("spec", ["bytes=0-0", "bytes=-1", f"bytes={CHUNK}-", "bytes=1-"])
+def test_range_on_other_sizes_matches_static(nginx, name, spec):
+    assert_same_answer(get(nginx, f"/files/{name}", Range=spec), get(nginx, f"/static/{name}", Range=spec))
+
+
+def chunks_read(nginx, path, **headers) -> list[tuple[int, int]]:
+    """The chunk windows the module fetched for one request (debug log)."""
+    nginx.debug_log.write_text("")
+    assert get(nginx, path, **headers).status_code in (200, 206)
+    return [(int(a), int(b)) for a, b in re.findall(r"gridfs read chunks (\d+)-(\d+)", nginx.debug_log.read_text())]
+
+
+def test_range_reads_only_the_chunks_that_cover_it(nginx):
+    last_chunk = (10_000_000 - 1) // CHUNK
+    assert chunks_read(nginx, "/traced/10MB.bin", Range="bytes=9000000-9000099") == [(34, 34)]
+    assert chunks_read(nginx, "/traced/10MB.bin", Range=f"bytes={CHUNK - 1}-{CHUNK}") == [(0, 1)]
+    assert chunks_read(nginx, "/traced/10MB.bin", Range="bytes=-10") == [(last_chunk, last_chunk)]
+    # A whole file: bounded windows of at most 4 chunks (about 1 MiB), in order.
+    windows = chunks_read(nginx, "/traced/10MB.bin")
+    assert windows[0][0] == 0 and windows[-1][1] == last_chunk
+    assert all(b - a < 4 for a, b in windows)
+    assert all(nxt[0] == prev[1] + 1 for prev, nxt in zip(windows, windows[1:]))
+
+
+def test_multiple_ranges_answer_the_whole_file(nginx, stored):
+    # Documented choice: one window of chunks at a time cannot feed nginx's
+    # multipart/byteranges, which wants the whole body in one buffer.
+    spec = "bytes=0-9,20-29"
+    r = get(nginx, "/files/1MB.bin", Range=spec)
+    assert r.status_code == 200
+    assert r.content == stored["data"]["1MB.bin"]
+    static = get(nginx, "/static/1MB.bin", Range=spec)
+    assert static.status_code == 206
+    assert static.headers["Content-Type"].startswith("multipart/byteranges")
+
+
+@pytest.mark.parametrize("location", ["/files/", "/static/"])
+def test_if_range(nginx, stored, location):
+    path = location + "1MB.bin"
+    validators = get(nginx, path).headers
+    matching = get(nginx, path, Range="bytes=10-19", **{"If-Range": validators["ETag"]})
+    assert (matching.status_code, matching.content) == (206, stored["data"]["1MB.bin"][10:20])
+    by_date = get(nginx, path, Range="bytes=10-19", **{"If-Range": validators["Last-Modified"]})
+    assert by_date.status_code == 206
+    stale = get(nginx, path, Range="bytes=10-19", **{"If-Range": '"not-the-etag"'})
+    assert (stale.status_code, stale.content) == (200, stored["data"]["1MB.bin"])
+
+
+# --- conditional requests ---
+
+@pytest.mark.parametrize("location", ["/files/", "/static/"])
+def test_not_modified(nginx, location):
+    path = location + "chunk+1.bin"
+    validators = get(nginx, path).headers
+    by_etag = get(nginx, path, **{"If-None-Match": validators["ETag"]})
+    assert (by_etag.status_code, by_etag.content) == (304, b"")
+    by_date = get(nginx, path, **{"If-Modified-Since": validators["Last-Modified"]})
+    assert (by_date.status_code, by_date.content) == (304, b"")
+    other = get(nginx, path, **{"If-None-Match": '"something-else"'})
+    assert other.status_code == 200
+
+
+# --- errors ---
+
+def test_missing_file_is_404(nginx):
+    assert get(nginx, "/files/no-such-file.bin").status_code == 404
+    assert get(nginx, "/byid/0123456789abcdef01234567").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/byid/not-an-objectid", "/byid/0123456789abcdef0123456z",
+                                  "/files/bad%zzescape", "/files/bad%", "/files/bad%ffutf8"])
+def test_bad_key_is_400(nginx, path):
+    # http.client sends the path as it is: requests would re-quote "%zz".
+    conn = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=TIMEOUT)
+    try:
+        conn.request("GET", path)
+        assert conn.getresponse().status == 400
+    finally:
+        conn.close()
+
+
+def test_percent_encoded_key_is_decoded(nginx, stored):
+    r = get(nginx, "/files/1%4BB.bin")  # %4B is K
+    assert r.content == stored["data"]["1KB.bin"]
+
+
+def test_other_methods_are_refused(nginx):
+    r = requests.post(nginx.url("/files/1KB.bin"), data=b"x", timeout=TIMEOUT)
+    assert r.status_code == 405
+    assert r.headers["Allow"] == "GET, HEAD"
+
+
+def test_missing_chunk_cuts_the_response_and_is_logged(nginx):
+    # The headers are committed before the chunks are read: the connection
+    # is closed early (before or after the headers), never padded.
+    try:
+        r = get(nginx, "/files/broken.bin")
+        assert len(r.content) < int(r.headers["Content-Length"])
+    except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError):
+        pass
+    assert "chunk 1 is missing" in nginx.log()
+    # Ranges that avoid the lost chunk still work.
+    assert get(nginx, "/files/broken.bin", Range="bytes=0-9").status_code == 206
+
+
+# --- load and failures ---
+
+def test_many_concurrent_clients_get_correct_bytes(nginx, stored):
+    names = ["1KB.bin", "chunk+1.bin", "1MB.bin"]
+
+    def fetch(i):
+        name = "10MB.bin" if i < 2 else names[i % len(names)]
+        if i % 3 == 0:
+            r = get(nginx, f"/files/{name}", Range="bytes=1000-")
+            return r.status_code, r.content == stored["data"][name][1000:]
+        r = get(nginx, f"/files/{name}")
+        return r.status_code, r.content == stored["data"][name]
+
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(fetch, range(100), timeout=120))
+    assert all(ok for _, ok in results)
+    assert {status for status, _ in results} <= {200, 206}
+
+
+def test_mongodb_down_is_503_then_recovers(nginx, ferretdb):
+    assert get(nginx, "/files/1KB.bin").status_code == 200
+    ferretdb.stop()
+    try:
+        started = time.monotonic()
+        r = get(nginx, "/files/1KB.bin")
+        elapsed = time.monotonic() - started
+        assert r.status_code == 503
+        assert elapsed < 15, f"503 took {elapsed:.1f} s"
+        assert get(nginx, "/health").status_code == 200
+    finally:
+        ferretdb.start()
+    deadline = time.monotonic() + 60
+    status = None
+    while time.monotonic() < deadline:
+        status = get(nginx, "/files/1KB.bin").status_code
+        if status == 200:
+            break
+        time.sleep(0.5)
+    assert status == 200, "the module did not recover after MongoDB came back"
+    assert re.search(r"\[error\].*gridfs: MongoDB unavailable, looking up \"1KB\.bin\" .*: \S", nginx.log()), \
+        "the cause is logged"
+
+
+def test_event_loop_stays_free_while_mongodb_hangs(nginx, stored, ferretdb):
+    assert len(nginx.worker_pids()) == 1
+    results = []
+
+    def fetch():
+        try:
+            results.append(get(nginx, "/files/1MB.bin").status_code)
+        except requests.RequestException as exc:
+            results.append(exc)
+
+    ferretdb.pause()
+    try:
+        waiting = [threading.Thread(target=fetch) for _ in range(4)]
+        for t in waiting:
+            t.start()
+        time.sleep(0.5)
+        assert all(t.is_alive() for t in waiting), "GridFS requests should be waiting on MongoDB"
+        started = time.monotonic()
+        static = requests.get(nginx.url("/static/1MB.bin"), timeout=5)
+        elapsed = time.monotonic() - started
+        assert static.content == stored["data"]["1MB.bin"]
+        assert elapsed < 1.0, f"static answer took {elapsed:.2f} s while MongoDB hung"
+    finally:
+        ferretdb.resume()
+    for t in waiting:
+        t.join(60)
+    assert not any(t.is_alive() for t in waiting)
+    assert all(status in (200, 503) for status in results), results
+
+
+def test_worker_never_crashed(nginx):
+    log = nginx.log()
+    assert "exited on signal" not in log
+    assert "[alert]" not in log and "[emerg]" not in log
