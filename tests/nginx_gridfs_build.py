@@ -1,6 +1,7 @@
 """Builds services/nginx-gridfs/module natively against the host's nginx
 (Debian's nginx-dev tree) and caches the .so by a hash of the module sources
-and the nginx version, so a test session builds it at most once."""
+and the nginx version, so a test session builds it at most once; runs nginx
+with it for tests."""
 import fcntl
 import hashlib
 import os
@@ -8,6 +9,8 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from processes import free_port, stop_process, wait_for_port
 
 REPO = Path(__file__).resolve().parent.parent
 MODULE_DIR = REPO / "services" / "nginx-gridfs" / "module"
@@ -61,3 +64,70 @@ def build_module() -> Path:
 
 if __name__ == "__main__":
     print(build_module())
+
+
+class Nginx:
+    """/usr/sbin/nginx with the module, one worker, in a temporary prefix."""
+
+    def __init__(self, module: Path, mongo_uri: str, files_dir: Path, prefix: Path, db: str):
+        self.prefix = prefix
+        prefix.chmod(0o755)  # the html root must be readable by the worker, as in a real install
+        self.port = free_port()
+        self.error_log = prefix / "error.log"
+        self.debug_log = prefix / "debug.log"
+        for sub in ("logs", "tmp"):
+            (prefix / sub).mkdir(exist_ok=True)
+        (prefix / "nginx.conf").write_text(f"""
+daemon off;
+master_process on;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {self.error_log} info;
+load_module {module};
+thread_pool gridfs threads=8;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    open_file_cache off;
+    server_tokens off;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    mongo "{mongo_uri}";
+    gridfs_thread_pool gridfs;
+    server {{
+        listen 127.0.0.1:{self.port};
+        location /files/ {{ gridfs {db} root_collection=fs field=filename type=string; }}
+        location /byid/ {{ gridfs {db} field=_id type=objectid; }}
+        location /traced/ {{
+            gridfs {db} field=filename type=string;
+            error_log {self.debug_log} debug;
+        }}
+        location /static/ {{ alias {files_dir}/; }}
+        location = /health {{ return 200 "ok\\n"; }}
+    }}
+}}
+""")
+        self.proc = subprocess.Popen([NGINX_BIN, "-p", str(prefix), "-c", str(prefix / "nginx.conf"),
+                                      "-e", str(self.error_log)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_port(self.port, "nginx", self.proc)
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def worker_pids(self) -> list[int]:
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return [int(pid) for pid in children]
+
+    def log(self) -> str:
+        return self.error_log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        stop_process(self.proc)

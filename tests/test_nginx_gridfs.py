@@ -7,7 +7,6 @@ import http.client
 import random
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -19,81 +18,13 @@ import pymongo
 import pytest
 import requests
 
-from nginx_gridfs_build import NGINX_BIN, build_module
-from processes import free_port, stop_process, wait_for_port
+from nginx_gridfs_build import Nginx, build_module
 
 DB = "nginx_gridfs_test"
 CHUNK = 255 * 1024  # the drivers' default chunk size
 SIZES = {"0B.bin": 0, "1B.bin": 1, "1KB.bin": 1024, "chunk-1.bin": CHUNK - 1, "chunk.bin": CHUNK,
          "chunk+1.bin": CHUNK + 1, "1MB.bin": 1_000_000, "10MB.bin": 10_000_000}
 TIMEOUT = 30  # seconds, for every HTTP call that should answer
-
-
-class Nginx:
-    """/usr/sbin/nginx with the module, one worker, in a temporary prefix."""
-
-    def __init__(self, module: Path, mongo_uri: str, files_dir: Path, prefix: Path):
-        self.prefix = prefix
-        prefix.chmod(0o755)  # the html root must be readable by the worker, as in a real install
-        self.port = free_port()
-        self.error_log = prefix / "error.log"
-        self.debug_log = prefix / "debug.log"
-        for sub in ("logs", "tmp"):
-            (prefix / sub).mkdir(exist_ok=True)
-        (prefix / "nginx.conf").write_text(f"""
-daemon off;
-master_process on;
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {self.error_log} info;
-load_module {module};
-thread_pool gridfs threads=8;
-events {{ worker_connections 1024; }}
-http {{
-    include /etc/nginx/mime.types;
-    default_type application/octet-stream;
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    open_file_cache off;
-    server_tokens off;
-    client_body_temp_path {prefix}/tmp/body;
-    proxy_temp_path {prefix}/tmp/proxy;
-    fastcgi_temp_path {prefix}/tmp/fastcgi;
-    uwsgi_temp_path {prefix}/tmp/uwsgi;
-    scgi_temp_path {prefix}/tmp/scgi;
-    mongo "{mongo_uri}";
-    gridfs_thread_pool gridfs;
-    server {{
-        listen 127.0.0.1:{self.port};
-        location /files/ {{ gridfs {DB} root_collection=fs field=filename type=string; }}
-        location /byid/ {{ gridfs {DB} field=_id type=objectid; }}
-        location /traced/ {{
-            gridfs {DB} field=filename type=string;
-            error_log {self.debug_log} debug;
-        }}
-        location /static/ {{ alias {files_dir}/; }}
-        location = /health {{ return 200 "ok\\n"; }}
-    }}
-}}
-""")
-        self.proc = subprocess.Popen([NGINX_BIN, "-p", str(prefix), "-c", str(prefix / "nginx.conf"),
-                                      "-e", str(self.error_log)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_for_port(self.port, "nginx", self.proc)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def worker_pids(self) -> list[int]:
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-        return [int(pid) for pid in children]
-
-    def log(self) -> str:
-        return self.error_log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        stop_process(self.proc)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +61,7 @@ def stored(mongo_uri):
 @pytest.fixture(scope="module")
 def nginx(stored, mongo_uri):
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
-    server = Nginx(build_module(), mongo_uri, stored["dir"], prefix)
+    server = Nginx(build_module(), mongo_uri, stored["dir"], prefix, DB)
     yield server
     server.stop()
     shutil.rmtree(prefix, ignore_errors=True)
