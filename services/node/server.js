@@ -1,0 +1,398 @@
+'use strict';
+// Node serving path: GET|HEAD /files/<name> streams the newest GridFS
+// revision of <name> chunk by chunk, with the HTTP semantics of nginx's
+// static module (validators, Range, 304/412/416); same rules as the Flask path.
+//
+// Hot path per request: one find on <bucket>.files, then one cursor on
+// <bucket>.chunks limited to the chunks the answer needs. (The driver's
+// openDownloadStream would look the file document up a second time.)
+const { Readable, pipeline } = require('node:stream');
+const express = require('express');
+const { MongoClient, MongoError, ObjectId } = require('mongodb');
+
+const PORT = Number(process.env.PORT || 8080);
+const MONGO_URI = process.env.MONGO_URI || 'mongodb://mongo:27017';
+const GRIDFS_DB = process.env.GRIDFS_DB || 'lab';
+const GRIDFS_BUCKET = process.env.GRIDFS_BUCKET || 'fs';
+
+// Bounded waits, so that a missing MongoDB turns into a 503 within about two
+// seconds instead of a hung request; once connected, the driver reconnects
+// by itself after an outage.
+const client = new MongoClient(MONGO_URI, {
+  appName: 'gridfs-lab-node',
+  serverSelectionTimeoutMS: 2000,
+  connectTimeoutMS: 2000,
+  socketTimeoutMS: 5000,
+});
+const filesCollection = client.db(GRIDFS_DB).collection(`${GRIDFS_BUCKET}.files`);
+const chunksCollection = client.db(GRIDFS_DB).collection(`${GRIDFS_BUCKET}.chunks`);
+
+// A failed first connect() leaves the client on a closed topology that
+// every later operation would fail on (driver 6 auto-connect does not
+// retry), so connecting is ours: retried by the next request until it works.
+let connected = false;
+let connecting = null;
+function ensureConnected() {
+  if (connected) return null;
+  if (connecting === null) {
+    connecting = client.connect()
+      .then(() => { connected = true; })
+      .finally(() => { connecting = null; });
+  }
+  return connecting;
+}
+
+const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.contentType': 1 };
+// Chunks fetched per cursor round trip: memory per request stays at a few
+// chunks (~1 MiB) whatever the file size, instead of the driver's 16 MiB batches.
+const CHUNKS_PER_BATCH = 4;
+const MAX_NAME_BYTES = 255;
+const MAX_OFFSET_DIGITS = '9223372036854775807'; // nginx's off_t limit for Range values
+
+// A subset of nginx's mime.types, identical in the Flask path, for files
+// stored without metadata.contentType.
+const CONTENT_TYPES = {
+  html: 'text/html', htm: 'text/html', css: 'text/css', xml: 'text/xml',
+  txt: 'text/plain', js: 'application/javascript', json: 'application/json',
+  gif: 'image/gif', jpeg: 'image/jpeg', jpg: 'image/jpeg', png: 'image/png',
+  svg: 'image/svg+xml', webp: 'image/webp', ico: 'image/x-icon',
+  woff2: 'font/woff2', pdf: 'application/pdf', zip: 'application/zip',
+  wasm: 'application/wasm', mp3: 'audio/mpeg', mp4: 'video/mp4',
+  webm: 'video/webm', bin: 'application/octet-stream',
+};
+
+const NOT_SATISFIABLE = 'not satisfiable';
+const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function log(message) {
+  process.stderr.write(`${new Date().toISOString()} gridfs-lab-node: ${message}\n`);
+}
+
+function sendText(res, status, text, headers = {}) {
+  const body = `${text}\n`;
+  res.writeHead(status, { ...headers, 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function hexValue(code) {
+  if (code >= 48 && code <= 57) return code - 48;
+  if (code >= 65 && code <= 70) return code - 55;
+  if (code >= 97 && code <= 102) return code - 87;
+  return -1;
+}
+
+// The GridFS filename in a raw request target, or { status }.
+// Decoded once, strictly: a bad %-escape, invalid UTF-8, a control
+// character, a backslash, an empty, "." or ".." segment, or more than 255
+// bytes is a 400; nothing else is interpreted (GridFS has no directories).
+function nameFromTarget(target) {
+  let path = target;
+  const cut = path.search(/[?#]/);
+  if (cut >= 0) path = path.slice(0, cut);
+  if (!path.startsWith('/files/')) return { status: 404 };
+  const raw = Buffer.from(path.slice('/files/'.length), 'latin1');
+  const bytes = Buffer.allocUnsafe(raw.length);
+  let size = 0;
+  for (let i = 0; i < raw.length; i++) {
+    if (raw[i] !== 0x25) { bytes[size++] = raw[i]; continue; }
+    const high = i + 2 < raw.length ? hexValue(raw[i + 1]) : -1;
+    const low = high >= 0 ? hexValue(raw[i + 2]) : -1;
+    if (low < 0) return { status: 400 };
+    bytes[size++] = high * 16 + low;
+    i += 2;
+  }
+  if (size === 0) return { status: 404 };
+  if (size > MAX_NAME_BYTES) return { status: 400 };
+  let name;
+  try {
+    name = utf8Strict.decode(bytes.subarray(0, size));
+  } catch {
+    return { status: 400 };
+  }
+  if (/[\x00-\x1f\x7f\\]/.test(name)) return { status: 400 };
+  if (name.split('/').some((segment) => segment === '' || segment === '.' || segment === '..')) {
+    return { status: 400 };
+  }
+  return { name };
+}
+
+function guessContentType(name) {
+  const dot = name.lastIndexOf('.');
+  return (dot >= 0 && CONTENT_TYPES[name.slice(dot + 1).toLowerCase()]) || 'application/octet-stream';
+}
+
+// Seconds since the epoch, or null when the date does not parse.
+function httpTime(value) {
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? null : Math.floor(ms / 1000);
+}
+
+// nginx's If-Match (strong) / If-None-Match (weak) comparison.
+function etagMatches(header, etag, weak) {
+  if (header.trim() === '*') return true;
+  for (let candidate of header.split(',')) {
+    candidate = candidate.replace(/^[ \t]+|[ \t]+$/g, '');
+    if (weak && candidate.startsWith('W/')) candidate = candidate.slice(2);
+    if (candidate === etag) return true;
+  }
+  return false;
+}
+
+const isDigit = (c) => c >= '0' && c <= '9';
+
+function parseDigits(value, i) {
+  let j = i;
+  while (j < value.length && isDigit(value[j])) j++;
+  const digits = value.slice(i, j).replace(/^0+/, '');
+  const tooBig = digits.length > 19 || (digits.length === 19 && digits > MAX_OFFSET_DIGITS);
+  // Values above 2^53 lose precision, which cannot change a comparison with
+  // a real file length.
+  return [tooBig ? null : Number(digits || '0'), j];
+}
+
+function skipSpaces(value, i) {
+  while (i < value.length && value[i] === ' ') i++;
+  return i;
+}
+
+// A port of ngx_http_range_parse for a header starting with "bytes=".
+// Returns [[start, endExclusive], ...], NOT_SATISFIABLE (416), or null when
+// the header is to be ignored (200), exactly where nginx does.
+function parseRange(value, length) {
+  const ranges = [];
+  const n = value.length;
+  let total = 0;
+  let i = 6;
+  for (;;) {
+    i = skipSpaces(value, i);
+    let suffix = false;
+    let openEnded = false;
+    let start = 0;
+    let end = 0;
+    if (i < n && value[i] === '-') {
+      suffix = true;
+      i++;
+    } else {
+      if (i >= n || !isDigit(value[i])) return NOT_SATISFIABLE;
+      [start, i] = parseDigits(value, i);
+      if (start === null) return NOT_SATISFIABLE;
+      i = skipSpaces(value, i);
+      if (i >= n || value[i] !== '-') return NOT_SATISFIABLE;
+      i = skipSpaces(value, i + 1);
+      if (i >= n || value[i] === ',') {
+        openEnded = true;
+        end = length;
+      }
+    }
+    if (!openEnded) {
+      if (i >= n || !isDigit(value[i])) return NOT_SATISFIABLE;
+      [end, i] = parseDigits(value, i);
+      if (end === null) return NOT_SATISFIABLE;
+      i = skipSpaces(value, i);
+      if (i < n && value[i] !== ',') return NOT_SATISFIABLE;
+      if (suffix) {
+        start = end < length ? length - end : 0;
+        end = length - 1;
+      }
+      end = end >= length ? length : end + 1;
+    }
+    if (start < end) {
+      ranges.push([start, end]);
+      total += end - start;
+    } else if (start === 0) {
+      return null;
+    }
+    if (i >= n || value[i] !== ',') break;
+    i++;
+  }
+  if (ranges.length === 0) return NOT_SATISFIABLE;
+  if (total > length) return null;
+  return ranges;
+}
+
+class CorruptFile extends Error {}
+
+function openChunks(fileId, chunkSize, start, end) {
+  const first = Math.floor(start / chunkSize);
+  const last = Math.floor((end - 1) / chunkSize);
+  const cursor = chunksCollection.find(
+    { files_id: fileId, n: { $gte: first, $lte: last } },
+    { projection: { _id: 0, n: 1, data: 1 }, sort: { n: 1 }, batchSize: CHUNKS_PER_BATCH, promoteBuffers: true },
+  );
+  let expected = first;
+  // Bytes [start, end) of the file from the next chunk document, or null at the end.
+  async function nextPiece() {
+    const chunk = await cursor.next();
+    if (chunk === null) {
+      if (expected !== last + 1) throw new CorruptFile(`file ${fileId} ends at chunk ${expected - 1}, expected ${last}`);
+      return null;
+    }
+    const { n, data } = chunk;
+    const offset = n * chunkSize;
+    const low = n === first ? start - offset : 0;
+    const high = n === last ? end - offset : chunkSize;
+    if (n !== expected || !Buffer.isBuffer(data) || data.length < high) {
+      throw new CorruptFile(`chunk ${n} of ${fileId} missing or short (expected chunk ${expected})`);
+    }
+    expected++;
+    return low === 0 && high === data.length ? data : data.subarray(low, high);
+  }
+  return { cursor, nextPiece };
+}
+
+async function serveFile(req, res) {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    sendText(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
+    return;
+  }
+  // The raw target: decoding is ours (strict, once).
+  const { name, status: nameStatus } = nameFromTarget(req.originalUrl);
+  if (name === undefined) {
+    sendText(res, nameStatus, nameStatus === 400 ? 'bad file name' : 'not found');
+    return;
+  }
+
+  let document;
+  try {
+    if (!connected) await ensureConnected();
+    document = await filesCollection.findOne({ filename: name }, { projection: FILE_PROJECTION, sort: { uploadDate: -1 } });
+  } catch (error) {
+    if (!(error instanceof MongoError)) throw error;
+    log(`MongoDB unavailable looking up ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
+    sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
+    return;
+  }
+  if (document === null) {
+    sendText(res, 404, 'not found');
+    return;
+  }
+
+  const fileId = document._id;
+  const length = Number(document.length);
+  const chunkSize = Number(document.chunkSize);
+  const uploadedMs = document.uploadDate.getTime();
+  const lastModified = Math.floor(uploadedMs / 1000);
+  const idText = fileId instanceof ObjectId ? fileId.toHexString() : String(fileId).replace(/"/g, '');
+  const etag = `"${idText}-${length.toString(16)}-${uploadedMs.toString(16)}"`;
+  const storedType = document.metadata && document.metadata.contentType;
+  const contentType = typeof storedType === 'string' && storedType !== '' ? storedType : guessContentType(name);
+  const validators = { 'Last-Modified': new Date(lastModified * 1000).toUTCString(), ETag: etag };
+
+  // Preconditions as nginx's not_modified filter evaluates them: If-Match /
+  // If-Unmodified-Since -> 412; If-Modified-Since (exact date, nginx's
+  // default "if_modified_since exact") and If-None-Match must all hold -> 304.
+  const headers = req.headers;
+  const ifUnmodifiedSince = headers['if-unmodified-since'];
+  if (ifUnmodifiedSince !== undefined) {
+    const unmodifiedSince = httpTime(ifUnmodifiedSince);
+    if (unmodifiedSince === null || unmodifiedSince < lastModified) {
+      sendText(res, 412, 'precondition failed');
+      return;
+    }
+  }
+  const ifMatch = headers['if-match'];
+  if (ifMatch !== undefined && !etagMatches(ifMatch, etag, false)) {
+    sendText(res, 412, 'precondition failed');
+    return;
+  }
+  const ifModifiedSince = headers['if-modified-since'];
+  const ifNoneMatch = headers['if-none-match'];
+  if (ifModifiedSince !== undefined || ifNoneMatch !== undefined) {
+    if ((ifModifiedSince === undefined || httpTime(ifModifiedSince) === lastModified)
+        && (ifNoneMatch === undefined || etagMatches(ifNoneMatch, etag, true))) {
+      res.writeHead(304, validators);
+      res.end();
+      return;
+    }
+  }
+
+  let status = 200;
+  let start = 0;
+  let end = length;
+  const responseHeaders = { 'Content-Type': contentType, ...validators };
+  const rangeHeader = headers.range;
+  if (rangeHeader !== undefined && rangeHeader.length >= 7 && rangeHeader.slice(0, 6).toLowerCase() === 'bytes=') {
+    const ifRange = headers['if-range'];
+    let rangeApplies;
+    if (ifRange === undefined) rangeApplies = true;
+    else if (ifRange.length >= 2 && ifRange.endsWith('"')) rangeApplies = ifRange === etag;
+    else rangeApplies = httpTime(ifRange) === lastModified;
+    const ranges = rangeApplies ? parseRange(rangeHeader, length) : null;
+    if (ranges === NOT_SATISFIABLE) {
+      sendText(res, 416, 'range not satisfiable', { 'Content-Range': `bytes */${length}` });
+      return;
+    }
+    // Several ranges: nginx answers multipart/byteranges; we answer the
+    // whole file with 200, which RFC 9110 allows (a server may ignore
+    // Range), and no download tool needs multipart.
+    if (ranges !== null && ranges.length === 1) {
+      status = 206;
+      [[start, end]] = ranges;
+      responseHeaders['Content-Range'] = `bytes ${start}-${end - 1}/${length}`;
+    }
+  }
+  if (status === 200) responseHeaders['Accept-Ranges'] = 'bytes';
+  responseHeaders['Content-Length'] = end - start;
+
+  if (req.method === 'HEAD' || start === end) {
+    res.writeHead(status, responseHeaders);
+    res.end();
+    return;
+  }
+  // The first chunk is read before the status line goes out, so that a
+  // MongoDB failure there is still a clean 503; later failures can only cut
+  // the connection short (Content-Length tells the client).
+  const { cursor, nextPiece } = openChunks(fileId, chunkSize, start, end);
+  let firstPiece;
+  try {
+    firstPiece = await nextPiece();
+  } catch (error) {
+    cursor.close().catch(() => {});
+    if (!(error instanceof MongoError || error instanceof CorruptFile)) throw error;
+    log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
+    sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
+    return;
+  }
+  res.writeHead(status, responseHeaders);
+  async function* pieces() {
+    try {
+      for (let piece = firstPiece; piece !== null; piece = await nextPiece()) yield piece;
+    } finally {
+      await cursor.close().catch(() => {});
+    }
+  }
+  // highWaterMark 1: at most one chunk waits in the stream, whatever the
+  // client's speed; pipeline destroys the response on a read error.
+  pipeline(Readable.from(pieces(), { highWaterMark: 1 }), res, (error) => {
+    if (error && error.code !== 'ERR_STREAM_PREMATURE_CLOSE') {
+      log(`stream of ${JSON.stringify(name)} cut short: ${error.name}: ${error.message}`);
+    }
+  });
+}
+
+const app = express();
+app.disable('x-powered-by');
+app.set('etag', false);
+app.set('query parser', false);
+
+app.get('/health', (req, res) => sendText(res, 200, 'ok'));
+// A regular expression without groups, so that Express does not decode the
+// name (serveFile does, strictly).
+app.all(/^\/files\//, (req, res, next) => serveFile(req, res).catch(next));
+app.use((req, res) => sendText(res, 404, 'not found'));
+app.use((error, req, res, next) => { // eslint-disable-line no-unused-vars
+  log(`internal error on ${req.method} ${req.originalUrl}: ${error.stack || error}`);
+  if (res.headersSent) res.destroy();
+  else sendText(res, 500, 'internal error');
+});
+
+const server = app.listen(PORT, '0.0.0.0', () => log(`listening on :${PORT}`));
+ensureConnected().catch((error) => log(`MongoDB not reachable at start, retried on each request: ${error.name}: ${error.message}`));
+server.keepAliveTimeout = 75_000; // benchmark clients keep connections open
+
+function shutDown() {
+  server.close();
+  client.close().finally(() => process.exit(0));
+}
+process.on('SIGTERM', shutDown);
+process.on('SIGINT', shutDown);

@@ -1,0 +1,119 @@
+"""Serving paths run natively for tests: the Flask path under gunicorn, the
+Node path under node, and nginx's static module over a directory, each on a
+free 127.0.0.1 port and stopped afterwards."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from processes import free_port, stop_process, wait_for_port
+
+REPO = Path(__file__).resolve().parent.parent
+SERVICES = REPO / "services"
+VENV_BIN = Path(sys.executable).parent
+NGINX = "/usr/sbin/nginx"
+
+
+class ServiceProcess:
+    """One server process listening on 127.0.0.1:<port>; stderr goes to a
+    temporary log file that failures can show."""
+
+    def __init__(self, name: str, command: list[str], cwd: Path, env: dict[str, str], port: int):
+        self.name, self.command, self.cwd, self.env, self.port = name, command, cwd, env, port
+        self.log_path = Path(tempfile.mkstemp(prefix=f"lab-{name}-", suffix=".log")[1])
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ServiceProcess":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command, cwd=self.cwd, env={**os.environ, **self.env},
+                                         stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(self.port, self.name, self.proc)
+            deadline = time.monotonic() + 15
+            while requests.get(f"{self.url}/health", timeout=5).status_code != 200:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name} /health never answered 200")
+                time.sleep(0.1)
+        except Exception as error:
+            self.stop()
+            raise RuntimeError(f"{error}\n--- {self.name} log ---\n{self.log()}") from error
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def service_env(mongo_uri: str, db: str, port: int) -> dict[str, str]:
+    return {"MONGO_URI": mongo_uri, "GRIDFS_DB": db, "GRIDFS_BUCKET": "fs", "PORT": str(port)}
+
+
+def flask_service(mongo_uri: str, db: str) -> ServiceProcess:
+    port = free_port()
+    return ServiceProcess(
+        "flask", [str(VENV_BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],
+        SERVICES / "flask", service_env(mongo_uri, db, port), port)
+
+
+def node_service(mongo_uri: str, db: str) -> ServiceProcess:
+    directory = SERVICES / "node"
+    if not (directory / "node_modules").is_dir():
+        subprocess.run(["npm", "ci", "--omit=dev", "--no-audit", "--no-fund"], cwd=directory,
+                       check=True, capture_output=True, timeout=300)
+    port = free_port()
+    return ServiceProcess("node", ["node", "server.js"], directory, service_env(mongo_uri, db, port), port)
+
+
+class NginxStatic:
+    """nginx with services/nginx-static/nginx.conf, rewritten to run
+    unprivileged in a temporary prefix and serve `files_dir` at /files/."""
+
+    def __init__(self, files_dir: Path):
+        self.files_dir = files_dir
+        self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-"))
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def config(self) -> str:
+        text = (SERVICES / "nginx-static" / "nginx.conf").read_text()
+        replacements = {
+            "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
+            "alias /data/files/;": f"alias {self.files_dir}/;",
+            "error_log /dev/stderr warn;": f"error_log {self.prefix}/error.log warn;",
+        }
+        for old, new in replacements.items():
+            if old not in text:
+                raise RuntimeError(f"services/nginx-static/nginx.conf no longer contains {old!r}")
+            text = text.replace(old, new)
+        temp_paths = "".join(f"    {kind}_temp_path {self.prefix}/{kind};\n"
+                             for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        text = text.replace("http {\n", "http {\n" + temp_paths, 1)
+        return (f"daemon off;\nworker_processes 1;\npid {self.prefix}/nginx.pid;\n"
+                f"error_log {self.prefix}/error.log warn;\n" + text)
+
+    def start(self) -> "NginxStatic":
+        conf = self.prefix / "nginx.conf"
+        conf.write_text(self.config())
+        self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(conf)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, "nginx", self.proc)
+        return self
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        shutil.rmtree(self.prefix, ignore_errors=True)
