@@ -53,8 +53,20 @@ build_derived() { # name tag [extra context files...]
   rm -rf "$ctx"
 }
 
+# cAdvisor from the library module on the Go proxy (the official cmd module
+# is not there), compiled on the host and copied into the local base.
+build_cadvisor() {
+  local tag=$PREFIX/cadvisor:v0.49.1
+  if image_exists "$tag" && [ -z "${REBUILD:-}" ]; then say "$tag exists"; return; fi
+  say "building $tag (go build, about a minute the first time)"
+  CADVISOR_LOCAL_IMAGE=$tag BASE_IMAGE=$PREFIX/debian:$SUITE \
+    "$root/monitoring/cadvisor/build-local-image.sh" >"$LAB_CACHE/cadvisor-build.log" 2>&1 ||
+    die "cAdvisor build failed, see $LAB_CACHE/cadvisor-build.log"
+}
+
 docker info >/dev/null 2>&1 || die "no Docker engine answers (run tools/setup.sh)"
 build_base
+build_cadvisor
 build_derived python "$PREFIX/python:3.11"
 build_derived node "$PREFIX/node:18"
 ferretdb_bin=$("$root/tools/build-ferretdb.sh")

@@ -1,8 +1,10 @@
 """Renders a Results as report.md: the seed-style time-per-request table with
 seed 000's figures beside ours, requests per second with the ratio of each
-target to nginx-static, verification and failures."""
+target to nginx-static, CPU per request and flags, peak memory, links to the
+CPU charts, verification and failures."""
 from . import seed000
 from .results import Results
+from .usage import LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, SHORT_WINDOW, SHORT_WINDOW_SECONDS, THROTTLED
 
 BASELINE = "nginx-static"
 
@@ -124,10 +126,94 @@ def _latency(results: Results) -> list[str]:
             *_table(["target", "size", "concurrency", "p50 ms", "p99 ms", "KB/s", "failed"], rows), ""]
 
 
+def _database_role(run) -> str | None:
+    """The role in run.cpu that is neither the target nor the load generator."""
+    return next((role for role in run.cpu or {} if role not in (run.target, LOADGEN)), None)
+
+
+def _ms(usage: dict | None) -> str:
+    return f"{usage['cpu_ms_per_request']:.3f}" if usage and usage.get("cpu_ms_per_request") is not None else "-"
+
+
+def _cpu_per_request(results: Results) -> list[str]:
+    targets = _timed_targets(results)
+    lines = ["## CPU ms per request (target / mongo; lower is better)", "",
+             "CPU time each container spent per request in the timed window (cAdvisor's cgroup counters at",
+             "the window's start and end, divided by the requests ab made). It is what a request costs,",
+             "whatever the request rate: a serving path that waits on a slow database shows a low figure",
+             "for itself and a high one for the database. On FerretDB the GridFS rows are bound by the",
+             "database, so their requests per second say little about the serving path: its own CPU per",
+             "request is the fairer comparison. Flags (below) mark rows not to trust as they stand.", ""]
+    for c in _concurrencies(results):
+        rows = []
+        for file, _ in _files(results):
+            row = [file.removesuffix(".bin")]
+            for t in targets:
+                run = results.run_for(t, file, c)
+                if run is None or not run.cpu:
+                    row.append("-")
+                    continue
+                cell = f"{_ms(run.cpu.get(t))} / {_ms(run.cpu.get(_database_role(run)))}"
+                row.append(cell + (" ⚑" if run.flags else ""))
+            rows.append(row)
+        lines += [f"### Concurrency {c}", "", *_table(["File size", *targets], rows), ""]
+    return lines
+
+
+def _cores(usage: dict | None) -> str:
+    if not usage or usage.get("cores") is None:
+        return "-"
+    allowance = usage.get("allowance_cores")
+    return f"{usage['cores']:.2f}" + (f" of {allowance:g}" if allowance else "")
+
+
+def _cpu_by_case(results: Results) -> list[str]:
+    rows = [[r.target, r.file.removesuffix(".bin"), str(r.concurrency), _cores(r.cpu.get(r.target)),
+             _cores(r.cpu.get(_database_role(r))), _cores(r.cpu.get(LOADGEN)), ", ".join(r.flags)]
+            for r in results.runs if r.cpu]
+    return ["## CPU cores by case (mean while ab ran, of the container's allowance)", "",
+            f"Flags: `{LOADGEN_BOUND}`: the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its "
+            "CPU allowance, so ab may be what limits the rate; "
+            f"`{THROTTLED}`: the target's CFS quota throttled it; `{SHORT_WINDOW}`: ab ran under "
+            f"{SHORT_WINDOW_SECONDS:g} s, about two of cAdvisor's readings, so cores are rough (CPU per request "
+            "holds better; raise BENCH_REQUESTS for more).", "",
+            *_table(["target", "size", "concurrency", "target cores", "mongo cores", "load generator cores",
+                     "flags"], rows), ""]
+
+
+def _peak_memory(results: Results) -> list[str]:
+    peaks: dict[str, int] = {}
+    for r in results.runs:
+        for role, usage in (r.cpu or {}).items():
+            peaks[role] = max(peaks.get(role, 0), usage.get("peak_memory_bytes") or 0)
+    rows = [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())]
+    return ["## Peak memory per container (MiB)", "",
+            "cgroup v1: the container's lifetime peak of memory usage (page cache included); cgroup v2:",
+            "the highest working set seen in the timed windows.", "",
+            *_table(["container", "peak MiB"], rows), ""]
+
+
+def _charts(results: Results) -> list[str]:
+    lines = ["## CPU over time", ""]
+    for target in _timed_targets(results):
+        if target in results.charts:
+            lines += [f"![{target}: CPU cores over time]({results.charts[target]})", ""]
+    return lines
+
+
+def _warnings(results: Results) -> list[str]:
+    return [*(f"> **Warning:** {w}" for w in results.warnings), ""] if results.warnings else []
+
+
 def render_markdown(results: Results) -> str:
-    lines = _heading(results) + _verification(results)
+    lines = _heading(results) + _warnings(results) + _verification(results)
     if results.runs:
-        lines += _time_per_request(results) + _requests_per_second(results) + _latency(results)
+        lines += _time_per_request(results) + _requests_per_second(results)
+        if any(r.cpu for r in results.runs):
+            lines += _cpu_per_request(results) + _cpu_by_case(results) + _peak_memory(results)
+        if results.charts:
+            lines += _charts(results)
+        lines += _latency(results)
     failed = [r for r in results.runs if r.failed]
     if failed:
         lines += ["## Failed requests", "",

@@ -28,6 +28,15 @@ class Run:
     p50_ms: float
     p99_ms: float
     raw_output: str      # file name of ab's report, beside results.json
+    # CPU and memory of the window, by role (the target's compose service,
+    # the database's, "bench" for the load generator): cpu_seconds, cores,
+    # cpu_ms_per_request, peak_memory_bytes, ... (see bench.usage). None when
+    # cAdvisor could not be read.
+    cpu: dict | None = None
+    flags: list[str] = field(default_factory=list)  # e.g. "loadgen-bound", "throttled"
+    # The window itself: cAdvisor start/end stamps, ab_seconds, and every
+    # container's and the host's CPU seconds in it (see bench.usage.window).
+    cpu_window: dict | None = None
 
 
 @dataclass
@@ -39,6 +48,11 @@ class Results:
     environment: dict = field(default_factory=dict)
     targets: list[TargetResult] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # shown at the top of report.md
+    # role -> [[timestamp_ns, cpu_total_ns, working_set_bytes], ...], cAdvisor's
+    # stats about once a second through the run, for the charts.
+    cpu_samples: dict = field(default_factory=dict)
+    charts: dict = field(default_factory=dict)  # target -> PNG file name beside results.json
 
     @property
     def failed(self) -> bool:
@@ -58,6 +72,7 @@ class Results:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["targets"] = [TargetResult(**t) for t in data.get("targets", [])]
+        # Results written before a field existed load with its default.
         values["runs"] = [Run(**r) for r in data.get("runs", [])]
         return cls(**values)
 

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.
 RECORDED = [
-    "MONGO_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE",
+    "MONGO_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "CADVISOR_IMAGE",
     "FILE_SIZES", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_REQUESTS",
     "BENCH_WARMUP_REQUESTS", "NGINX_WORKERS", "GUNICORN_WORKERS",
-    "MONGO_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS",
-    "MONGO_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM",
+    "MONGO_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
+    "MONGO_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
 ]
 
 
@@ -29,6 +29,7 @@ class Settings:
     files_dir: str
     results_dir: str
     target_port: int
+    cadvisor_url: str  # empty: CPU and memory are not measured
 
     def url_of(self, target: str) -> str:
         return f"http://{target}:{self.target_port}"
@@ -64,6 +65,7 @@ def from_env(env=os.environ) -> Settings:
         files_dir=env.get("FILES_DIR", "/data/files"),
         results_dir=env.get("RESULTS_DIR", "/results"),
         target_port=int(env.get("TARGET_PORT", "8080")),
+        cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
     )
 
 

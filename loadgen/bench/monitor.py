@@ -1,0 +1,204 @@
+"""Talks to cAdvisor for bench: finds the containers to watch (each target,
+the database, bench's own), reads their counters at each timed window's edges,
+and samples them about once a second in a background thread for the charts."""
+import dataclasses
+import http.client
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from . import usage
+from .usage import LOADGEN
+from .cadvisor import CadvisorError, Container, Counters, find_by_id, own_container_id, \
+    parse_container, parse_docker_list, services_of_project
+
+HOUSEKEEPING_INTERVAL = 1.0  # seconds: compose runs cAdvisor with --housekeeping_interval=1s
+SAMPLE_INTERVAL = 1.0
+FRESH_TIMEOUT = 3.0    # seconds to wait for a stats entry newer than a window edge (> 2 intervals)
+
+
+class MonitorError(Exception):
+    pass
+
+
+class CadvisorClient:
+    def __init__(self, url: str, timeout: float = 5.0):
+        parts = urlsplit(url)
+        self.url, self.host, self.port, self.timeout = url, parts.hostname, parts.port or 80, timeout
+
+    def _get(self, path: str, num_stats: int):
+        """The v1 API takes its query as a JSON body, even on GET; its default
+        is the newest 60 stats entries."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.request("GET", path, body=json.dumps({"num_stats": num_stats}),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        if resp.status != 200:
+            raise MonitorError(f"GET {self.url}{path} answered {resp.status}: {body[:200]!r}")
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise MonitorError(f"unreadable answer from {self.url}{path}: {e}") from e
+
+    def containers(self, num_stats: int = 1) -> list[Container]:
+        """GET /api/v1.3/docker/: every Docker container, newest entries first."""
+        try:
+            return parse_docker_list(self._get("/api/v1.3/docker/", num_stats))
+        except (KeyError, CadvisorError) as e:
+            raise MonitorError(f"unreadable answer from {self.url}: {e}") from e
+
+    def machine(self) -> Counters | None:
+        """GET /api/v1.3/containers/: the root cgroup, i.e. the whole host."""
+        try:
+            return parse_container(self._get("/api/v1.3/containers/", 1)).latest
+        except (KeyError, CadvisorError) as e:
+            raise MonitorError(f"unreadable answer from {self.url}: {e}") from e
+
+
+def read_proc_stat() -> str | None:
+    try:
+        return Path("/proc/stat").read_text()
+    except OSError:
+        return None
+
+
+class Monitor:
+    def __init__(self, client: CadvisorClient, targets: list[str], database: str):
+        self.client = client
+        self.database = database
+        self.services = [*targets, database]  # compose services to watch besides bench
+        self.ids: dict[str, str] = {}     # role -> container id
+        self.allowance: dict[str, float | None] = {}
+        self.samples: dict[str, list[Counters]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sample_errors = 0
+        self.ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def connect(self, deadline: float, own_id: str | None) -> list[str]:
+        """Waits (until the monotonic deadline) for cAdvisor to answer and to
+        list bench's container and every service's; returns warnings for what
+        it never found. Raises MonitorError if cAdvisor never answered."""
+        last_error, containers = "no answer", None
+        while True:
+            try:
+                containers = self.client.containers(num_stats=1)
+                self._identify(containers, own_id)
+                missing = self._missing(own_id)
+                if not missing:
+                    return []
+                last_error = f"not (yet) listed by cAdvisor: {', '.join(missing)}"
+            except (OSError, MonitorError) as e:
+                last_error = str(e)
+            if time.monotonic() >= deadline:
+                if containers is None:
+                    raise MonitorError(f"cAdvisor at {self.client.url} never answered: {last_error}")
+                return [f"CPU of {role} not measured: {last_error}" for role in self._missing(own_id)]
+            time.sleep(0.5)
+
+    def _missing(self, own_id: str | None) -> list[str]:
+        wanted = [*self.services, *([LOADGEN] if own_id else [])]
+        return [role for role in wanted if role not in self.ids]
+
+    def _identify(self, containers: list[Container], own_id: str | None) -> None:
+        own = find_by_id(containers, own_id) if own_id else None
+        # bench's own compose project, so another copy of the lab running on
+        # the same engine is not mistaken for ours.
+        by_service = services_of_project(containers, own.project if own else None)
+        found = {s: by_service[s] for s in self.services if s in by_service}
+        if own:
+            found[LOADGEN] = own
+        for role, c in found.items():
+            if c.latest is not None:
+                self.ids[role] = c.id
+                self.allowance[role] = c.cpu_allowance
+
+    def snapshot(self, after_ns: int) -> usage.Snapshot:
+        """Counters of every container, once each watched one has a stats
+        entry stamped at or after after_ns (waiting up to FRESH_TIMEOUT), so a
+        window edge is not an older reading. The host's /proc/stat is read at
+        the same moment. Between reads it sleeps until the next housekeeping
+        is due rather than polling: bench's own CPU is measured too."""
+        give_up = time.monotonic() + FRESH_TIMEOUT
+        while True:
+            containers = self.client.containers(num_stats=1)
+            machine = self.client.machine()
+            proc_stat = read_proc_stat()
+            by_id = {c.id: c.latest for c in containers if c.latest is not None}
+            watched = {role: by_id[i] for role, i in self.ids.items() if i in by_id}
+            stale = [c.timestamp_ns for c in [*watched.values(), machine] if c and c.timestamp_ns < after_ns]
+            if not stale or time.monotonic() >= give_up:
+                return usage.Snapshot(
+                    watched=watched, allowance=dict(self.allowance), containers=by_id, machine=machine,
+                    host_busy_seconds=usage.host_busy_seconds(proc_stat, self.ticks) if proc_stat else None)
+            # cAdvisor jitters each container's interval between 1x and 2x
+            # --housekeeping_interval; the earliest the next entry can come:
+            due_ns = max(stale) + int(HOUSEKEEPING_INTERVAL * 1e9)
+            time.sleep(min(max((due_ns - time.time_ns()) / 1e9 + 0.03, 0.1), HOUSEKEEPING_INTERVAL))
+
+    def start_window(self) -> usage.Snapshot:
+        return self.snapshot(time.time_ns())
+
+    def end_window(self, start: usage.Snapshot, target: str, requests: int, ab_seconds: float,
+                   ab_cpu_seconds: float | None = None):
+        end = self.snapshot(time.time_ns())
+        with self._lock:
+            samples = {role: list(s) for role, s in self.samples.items()}
+        # A run's cost: its target's, the database's and bench's; the other
+        # targets sit idle and are left out.
+        roles = {target, self.database, LOADGEN}
+        start, end = (dataclasses.replace(edge, watched={r: c for r, c in edge.watched.items() if r in roles})
+                      for edge in (start, end))
+        return usage.window(start, end, target, requests, ab_seconds, samples, ab_cpu_seconds)
+
+    # --- background sampling, for the charts ---------------------------------
+    def start_sampling(self) -> None:
+        self._thread = threading.Thread(target=self._sample_loop, name="cadvisor-sampler", daemon=True)
+        self._thread.start()
+
+    def stop_sampling(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self._sample()  # the last window's end is in the series too
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(SAMPLE_INTERVAL):
+            self._sample()
+
+    def _sample(self) -> None:
+        try:
+            # 3 entries, so a tick that drifts past a housekeeping loses none.
+            containers = {c.id: c for c in self.client.containers(num_stats=3)}
+        except (OSError, MonitorError):
+            self.sample_errors += 1
+            return
+        with self._lock:
+            for role, container_id in self.ids.items():
+                c = containers.get(container_id)
+                if c is None:
+                    continue
+                series = self.samples.setdefault(role, [])
+                newest = series[-1].timestamp_ns if series else 0
+                series += [s for s in c.stats if s.timestamp_ns > newest]
+
+    def serialised_samples(self) -> dict[str, list[list[int]]]:
+        """role -> [[timestamp_ns, cpu_total_ns, working_set_bytes], ...]"""
+        with self._lock:
+            return {role: [[s.timestamp_ns, s.cpu_total_ns, s.working_set_bytes] for s in series]
+                    for role, series in self.samples.items()}
+
+
+def own_id() -> str | None:
+    try:
+        return own_container_id(Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        return None

@@ -1,0 +1,82 @@
+"""bench.monitor against a real cAdvisor (the image test_cadvisor_local
+builds and runs): it finds a compose-labelled container, measures a window
+of its CPU, samples it, and gives up cleanly when no cAdvisor answers."""
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from processes import free_port
+from test_cadvisor_local import (BURNER_BASE_IMAGE, BURNER_CPUS, cadvisor_image, cadvisor_url,  # noqa: F401
+                                 docker, docker_engine_answers, remove_container)
+
+from bench.monitor import CadvisorClient, Monitor, MonitorError
+from bench.usage import LOADGEN_BOUND, THROTTLED
+
+pytestmark = pytest.mark.skipif(not docker_engine_answers(), reason="no Docker engine answers on this machine")
+
+PROJECT = f"lab-monitor-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def labelled_burner():
+    """A CPU-capped spinning container labelled as compose service "burner"."""
+    name = f"{PROJECT}-burner"
+    try:
+        container_id = docker("run", "-d", "--cpus", str(BURNER_CPUS), "--name", name,
+                              "--label", f"com.docker.compose.project={PROJECT}",
+                              "--label", "com.docker.compose.service=burner",
+                              BURNER_BASE_IMAGE, "sh", "-c", "while :; do :; done")
+        yield container_id
+    finally:
+        remove_container(name)
+
+
+def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F811
+    monitor = Monitor(CadvisorClient(cadvisor_url), ["burner"], "no-database")
+    warnings = monitor.connect(time.monotonic() + 10, own_id=None)
+    assert len(warnings) == 1 and "no-database" in warnings[0]  # what it could not find, it says
+    assert monitor.ids == {"burner": labelled_burner}
+    assert monitor.allowance == {"burner": BURNER_CPUS}
+
+    monitor.start_sampling()
+    try:
+        time.sleep(2)  # past the container's first seconds
+        start = monitor.start_window()
+        time.sleep(3)
+        cpu, flags, figures = monitor.end_window(start, "burner", 100, ab_seconds=3.0)
+    finally:
+        monitor.stop_sampling()
+
+    used = cpu["burner"]
+    # Both edges are fresh readings: each is a stats entry newer than its call.
+    assert figures["seconds"] >= 3.0
+    assert used["cpu_seconds"] == pytest.approx(BURNER_CPUS * figures["seconds"], rel=0.15)
+    assert used["cpu_ms_per_request"] == pytest.approx(used["cpu_seconds"] * 1000 / 100)
+    assert used["throttled_periods"] > 0 and THROTTLED in flags
+    assert LOADGEN_BOUND not in flags  # no load generator watched
+    # The host, by /proc/stat and by cAdvisor's root cgroup, did at least the burner's work.
+    assert figures["host_cpu_seconds"] >= used["cpu_seconds"] * 0.9
+    assert figures["machine_cpu_seconds"] >= used["cpu_seconds"] * 0.9 and figures["machine_seconds"] >= 3.0
+
+    samples = monitor.serialised_samples()["burner"]
+    stamps = [s[0] for s in samples]
+    assert stamps == sorted(set(stamps)) and len(stamps) >= 3
+    # cAdvisor's stamps, 1 to 2 s apart (its housekeeping jitters up to 2x the interval)
+    assert all(0.9e9 <= b - a <= 2.2e9 for a, b in zip(stamps, stamps[1:]))
+
+
+def test_no_cadvisor_answering_is_an_error_not_a_hang():
+    monitor = Monitor(CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1), ["burner"], "mongo")
+    began = time.monotonic()
+    with pytest.raises(MonitorError, match="never answered"):
+        monitor.connect(time.monotonic() + 2, own_id=None)
+    assert time.monotonic() - began < 10
+
+
+def test_a_missing_service_is_a_warning(cadvisor_url):  # noqa: F811
+    monitor = Monitor(CadvisorClient(cadvisor_url), ["no-such-service"], "no-such-database")
+    warnings = monitor.connect(time.monotonic() + 2, own_id=None)
+    assert len(warnings) == 2 and "no-such-service" in warnings[0] and "no-such-database" in warnings[1]
+    assert monitor.ids == {}
