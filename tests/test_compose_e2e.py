@@ -1,6 +1,7 @@
 """The whole lab, end to end, as a user runs it: `docker compose up bench` on
 the local images (make local-images), with small files and few requests.
-Then a bench run with a target that does not exist must fail and name it."""
+Then more bench runs on the same stack: a target that never answers, a
+target that ignores Range, and long windows to check CPU accounting."""
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROJECT = f"gridfs-lab-e2e-{os.getpid()}"
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks
 CONCURRENCY = [1, 8]
+GRIDFS_TARGETS = {"nginx-gridfs", "flask", "node"}
 
 
 def env_value(name: str) -> str:
@@ -28,27 +30,48 @@ def compose(*args: str, env: dict, timeout: float) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout)
 
 
+def bench_again(env: dict, *extra: str, entrypoint: list[str] | None = None) -> subprocess.CompletedProcess:
+    """One more bench run on the running stack."""
+    args = ["run", "--rm", "--no-deps", *extra]
+    if entrypoint:
+        args += ["--entrypoint", entrypoint[0], "bench", *entrypoint[1:]]
+    else:
+        args += ["bench"]
+    return compose(*args, env=env, timeout=900)
+
+
+def bench_lines(proc: subprocess.CompletedProcess) -> str:
+    """bench's own progress lines: what a failure message needs."""
+    return "\n".join(line for line in proc.stdout.splitlines() if "[bench]" in line or "FAIL" in line)[-8000:]
+
+
+def latest(results: Path) -> dict:
+    return json.loads((results / "latest" / "results.json").read_text())
+
+
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab():
     if not (REPO / "local.env").exists():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
-    results = tmp_path_factory.mktemp("results")
+    results = REPO / "results" / f"e2e-{os.getpid()}"
+    results.mkdir(parents=True)
     env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_REQUESTS": "40",
            "BENCH_WARMUP_REQUESTS": "8"}
     try:
-        up = compose("up", "--build", "--exit-code-from", "bench", "bench", env=env, timeout=1800)
-        yield up, results, env
+        up = compose("up", "--build", "--exit-code-from", "bench", "bench", env=env, timeout=2400)
+        first = latest(results) if (results / "latest").exists() else None
+        yield up, first, results, env
     finally:
         compose("down", "-v", "--remove-orphans", "-t", "2", env=env, timeout=300)
-        shutil.rmtree(results, ignore_errors=True)  # written by root in containers
+        shutil.rmtree(results, ignore_errors=True)
 
 
 def test_bench_exits_zero_with_every_target_verified_and_timed(lab):
-    up, results, _ = lab
-    assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
-    data = json.loads((results / "latest" / "results.json").read_text())
+    up, data, results, _ = lab
+    assert up.returncode == 0, bench_lines(up) + up.stderr[-2000:]
     targets = env_value("BENCH_TARGETS").split()
+    assert GRIDFS_TARGETS | {"nginx-static"} <= set(targets)
     assert [t["name"] for t in data["targets"]] == targets
     assert all(t["verified"] and t["error"] is None for t in data["targets"]), data["targets"]
     cases = {(r["target"], r["file"], r["concurrency"]) for r in data["runs"]}
@@ -56,36 +79,91 @@ def test_bench_exits_zero_with_every_target_verified_and_timed(lab):
     for run in data["runs"]:
         assert run["rps"] > 0 and run["failed"] == 0 and run["requests"] == 40, run
         assert run["p50_ms"] <= run["p99_ms"]
-        assert (results / "latest" / run["raw_output"]).exists()
+        assert (results / data["run_id"] / run["raw_output"]).exists()
+
+
+def test_every_target_conforms_to_nginx_static(lab):
+    _, data, _, _ = lab
+    for target in data["targets"]:
+        failed = [c for c in target["conformance"] if not c["passed"]]
+        assert target["conforming"] is True and not failed, (target["name"], failed[:5])
+        assert sum(c["case"].startswith("hostile:") for c in target["conformance"]) >= 200
+
+
+def test_cadvisor_measured_cpu_of_each_target_and_of_mongo(lab):
+    _, data, results, _ = lab
+    assert not data["warnings"], data["warnings"]
+    for run in data["runs"]:
+        assert run["cpu"][run["target"]]["cpu_seconds"] > 0, run
+        assert run["cpu"]["bench"]["cpu_seconds"] > 0, run
+        if run["target"] in GRIDFS_TARGETS:
+            assert run["cpu"]["mongo"]["cpu_seconds"] > 0, run
+        assert isinstance(run["flags"], list)
+    for target in env_value("BENCH_TARGETS").split():
+        assert (results / data["run_id"] / data["charts"][target]).stat().st_size > 1000
 
 
 def test_results_record_what_produced_the_run(lab):
-    _, results, _ = lab
-    data = json.loads((results / "latest" / "results.json").read_text())
+    _, data, _, _ = lab
     assert data["parameters"]["MONGO_IMAGE"] == env_value("MONGO_IMAGE")
     assert data["parameters"]["FILE_SIZES"] == SIZES
     assert data["environment"]["server"]["product"] == "FerretDB"
     assert data["environment"]["host_cores"] == os.cpu_count()
 
 
-def test_report_has_the_seed_table_and_names_ferretdb(lab):
-    _, results, _ = lab
-    report = (results / "latest" / "report.md").read_text()
+def test_report_has_the_seed_table_conformance_and_cpu(lab):
+    _, data, results, _ = lab
+    report = (results / data["run_id"] / "report.md").read_text()
     assert "FerretDB v1.24.2" in report
     assert "| File size | " + " | ".join(env_value("BENCH_TARGETS").split()) + " |" in report
     assert "(0.174)" in report  # seed 000's nginx figure beside ours for 1KB
+    assert "## Conformance" in report and "## CPU ms per request" in report
 
 
 def test_a_target_that_never_answers_is_named_and_fails_the_run(lab):
-    up, results, env = lab
-    assert up.returncode == 0
-    bad = compose("run", "--rm", "--no-deps", "-e", "BENCH_TARGETS=nginx-static no-such-path",
-                  "-e", "BENCH_STARTUP_TIMEOUT=3", "bench", env=env, timeout=600)
-    assert bad.returncode == 1, bad.stdout[-3000:]
+    _, first, results, env = lab
+    bad = bench_again(env, "-e", "BENCH_TARGETS=nginx-static no-such-path", "-e", "BENCH_STARTUP_TIMEOUT=3")
+    assert bad.returncode == 1, bench_lines(bad)
     assert "no-such-path: FAILED verification" in bad.stdout
-    runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.is_symlink())
-    assert len(runs) == 2, "a second run must not overwrite the first"
-    data = json.loads((results / "latest" / "results.json").read_text())
+    data = latest(results)
+    assert data["run_id"] != first["run_id"], "a second run must not overwrite the first"
+    assert (results / first["run_id"] / "results.json").exists()
     failed = {t["name"]: t for t in data["targets"]}["no-such-path"]
     assert not failed["verified"] and "never answered" in failed["error"]
     assert {r["target"] for r in data["runs"]} == {"nginx-static"}
+
+
+def test_a_target_that_ignores_range_is_not_timed(lab):
+    """Python's http.server inside the bench container serves the files
+    volume correctly but knows no Range, ETag or 304: it verifies, then fails
+    conformance, so bench refuses to time it."""
+    _, _, results, env = lab
+    script = "cd /data && (python -m http.server 8080 >/dev/null 2>&1 &) && sleep 1 && exec python -m bench"
+    bad = bench_again(env, "-e", "BENCH_TARGETS=nginx-static localhost", entrypoint=["sh", "-c", script])
+    assert bad.returncode == 1, bench_lines(bad)
+    data = latest(results)
+    plain = {t["name"]: t for t in data["targets"]}["localhost"]
+    assert plain["conforming"] is False and not plain["verified"]
+    assert "conformance cases failed" in plain["error"]
+    failed = {c["case"] for c in plain["conformance"] if not c["passed"]}
+    assert "Range first byte (bytes=0-0) 1KB.bin" in failed
+    assert {r["target"] for r in data["runs"]} == {"nginx-static"}
+    assert "| localhost | Range first byte (bytes=0-0) 1KB.bin |" in (results / "latest" / "report.md").read_text()
+
+
+def test_cpu_accounting_agrees_with_the_host(lab):
+    """Over windows of several seconds, cAdvisor's machine-wide CPU agrees
+    with the host's /proc/stat within 5%, and the containers account for
+    most of it (the rest: the engine, the kernel's network work)."""
+    _, _, results, env = lab
+    run = bench_again(env, "-e", "BENCH_TARGETS=nginx-static", "-e", "BENCH_CONCURRENCY=5",
+                      "-e", "BENCH_REQUESTS=20000")
+    assert run.returncode == 0, bench_lines(run)
+    windows = [r["cpu_window"] for r in latest(results)["runs"]]
+    longest = max(windows, key=lambda w: w["ab_seconds"])
+    assert longest["ab_seconds"] >= 3, f"windows too short to compare: {windows}"
+    host, machine = longest["host_cpu_seconds"], longest["machine_cpu_seconds"]
+    print(f"\nlongest window {longest['seconds']} s: host {host} CPU-s, cAdvisor machine {machine}, "
+          f"containers {longest['containers_cpu_seconds']}")
+    assert machine == pytest.approx(host, rel=0.05)
+    assert 0.5 * host <= longest["containers_cpu_seconds"] <= 1.05 * host

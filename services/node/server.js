@@ -375,6 +375,12 @@ app.disable('x-powered-by');
 app.set('etag', false);
 app.set('query parser', false);
 
+// HTTP/1.1 requires Host (RFC 9112 3.2): refuse as nginx does. Node 20
+// does so itself (requireHostHeader); Node 18 lets such requests through.
+app.use((req, res, next) => {
+  if (req.httpVersion === '1.1' && req.headers.host === undefined) sendText(res, 400, 'missing Host header');
+  else next();
+});
 app.get('/health', (req, res) => sendText(res, 200, 'ok'));
 // A regular expression without groups, so that Express does not decode the
 // name (serveFile does, strictly).
