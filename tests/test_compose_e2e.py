@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PROJECT = f"gridfs-lab-e2e-{os.getpid()}"
+PROJECT = "gridfs-lab-e2e"  # fixed, so its images are reused from run to run
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks
 CONCURRENCY = [1, 8]
 GRIDFS_TARGETS = {"nginx-gridfs", "flask", "node"}
@@ -58,6 +58,7 @@ def lab():
     env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_REQUESTS": "40",
            "BENCH_WARMUP_REQUESTS": "8"}
+    compose("down", "-v", "--remove-orphans", "-t", "2", env=env, timeout=300)  # an interrupted run's
     try:
         up = compose("up", "--build", "--exit-code-from", "bench", "bench", env=env, timeout=2400)
         first = latest(results) if (results / "latest").exists() else None
