@@ -3,15 +3,19 @@ for the whole test session."""
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 REPO = Path(__file__).resolve().parent.parent
 # The lab's Python code is imported as it runs in its containers.
 for path in (REPO / "tests", REPO / "loadgen", REPO / "seed"):
     sys.path.insert(0, str(path))
-from processes import FerretDBServer, PostgresServer  # noqa: E402
+from docker_helpers import CADVISOR_FLAGS, CADVISOR_RUN_ARGS, LOCAL_IMAGE, docker, remove_container  # noqa: E402
+from processes import FerretDBServer, PostgresServer, free_port  # noqa: E402
 
 
 def ferretdb_binary() -> str:
@@ -40,3 +44,40 @@ def ferretdb(postgres):
 @pytest.fixture(scope="session")
 def mongo_uri(ferretdb) -> str:
     return ferretdb.uri
+
+
+# cAdvisor as the lab runs it (the local stand-in unless CADVISOR_IMAGE names
+# another image), on a free 127.0.0.1 port, one for the test session.
+@pytest.fixture(scope="session")
+def cadvisor_image() -> str:
+    image = os.environ.get("CADVISOR_IMAGE")
+    if image:
+        return image
+    # Always rebuilt so the image matches the source; both build steps are cached.
+    subprocess.run([str(REPO / "monitoring" / "cadvisor" / "build-local-image.sh")], check=True,
+                   capture_output=True, timeout=600)
+    return LOCAL_IMAGE
+
+
+@pytest.fixture(scope="session")
+def cadvisor_url(cadvisor_image):
+    name = f"lab-cadvisor-test-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    try:
+        docker("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *CADVISOR_RUN_ARGS,
+               cadvisor_image, *CADVISOR_FLAGS)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(f"{url}/healthz", timeout=2).text == "ok":
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
+                pytest.fail(f"cAdvisor did not answer /healthz within 30 s; logs:\n{logs[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        remove_container(name)

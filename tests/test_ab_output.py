@@ -57,3 +57,16 @@ def test_truncated_output_is_an_error():
         parse_summary(text[: text.index("Requests per second")])
     with pytest.raises(AbOutputError):
         parse_percentiles("0,0.1\n")
+
+
+def test_percentiles_past_the_last_sample_are_the_maximum():
+    """ab -n 40 printed a 99th percentile below its 98th: it read past its samples."""
+    csv = fixture("nginx-1KB-n40-c1.csv")
+    raw = parse_percentiles(csv)
+    assert raw[99] < raw[98]  # ab's own row, as captured
+    fixed = parse_percentiles(csv, parse_summary(fixture("nginx-1KB-n40-c1.txt")).complete)
+    assert fixed[99] == fixed[100] == raw[100]
+    assert all(fixed[p] <= fixed[p + 1] for p in range(100))
+    assert fixed[50] == raw[50]
+    many = fixture("nginx-1KB-c5.csv")
+    assert parse_percentiles(many, 500) == parse_percentiles(many)  # 500 requests: every row is a sample

@@ -2,56 +2,16 @@
 built by monitoring/cadvisor/build-local-image.sh; CADVISOR_IMAGE picks
 another, e.g. gcr.io/cadvisor/cadvisor:v0.49.1) reports a CPU-limited
 container's usage correctly through the official v1.3/v2.0 REST API."""
-import os
-import subprocess
 import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 import requests
 
-from processes import free_port
-
-REPO = Path(__file__).resolve().parent.parent
-LOCAL_IMAGE = "gridfs-lab-local/cadvisor:v0.49.1"
-BURNER_BASE_IMAGE = os.environ.get("BURNER_IMAGE", "gridfs-lab-local/debian:bookworm")
-BURNER_CPUS = 0.5
-
-# The flags and mounts the compose service uses; --privileged fails here.
-CADVISOR_RUN_ARGS = [
-    "--cap-add", "SYS_ADMIN", "--cap-add", "SYS_PTRACE", "--cap-add", "DAC_READ_SEARCH",
-    "--device", "/dev/kmsg",
-    "-v", "/:/rootfs:ro", "-v", "/var/run:/var/run:ro", "-v", "/sys:/sys:ro",
-    "-v", "/var/lib/docker/:/var/lib/docker:ro",
-]
-CADVISOR_FLAGS = [
-    "--housekeeping_interval=1s", "--allow_dynamic_housekeeping=false", "--docker_only",
-    # The official defaults minus "cpuset", so spec.cpu.mask is filled on cgroup v1 too.
-    "--disable_metrics=advtcp,cpu_topology,hugetlb,memory_numa,process,referenced_memory,resctrl,sched,tcp,udp",
-]
-
-
-def docker_engine_answers() -> bool:
-    try:
-        return subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"],
-                              capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
+from docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
 
 pytestmark = pytest.mark.skipif(not docker_engine_answers(), reason="no Docker engine answers on this machine")
-
-
-def docker(*args: str, timeout: float = 120) -> str:
-    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True,
-                          timeout=timeout).stdout.strip()
-
-
-def remove_container(name: str) -> None:
-    subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
-
 
 def parse_timestamp_ns(stamp: str) -> int:
     """RFC 3339 with up to nanoseconds ("2024-05-01T10:00:00.123456789Z"),
@@ -63,41 +23,6 @@ def parse_timestamp_ns(stamp: str) -> int:
 
 def find_by_alias(containers: dict, alias: str) -> dict | None:
     return next((c for c in containers.values() if alias in c.get("aliases", [])), None)
-
-
-@pytest.fixture(scope="module")
-def cadvisor_image() -> str:
-    image = os.environ.get("CADVISOR_IMAGE")
-    if image:
-        return image
-    # Always rebuilt so the image matches the source; both build steps are cached.
-    subprocess.run([str(REPO / "monitoring" / "cadvisor" / "build-local-image.sh")], check=True,
-                   capture_output=True, timeout=600)
-    return LOCAL_IMAGE
-
-
-@pytest.fixture(scope="module")
-def cadvisor_url(cadvisor_image):
-    name = f"lab-cadvisor-test-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    try:
-        docker("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *CADVISOR_RUN_ARGS,
-               cadvisor_image, *CADVISOR_FLAGS)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(f"{url}/healthz", timeout=2).text == "ok":
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
-                pytest.fail(f"cAdvisor did not answer /healthz within 30 s; logs:\n{logs[-3000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        remove_container(name)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ Then more bench runs on the same stack: a target that never answers, a
 target that ignores Range, and long windows to check CPU accounting."""
 import json
 import os
+import statistics
 import shutil
 import subprocess
 from pathlib import Path
@@ -57,7 +58,8 @@ def lab():
     results.mkdir(parents=True)
     env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_REQUESTS": "40",
-           "BENCH_WARMUP_REQUESTS": "8"}
+           "BENCH_WARMUP_REQUESTS": "8", "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk",
+           "BENCH_SWEEP": "1 8", "BENCH_SWEEP_REQUESTS": "16"}
     compose("down", "-v", "--remove-orphans", "-t", "2", env=env, timeout=300)  # an interrupted run's
     try:
         up = compose("up", "--build", "--exit-code-from", "bench", "bench", env=env, timeout=2400)
@@ -139,7 +141,7 @@ def test_a_target_that_ignores_range_is_not_timed(lab):
     volume correctly but knows no Range, ETag or 304: it verifies, then fails
     conformance, so bench refuses to time it."""
     _, _, results, env = lab
-    script = "cd /data && (python -m http.server 8080 >/dev/null 2>&1 &) && sleep 1 && exec python -m bench"
+    script = "(python -m http.server 8080 --directory /data >/dev/null 2>&1 &) && sleep 1 && exec python -m bench"
     bad = bench_again(env, "-e", "BENCH_TARGETS=nginx-static localhost", entrypoint=["sh", "-c", script])
     assert bad.returncode == 1, bench_lines(bad)
     data = latest(results)
@@ -158,7 +160,8 @@ def test_cpu_accounting_agrees_with_the_host(lab):
     most of it (the rest: the engine, the kernel's network work)."""
     _, _, results, env = lab
     run = bench_again(env, "-e", "BENCH_TARGETS=nginx-static", "-e", "BENCH_CONCURRENCY=5",
-                      "-e", "BENCH_REQUESTS=20000")
+                      "-e", "BENCH_REQUESTS=20000", "-e", "BENCH_REPETITIONS=1", "-e", "BENCH_TOOLS=ab",
+                      "-e", "BENCH_SWEEP=off")
     assert run.returncode == 0, bench_lines(run)
     windows = [r["cpu_window"] for r in latest(results)["runs"]]
     longest = max(windows, key=lambda w: w["ab_seconds"])
@@ -168,3 +171,45 @@ def test_cpu_accounting_agrees_with_the_host(lab):
           f"containers {longest['containers_cpu_seconds']}")
     assert machine == pytest.approx(host, rel=0.05)
     assert 0.5 * host <= longest["containers_cpu_seconds"] <= 1.05 * host
+
+
+def test_repetitions_spread_tools_sweep_and_phases(lab):
+    _, data, results, _ = lab
+    run_dir = results / data["run_id"]
+    targets = env_value("BENCH_TARGETS").split()
+    for run in data["runs"]:
+        assert len(run["repetitions"]) == 2, run
+        rps = [r["rps"] for r in run["repetitions"]]
+        assert run["rps"] == pytest.approx(statistics.median(rps))
+        assert (run["spread"]["rps"]["min"], run["spread"]["rps"]["max"]) == (min(rps), max(rps))
+        assert ("noisy" in run["flags"]) == run["spread"]["rps"]["noisy"]
+        assert all((run_dir / r["raw_output"]).exists() for r in run["repetitions"])
+    cases = {(r["target"], r["file"], r["concurrency"]) for r in data["runs"]}
+    assert {(c["target"], c["file"], c["concurrency"]) for c in data["comparisons"]} == cases
+    for c in data["comparisons"]:
+        for tool in (c["ab_keepalive"], c["wrk"]):
+            assert tool["rps"] > 0 and tool["failed"] == 0 and len(tool["repetitions"]) == 2, c
+            assert tool["p50_ms"] <= tool["p90_ms"] <= tool["p99_ms"] <= tool["max_ms"], c
+        assert c["difference"] >= 0
+    assert {(p["target"], p["file"], p["concurrency"], p["tool"]) for p in data["sweep"]} == {
+        (t, f"{s}.bin", c, tool) for t in targets for s in SIZES.split() for c in (1, 8) for tool in ("ab", "wrk")}
+    for t in targets:
+        assert (run_dir / data["sweep_charts"][t]).stat().st_size > 1000
+    assert {"seed", "verify", "conformance", "timed cases", "ab -k vs wrk", "sweep", "charts",
+            "bench total"} <= set(data["phases"])
+    report = (run_dir / "report.md").read_text()
+    for heading in ("## ab -k against wrk", "## Concurrency sweep", "## What this run cost"):
+        assert heading in report
+
+
+def test_a_starved_load_generator_is_flagged_loadgen_bound(lab):
+    _, _, results, env = lab
+    run = bench_again({**env, "LOADGEN_CPU_QUOTA": "0.1"}, "-e", "BENCH_TARGETS=nginx-static",
+                      "-e", "BENCH_CONCURRENCY=5", "-e", "BENCH_REQUESTS=3000", "-e", "BENCH_REPETITIONS=1",
+                      "-e", "BENCH_SWEEP=off")
+    assert run.returncode == 0, bench_lines(run)
+    data = latest(results)
+    assert data["environment"]["loadgen_allowance_cores"] == pytest.approx(0.1)
+    assert data["runs"] and all("loadgen-bound" in r["flags"] for r in data["runs"]), data["runs"]
+    assert all("loadgen-bound" in c[t]["flags"] for c in data["comparisons"] for t in ("ab_keepalive", "wrk"))
+    assert "⚑ loadgen-bound" in (results / "latest" / "report.md").read_text()

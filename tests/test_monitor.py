@@ -1,15 +1,13 @@
 """bench.monitor against a real cAdvisor (the image test_cadvisor_local
 builds and runs): it finds a compose-labelled container, measures a window
 of its CPU, samples it, and gives up cleanly when no cAdvisor answers."""
-import subprocess
 import time
 import uuid
 
 import pytest
 
 from processes import free_port
-from test_cadvisor_local import (BURNER_BASE_IMAGE, BURNER_CPUS, cadvisor_image, cadvisor_url,  # noqa: F401
-                                 docker, docker_engine_answers, remove_container)
+from docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
 
 from bench.monitor import CadvisorClient, Monitor, MonitorError
 from bench.usage import LOADGEN_BOUND, THROTTLED
@@ -52,7 +50,8 @@ def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F
     used = cpu["burner"]
     # Both edges are fresh readings: each is a stats entry newer than its call.
     assert figures["seconds"] >= 3.0
-    assert used["cpu_seconds"] == pytest.approx(BURNER_CPUS * figures["seconds"], rel=0.15)
+    # loose: the edges are 1-2 s cAdvisor stamps (the 0.5 +- 0.05 cores check is test_cadvisor_local's)
+    assert used["cpu_seconds"] == pytest.approx(BURNER_CPUS * figures["seconds"], rel=0.2)
     assert used["cpu_ms_per_request"] == pytest.approx(used["cpu_seconds"] * 1000 / 100)
     assert used["throttled_periods"] > 0 and THROTTLED in flags
     assert LOADGEN_BOUND not in flags  # no load generator watched

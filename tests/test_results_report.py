@@ -70,3 +70,19 @@ def test_report_lists_failed_cases():
     results = sample()
     results.runs[1].failed = 7
     assert "- flask 1KB.bin c=5: 7 failed of 500" in render_markdown(results)
+
+
+def test_report_shows_conformance_and_failed_cases():
+    results = sample()
+    results.targets[0].conformance = [{"case": "GET 1KB.bin", "expected": "200", "got": "200", "passed": True}]
+    results.targets[0].conforming = True
+    results.targets[1].conformance = [
+        {"case": "Range first byte (bytes=0-0) 1KB.bin", "expected": "206 bytes 0-0/1024", "got": "200",
+         "passed": False}]
+    results.targets[1].conforming = False
+    md = render_markdown(results)
+    assert "| nginx-static | 1 | 0 | yes |" in md
+    assert "| flask | 0 | 1 | **no**, timed anyway (rows marked) |" in md
+    assert "| flask | Range first byte (bytes=0-0) 1KB.bin | 206 bytes 0-0/1024 | 200 |" in md
+    again = Results.from_dict(results.to_dict())
+    assert again.targets[1].conforming is False and again.targets[1].conformance[0]["got"] == "200"

@@ -32,6 +32,15 @@ def test_units_of_large_transfers():
     assert s.rps == pytest.approx(s.requests / s.seconds, rel=0.05)
 
 
+def test_percentiles_in_seconds_padded_with_a_blank():
+    """wrk writes '1.14s ' (padded to the width of 'ms'): captured from flask
+    serving 100 KB from FerretDB to 100 connections."""
+    s = parse(fixture("flask-100KB-c100-seconds.txt"))
+    assert (s.p50_ms, s.p90_ms, s.p99_ms) == pytest.approx((900.35, 1370.0, 1700.0))
+    assert s.latency_max_ms == pytest.approx(1840.0)
+    assert (s.requests, s.seconds, s.rps) == (259, pytest.approx(3.03), pytest.approx(85.53))
+
+
 def test_non_2xx_and_socket_errors_are_counted():
     assert parse(fixture("nginx-404-c5.txt")).non_2xx_3xx == 31687
     assert parse(fixture("nginx-stopped-midway.txt")).socket_errors == 13 + 70789

@@ -44,9 +44,15 @@ def parse_summary(text: str) -> AbSummary:
     )
 
 
-def parse_percentiles(csv_text: str) -> dict[int, float]:
+def parse_percentiles(csv_text: str, complete: int | None = None) -> dict[int, float]:
     """ab -e output: 'Percentage served,Time in ms' then one row per percent
-    0..100, with fractional milliseconds (the text report rounds to 1 ms)."""
+    0..100, with fractional milliseconds (the text report rounds to 1 ms).
+
+    ab writes row i from sample int(0.5 + complete * i / 100), which for a
+    high i and few requests is past its last sample (e.g. i = 99 of 40
+    requests): it prints whatever lies there. By nearest rank such a row is
+    the last sample, the maximum, which row 100 holds; given `complete`,
+    those rows are set to it."""
     lines = [line for line in csv_text.strip().splitlines() if line]
     if not lines or not lines[0].startswith("Percentage served"):
         raise AbOutputError("ab -e CSV has no 'Percentage served' header")
@@ -54,6 +60,10 @@ def parse_percentiles(csv_text: str) -> dict[int, float]:
     for line in lines[1:]:
         percent, ms = line.split(",")
         table[int(percent)] = float(ms)
-    if 50 not in table or 99 not in table:
-        raise AbOutputError("ab -e CSV lacks the 50th or 99th percentile")
+    if 50 not in table or 99 not in table or 100 not in table:
+        raise AbOutputError("ab -e CSV lacks the 50th, 99th or 100th percentile")
+    if complete:
+        for percent in range(1, 100):
+            if int(0.5 + complete * percent / 100) >= complete:
+                table[percent] = table[100]
     return table

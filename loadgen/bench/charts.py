@@ -1,6 +1,7 @@
-"""PNG charts made from a Results: per target, CPU cores over time of the
-target, the database and the load generator on one chart, with each timed
-ab window shaded and labelled."""
+"""PNG charts made from a Results, per target: CPU cores over time of the
+target, the database and the load generator, with each timed ab window
+shaded and labelled; and requests per second against concurrency (the
+sweep), a line per file size and tool."""
 from pathlib import Path
 
 import matplotlib
@@ -54,6 +55,48 @@ def cpu_chart(results: Results, target: str, database: str, loadgen: str, path: 
     ax.set_title(f"{target}: CPU cores over time, run {results.run_id}", fontsize=10, loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(0, -0.15), ncol=3, fontsize=8, frameon=False)
     ax.grid(axis="y", color="0.8", linewidth=0.5)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+TOOL_STYLES = {"ab": "-", "wrk": "--"}
+
+
+def sweep_chart(results: Results, target: str, path: Path) -> bool:
+    """Writes the sweep chart; False (and no file) when the target has no
+    sweep points. Hollow markers: loadgen-bound, the tool's speed, not the server's."""
+    points = [p for p in results.sweep if p.target == target]
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    sizes = sorted({(p.size_bytes, p.file) for p in points})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    bound_seen = False
+    for i, (_, file) in enumerate(sizes):
+        for tool, style in TOOL_STYLES.items():
+            line = sorted((p for p in points if p.file == file and p.tool == tool), key=lambda p: p.concurrency)
+            if not line:
+                continue
+            colour = colours[i % len(colours)]
+            xs, ys = [p.concurrency for p in line], [p.rps for p in line]
+            ax.plot(xs, ys, style, color=colour, label=f"{file.removesuffix('.bin')} ({tool})", linewidth=1.5)
+            for p in line:
+                bound = "loadgen-bound" in p.flags
+                bound_seen |= bound
+                ax.plot(p.concurrency, p.rps, "o", color=colour, markersize=6,
+                        markerfacecolor="white" if bound else colour)
+    ax.set_xscale("log")
+    levels = sorted({p.concurrency for p in points})
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set_yscale("log")
+    ax.set_xlabel("concurrency (connections)")
+    ax.set_ylabel("requests per second")
+    note = "\nhollow markers: the load generator at its CPU limit" if bound_seen else ""
+    ax.set_title(f"{target}: requests/s against concurrency, run {results.run_id}{note}", fontsize=9, loc="left")
+    ax.legend(fontsize=8, frameon=False)
+    ax.grid(which="both", color="0.85", linewidth=0.5)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

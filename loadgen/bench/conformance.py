@@ -251,7 +251,7 @@ def hostile_requests(files: list[dict]) -> list[Hostile]:
     for label, line in [("HTTP/9.9", f"GET {path} HTTP/9.9"), ("HTTP/1.x", f"GET {path} HTTP/1.x"),
                         ("no leading slash", f"GET files/{name} HTTP/1.1"),
                         ("control char in path", f"GET {path}\x01 HTTP/1.1"),
-                        ("space in path", f"GET /files/a b HTTP/1.1"),
+                        ("space in path", "GET /files/a b HTTP/1.1"),
                         ("tab separators", f"GET\t{path}\tHTTP/1.1"),
                         ("absolute URI", f"GET http://elsewhere.invalid{path} HTTP/1.1"),
                         ("asterisk", "GET * HTTP/1.1"), ("empty target", "GET  HTTP/1.1"),

@@ -31,6 +31,36 @@ def cgroup_version() -> int:
     return 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1
 
 
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def own_cpu_allowance() -> float:
+    """Cores this container may use: its cpuset, capped by a CFS quota
+    (compose `cpus:`) when one is set; cgroup v1 or v2."""
+    cores = float(len(os.sched_getaffinity(0)))
+    v2 = _read("/sys/fs/cgroup/cpu.max")
+    if v2 and not v2.startswith("max"):
+        quota, period = v2.split()[:2]
+        return min(cores, int(quota) / int(period))
+    for folder in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+        quota, period = _read(f"{folder}/cpu.cfs_quota_us"), _read(f"{folder}/cpu.cfs_period_us")
+        if quota and period and int(quota) > 0 and int(period) > 0:
+            return min(cores, int(quota) / int(period))
+    return cores
+
+
+def wrk_version() -> str:
+    try:
+        out = subprocess.run(["wrk", "--version"], capture_output=True, text=True)
+    except OSError:
+        return "wrk (not installed)"
+    return (out.stdout + out.stderr).splitlines()[0].split(" Copyright")[0].strip()
+
+
 def describe(uri: str) -> dict:
     env = {
         "cpu_model": cpu_model(),
@@ -39,6 +69,8 @@ def describe(uri: str) -> dict:
         "kernel": platform.release(),
         "cgroup_version": cgroup_version(),
         "ab_version": ab_version(),
+        "wrk_version": wrk_version(),
+        "loadgen_allowance_cores": own_cpu_allowance(),
     }
     try:
         env["server"] = database_server(uri)

@@ -28,3 +28,12 @@ def relative_difference(a: float, b: float) -> float:
     """|a - b| relative to their mean: symmetric, for comparing two tools."""
     mean = (a + b) / 2
     return abs(a - b) / mean if mean else 0.0
+
+
+TOOLS_DISAGREE = 0.10  # ab -k and wrk differing by more than this on a case are flagged
+
+
+def spread_of(values: list[float]) -> dict:
+    """summarize() as results.json keeps it: median, min, max, spread, noisy."""
+    s = summarize(values)
+    return {"median": s.median, "min": s.min, "max": s.max, "spread": round(s.spread, 4), "noisy": s.noisy}

@@ -145,3 +145,14 @@ def cores_series(samples: list[Counters]) -> list[tuple[float, float]]:
         if dt > 0 and b.cpu_total_ns >= a.cpu_total_ns:
             points.append((b.timestamp_ns / 1e9, (b.cpu_total_ns - a.cpu_total_ns) / 1e9 / dt))
     return points
+
+
+def tool_bound(cpu_seconds: float, seconds: float, threads: int, allowance: float | None) -> bool:
+    """From the tool's own rusage, cAdvisor or not: it used at least
+    LOADGEN_BOUND_SHARE of what it could, one core per thread and no more than
+    the load generator's allowance (its cpuset, or a CFS quota such as
+    LOADGEN_CPU_QUOTA sets)."""
+    if seconds <= 0:
+        return False
+    limit = min(threads, allowance) if allowance else threads
+    return cpu_seconds / seconds >= LOADGEN_BOUND_SHARE * limit

@@ -50,7 +50,8 @@ def _search(text: str, pattern: str) -> re.Match:
 def parse(text: str) -> WrkSummary:
     latency = _search(text, r"^\s+Latency\s+(\S+)\s+\S+\s+(\S+)")
     totals = _search(text, r"^\s+(\d+) requests in ([\d.]+)(\w+),")
-    percentiles = {int(p): _ms(v) for p, v in re.findall(r"^\s+(\d+)%\s+(\S+)$", text, re.MULTILINE)}
+    # wrk pads a short unit ("1.14s ") to the width of "ms": trailing blanks.
+    percentiles = {int(p): _ms(v) for p, v in re.findall(r"^\s+(\d+)%\s+(\S+)\s*$", text, re.MULTILINE)}
     if not {50, 90, 99} <= percentiles.keys():
         raise WrkOutputError("wrk output has no latency distribution (run it with --latency)")
     non_2xx = re.search(r"^\s+Non-2xx or 3xx responses: (\d+)", text, re.MULTILINE)
