@@ -33,6 +33,18 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _size_by_target(results: Results, cell) -> list[str]:
+    """One table per concurrency level: a row per file size, a column per
+    timed target, each cell cell(run or None, target, file, concurrency)."""
+    targets = _timed_targets(results)
+    lines = []
+    for c in _concurrencies(results):
+        rows = [[file.removesuffix(".bin"), *(cell(results.run_for(t, file, c), t, file, c) for t in targets)]
+                for file, _ in _files(results)]
+        lines += [f"### Concurrency {c}", "", *_table(["File size", *targets], rows), ""]
+    return lines
+
+
 def server_label(environment: dict) -> str:
     server = environment.get("server") or {}
     if not server:
@@ -112,22 +124,15 @@ def _conformance(results: Results) -> list[str]:
 
 
 def _time_per_request(results: Results) -> list[str]:
-    targets = _timed_targets(results)
-    lines = ["## Time per request (ms, mean across concurrent requests; lower is better)", "",
+    def cell(run, target, file, _):
+        text = f"{run.time_per_request_ms:.3f}{_spread(run, 'time_per_request_ms')}" if run else "-"
+        published = seed000.time_per_request_ms(target, file)
+        return text + (f" ({published})" if published is not None else "")
+
+    return (["## Time per request (ms, mean across concurrent requests; lower is better)", "",
              "Seed 000's published figure in brackets (2013, EC2 m1.medium, ab -c 100 per its README, "
              "-c 5 in its scripts).", ""]
-    for c in _concurrencies(results):
-        rows = []
-        for file, _ in _files(results):
-            row = [file.removesuffix(".bin")]
-            for t in targets:
-                run = results.run_for(t, file, c)
-                cell = f"{run.time_per_request_ms:.3f}{_spread(run, 'time_per_request_ms')}" if run else "-"
-                published = seed000.time_per_request_ms(t, file)
-                row.append(cell + (f" ({published})" if published is not None else ""))
-            rows.append(row)
-        lines += [f"### Concurrency {c}", "", *_table(["File size", *targets], rows), ""]
-    return lines + _spread_note(results)
+            + _size_by_target(results, cell) + _spread_note(results))
 
 
 def _spread(run: Run, metric: str) -> str:
@@ -159,24 +164,15 @@ def _bound(*runs) -> bool:
 
 
 def _requests_per_second(results: Results) -> list[str]:
-    targets = _timed_targets(results)
-    lines = ["## Requests per second (ratio to nginx-static; higher is better)", ""]
-    for c in _concurrencies(results):
-        rows = []
-        for file, _ in _files(results):
-            baseline = results.run_for(BASELINE, file, c)
-            row = [file.removesuffix(".bin")]
-            for t in targets:
-                run = results.run_for(t, file, c)
-                if run is None:
-                    row.append("-")
-                elif baseline and baseline.rps:
-                    row.append(f"{run.rps:.0f}{_spread(run, 'rps')} ({run.rps / baseline.rps:.3f})"
-                               + (BOUND_MARK if _bound(run, baseline) else ""))
-                else:
-                    row.append(f"{run.rps:.0f}{_spread(run, 'rps')}" + (BOUND_MARK if _bound(run) else ""))
-            rows.append(row)
-        lines += [f"### Concurrency {c}", "", *_table(["File size", *targets], rows), ""]
+    def cell(run, _, file, c):
+        if run is None:
+            return "-"
+        baseline = results.run_for(BASELINE, file, c)
+        ratio = f" ({run.rps / baseline.rps:.3f})" if baseline and baseline.rps else ""
+        return f"{run.rps:.0f}{_spread(run, 'rps')}{ratio}" + (BOUND_MARK if _bound(run, baseline) else "")
+
+    lines = ["## Requests per second (ratio to nginx-static; higher is better)", "",
+             *_size_by_target(results, cell)]
     if any(_bound(r) for r in results.runs):
         lines += [BOUND_NOTE, ""]
     return lines
@@ -282,28 +278,20 @@ def _ms(usage: dict | None) -> str:
 
 
 def _cpu_per_request(results: Results) -> list[str]:
-    targets = _timed_targets(results)
-    lines = ["## CPU ms per request (target / mongo; lower is better)", "",
-             "CPU time each container spent per request in the timed window (cAdvisor's cgroup counters at",
-             "the window's start and end, divided by the requests ab made). It is what a request costs,",
-             "whatever the request rate: a serving path that waits on a slow database shows a low figure",
-             "for itself and a high one for the database. On FerretDB the GridFS rows are bound by the",
-             "database, so their requests per second say little about the serving path: its own CPU per",
-             "request is the fairer comparison. Flags (below) mark rows not to trust as they stand.", ""]
-    for c in _concurrencies(results):
-        rows = []
-        for file, _ in _files(results):
-            row = [file.removesuffix(".bin")]
-            for t in targets:
-                run = results.run_for(t, file, c)
-                if run is None or not run.cpu:
-                    row.append("-")
-                    continue
-                cell = f"{_ms(run.cpu.get(t))} / {_ms(run.cpu.get(_database_role(run)))}"
-                row.append(cell + (" ⚑" if run.flags else ""))
-            rows.append(row)
-        lines += [f"### Concurrency {c}", "", *_table(["File size", *targets], rows), ""]
-    return lines
+    def cell(run, target, *_):
+        if run is None or not run.cpu:
+            return "-"
+        flag = " ⚑" if run.flags else ""
+        return f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(_database_role(run)))}{flag}"
+
+    return ["## CPU ms per request (target / mongo; lower is better)", "",
+            "CPU time each container spent per request in the timed window (cAdvisor's cgroup counters at",
+            "the window's start and end, divided by the requests ab made). It is what a request costs,",
+            "whatever the request rate: a serving path that waits on a slow database shows a low figure",
+            "for itself and a high one for the database. On FerretDB the GridFS rows are bound by the",
+            "database, so their requests per second say little about the serving path: its own CPU per",
+            "request is the fairer comparison. Flags (below) mark rows not to trust as they stand.", "",
+            *_size_by_target(results, cell)]
 
 
 def _cores(usage: dict | None) -> str:
