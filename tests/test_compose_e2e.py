@@ -138,10 +138,12 @@ def test_a_target_that_never_answers_is_named_and_fails_the_run(lab):
 
 def test_a_target_that_ignores_range_is_not_timed(lab):
     """Python's http.server inside the bench container serves the files
-    volume correctly but knows no Range, ETag or 304: it verifies, then fails
-    conformance, so bench refuses to time it."""
+    volume (and a /health file) correctly but knows no Range, ETag or 304: it
+    verifies, then fails conformance, so bench refuses to time it."""
     _, _, results, env = lab
-    script = "(python -m http.server 8080 --directory /data >/dev/null 2>&1 &) && sleep 1 && exec python -m bench"
+    script = ("mkdir /tmp/www && ln -s /data/files /tmp/www/files && echo ok > /tmp/www/health"
+              " && (python -m http.server 8080 --directory /tmp/www >/dev/null 2>&1 &) && sleep 1"
+              " && exec python -m bench")
     bad = bench_again(env, "-e", "BENCH_TARGETS=nginx-static localhost", entrypoint=["sh", "-c", script])
     assert bad.returncode == 1, bench_lines(bad)
     data = latest(results)
