@@ -75,6 +75,34 @@ def node_service(mongo_uri: str, db: str) -> ServiceProcess:
     return ServiceProcess("node", ["node", "server.js"], directory, service_env(mongo_uri, db, port), port)
 
 
+class NginxGridFSService:
+    """The nginx-gridfs module natively (tests/nginx_gridfs_build.py), shaped
+    like the other serving paths: url, port, start(), log(), stop()."""
+
+    def __init__(self, mongo_uri: str, db: str):
+        self.mongo_uri, self.db = mongo_uri, db
+        self.nginx = None
+
+    def start(self) -> "NginxGridFSService":
+        from nginx_gridfs_build import Nginx, build_module
+        self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+        self.nginx = Nginx(build_module(), self.mongo_uri, self.prefix, self.prefix, self.db)
+        self.port, self.url = self.nginx.port, self.nginx.url()
+        return self
+
+    def log(self) -> str:
+        return self.nginx.log()
+
+    def stop(self) -> None:
+        if self.nginx:
+            self.nginx.stop()
+        shutil.rmtree(self.prefix, ignore_errors=True)
+
+
+def nginx_gridfs_service(mongo_uri: str, db: str) -> NginxGridFSService:
+    return NginxGridFSService(mongo_uri, db)
+
+
 class NginxStatic:
     """nginx with services/nginx-static/nginx.conf, rewritten to run
     unprivileged in a temporary prefix and serve `files_dir` at /files/."""

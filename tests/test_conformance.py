@@ -14,9 +14,8 @@ import pytest
 
 import seed as seed_mod
 from bench.conformance import check, hostile_requests
-from nginx_gridfs_build import Nginx, build_module
 from processes import free_port, stop_process, wait_for_port
-from service_processes import NginxStatic, flask_service, node_service
+from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
 
 DB = "conformance"
 SIZES = [1024, 300 * 1024]  # within one chunk; across a chunk boundary
@@ -72,27 +71,7 @@ def test_a_server_that_ignores_range_is_caught(files, reference):
     assert "GET 1024B.bin" not in failed  # full bodies are right: only the HTTP semantics differ
 
 
-class NginxGridFS:
-    """The nginx-gridfs module natively, shaped like the other services."""
-
-    def __init__(self, mongo_uri: str, db: str):
-        self.mongo_uri, self.db = mongo_uri, db
-
-    def start(self) -> "NginxGridFS":
-        self.prefix = Path(tempfile.mkdtemp(prefix="lab-conformance-gridfs-"))
-        self.nginx = Nginx(build_module(), self.mongo_uri, self.prefix, self.prefix, self.db)
-        self.url = self.nginx.url()
-        return self
-
-    def log(self) -> str:
-        return self.nginx.log()
-
-    def stop(self) -> None:
-        self.nginx.stop()
-        shutil.rmtree(self.prefix, ignore_errors=True)
-
-
-@pytest.mark.parametrize("start", [flask_service, node_service, NginxGridFS],
+@pytest.mark.parametrize("start", [flask_service, node_service, nginx_gridfs_service],
                          ids=["flask", "node", "nginx-gridfs"])
 def test_serving_path_conforms(start, mongo_uri, files, reference):
     service = start(mongo_uri, DB).start()
