@@ -1,8 +1,8 @@
 """The GridFS serving paths (Flask, Node, the nginx module), run natively
-against FerretDB, answer
-like nginx's static module serving the same bytes from disk: bodies,
-headers, Range, conditional requests, hostile names, a MongoDB outage, and
-resumed / segmented downloads by real clients (curl, aria2c)."""
+against FerretDB, answer like nginx's static module serving the same bytes
+from disk: bodies, headers, Range, conditional requests, hostile names, a
+MongoDB outage, and resumed / segmented downloads by real clients (curl,
+aria2c)."""
 import email.utils
 import hashlib
 import http.client
