@@ -4,7 +4,8 @@ SHELL := /bin/bash
 # Fewer than 4 cores: layer the 2-core pins over the image settings.
 PINS := $(if $(shell [ $$(nproc) -lt 4 ] && echo small),--env-file cpus-2.env)
 COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
-COMPOSE_LOCAL := docker compose --env-file local.env $(PINS)
+# local.env has the 2-core pins already where the machine needs them.
+COMPOSE_LOCAL := docker compose --env-file local.env
 PYTEST_ARGS ?=
 
 .PHONY: setup local-images lab lab-local test clean

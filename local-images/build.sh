@@ -72,5 +72,8 @@ build_derived node "$PREFIX/node:18"
 ferretdb_bin=$("$root/tools/build-ferretdb.sh")
 cp "$ferretdb_bin" "$LAB_CACHE/ferretdb"
 build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2" "$LAB_CACHE/ferretdb"
-"$root/tools/write-env.py" "$root/.env" "$here/images.env" >"$root/local.env"
-say "wrote local.env; run: docker compose --env-file local.env up bench"
+# A machine with fewer than 4 cores gets the 2-core pins too, so that
+# `docker compose --env-file local.env up bench` runs as it is.
+pins=(); [ "$(nproc)" -lt 4 ] && pins=("$root/cpus-2.env")
+"$root/tools/write-env.py" "$root/.env" "$here/images.env" "${pins[@]}" >"$root/local.env"
+say "wrote local.env${pins:+ (with the 2-core pins)}; run: docker compose --env-file local.env up bench"

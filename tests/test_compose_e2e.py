@@ -26,8 +26,8 @@ def env_value(name: str) -> str:
 
 
 def compose(*args: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    files = ["--env-file", "local.env"] + (["--env-file", "cpus-2.env"] if os.cpu_count() < 4 else [])
-    return subprocess.run(["docker", "compose", "-p", PROJECT, *files, *args], cwd=REPO, env=env,
+    # local.env carries the 2-core pins on a small machine (local-images/build.sh)
+    return subprocess.run(["docker", "compose", "-p", PROJECT, "--env-file", "local.env", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Prints BASE env file with the variables of OVERRIDES replaced (and any new
-ones appended), so local.env keeps every knob of .env with one source of truth:
-    write-env.py .env local-images/images.env > local.env"""
+"""Prints BASE env file with the variables of each OVERRIDES file replaced
+(later files win; new ones appended), so local.env keeps every knob of .env
+with one source of truth:
+    write-env.py .env local-images/images.env [cpus-2.env] > local.env"""
 import re
 import sys
 
@@ -18,9 +19,11 @@ def overrides_of(path):
     return values
 
 
-def main(base, overrides_path):
-    overrides = overrides_of(overrides_path)
-    print(f"# Generated from {base} and {overrides_path}; edit those, not this file.")
+def main(base, *overrides_paths):
+    overrides = {}
+    for path in overrides_paths:
+        overrides.update(overrides_of(path))
+    print(f"# Generated from {base} and {', '.join(overrides_paths)}; edit those, not this file.")
     with open(base) as f:
         for line in f:
             m = ASSIGNMENT.match(line)
@@ -33,6 +36,6 @@ def main(base, overrides_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     main(*sys.argv[1:])
