@@ -157,9 +157,9 @@ def test_a_target_that_ignores_range_is_not_timed(lab):
 
 
 def test_cpu_accounting_agrees_with_the_host(lab):
-    """Over windows of several seconds, cAdvisor's machine-wide CPU agrees
-    with the host's /proc/stat within 5%, and the containers account for
-    most of it (the rest: the engine, the kernel's network work)."""
+    """Over a window of several seconds, cAdvisor's machine-wide CPU and the
+    sum over containers both agree with the host's /proc/stat within 5%
+    (on a machine doing nothing else, as CI's is)."""
     _, _, results, env = lab
     run = bench_again(env, "-e", "BENCH_TARGETS=nginx-static", "-e", "BENCH_CONCURRENCY=5",
                       "-e", "BENCH_REQUESTS=20000", "-e", "BENCH_REPETITIONS=1", "-e", "BENCH_TOOLS=ab",
@@ -172,7 +172,7 @@ def test_cpu_accounting_agrees_with_the_host(lab):
     print(f"\nlongest window {longest['seconds']} s: host {host} CPU-s, cAdvisor machine {machine}, "
           f"containers {longest['containers_cpu_seconds']}")
     assert machine == pytest.approx(host, rel=0.05)
-    assert 0.5 * host <= longest["containers_cpu_seconds"] <= 1.05 * host
+    assert longest["containers_cpu_seconds"] == pytest.approx(host, rel=0.05)
 
 
 def test_repetitions_spread_tools_sweep_and_phases(lab):
