@@ -58,7 +58,7 @@ def test_burner_cpu_usage_matches_its_cpu_limit(cadvisor_url, burner):
 
     time.sleep(3)  # let the burner settle into its throttled steady state (~6 s in all)
     first = find_by_alias(all_docker_containers(cadvisor_url), name)
-    time.sleep(4)
+    time.sleep(5)  # the last stats of each answer may be up to 2 s old (cAdvisor's jitter)
     second = find_by_alias(all_docker_containers(cadvisor_url), name)
 
     assert first["name"] == second["name"] == f"/docker/{container_id}"
@@ -72,7 +72,7 @@ def test_burner_cpu_usage_matches_its_cpu_limit(cadvisor_url, burner):
 
     a, b = first["stats"][-1], second["stats"][-1]
     elapsed_s = (parse_timestamp_ns(b["timestamp"]) - parse_timestamp_ns(a["timestamp"])) / 1e9
-    assert 3 <= elapsed_s <= 6, f"stats {elapsed_s:.2f} s apart; housekeeping is not every 1 s"
+    assert 3 <= elapsed_s <= 8, f"stats {elapsed_s:.2f} s apart; housekeeping is not every 1 s"
     cores_used = (b["cpu"]["usage"]["total"] - a["cpu"]["usage"]["total"]) / 1e9 / elapsed_s
     print(f"burner used {cores_used:.3f} cores over {elapsed_s:.2f} s (limit {BURNER_CPUS})")
     assert cores_used == pytest.approx(BURNER_CPUS, abs=0.05)
