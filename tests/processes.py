@@ -115,6 +115,7 @@ class FerretDBServer:
 
     def stop(self) -> None:
         stop_process(self.proc)
+        self.log.close()
 
 
 def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:

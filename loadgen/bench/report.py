@@ -131,7 +131,8 @@ def _time_per_request(results: Results) -> list[str]:
 
     return (["## Time per request (ms, mean across concurrent requests; lower is better)", "",
              "Seed 000's published figure in brackets (2013, EC2 m1.medium, ab -c 100 per its README, "
-             "-c 5 in its scripts).", ""]
+             "-c 5 in its scripts); its columns: "
+             + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + ".", ""]
             + _size_by_target(results, cell) + _spread_note(results))
 
 

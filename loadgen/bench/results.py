@@ -7,7 +7,6 @@ from pathlib import Path
 from .stats import relative_difference, spread_of, TOOLS_DISAGREE
 
 NOISY = "noisy"        # the repetitions' requests per second spread more than stats.NOISY_SPREAD
-DISAGREE = "disagree"  # ab -k and wrk differ by more than stats.TOOLS_DISAGREE
 
 
 @dataclass
@@ -175,12 +174,6 @@ class Results:
         for r in self.runs:
             if (r.target, r.file, r.concurrency) == (target, file, concurrency):
                 return r
-        return None
-
-    def comparison_for(self, target: str, file: str, concurrency: int) -> Comparison | None:
-        for c in self.comparisons:
-            if (c.target, c.file, c.concurrency) == (target, file, concurrency):
-                return c
         return None
 
     def to_dict(self) -> dict:

@@ -89,6 +89,9 @@ def main() -> int:
     if monitor:
         monitor.stop_sampling()
         results.cpu_samples = monitor.serialised_samples()
+        if monitor.sample_errors:
+            results.warnings.append(f"{monitor.sample_errors} of cAdvisor's once-a-second samples failed: "
+                                    "the CPU charts have gaps there (the timed windows do not depend on them)")
     draw_charts(cfg, results, run_dir)
     phases.end("charts")
     side_failures = ([f"{c.target} {c.file} c={c.concurrency}: {t.tool} counted {t.failed} failed requests"

@@ -26,7 +26,6 @@ class Settings:
     warmup_requests: int
     startup_timeout: float
     mongo_uri: str
-    gridfs_db: str
     files_dir: str
     results_dir: str
     target_port: int
@@ -89,7 +88,6 @@ def from_env(env=os.environ) -> Settings:
         targets=targets, concurrency=concurrency, requests=requests,
         warmup_requests=max(warmup, max(concurrency)), startup_timeout=float(timeout),
         mongo_uri=env.get("MONGO_URI", "mongodb://mongo:27017"),
-        gridfs_db=env.get("GRIDFS_DB", "lab"),
         files_dir=env.get("FILES_DIR", "/data/files"),
         results_dir=env.get("RESULTS_DIR", "/results"),
         target_port=int(env.get("TARGET_PORT", "8080")),
