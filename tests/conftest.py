@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The lab's Python code is imported as it runs in its containers.
 for path in (REPO / "tests", REPO / "loadgen", REPO / "seed"):
     sys.path.insert(0, str(path))
-from docker_helpers import CADVISOR_FLAGS, CADVISOR_RUN_ARGS, LOCAL_IMAGE, docker, remove_container  # noqa: E402
+from docker_helpers import LOCAL_IMAGE, cadvisor_as_compose_runs_it, docker, remove_container  # noqa: E402
 from processes import FerretDBServer, PostgresServer, free_port  # noqa: E402
 
 
@@ -64,8 +64,8 @@ def cadvisor_url(cadvisor_image):
     name = f"lab-cadvisor-test-{uuid.uuid4().hex[:8]}"
     port = free_port()
     try:
-        docker("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *CADVISOR_RUN_ARGS,
-               cadvisor_image, *CADVISOR_FLAGS)
+        options, flags = cadvisor_as_compose_runs_it()
+        docker("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *options, cadvisor_image, *flags)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while True:

@@ -1,24 +1,28 @@
-"""Docker for tests: a few calls, and how the lab runs cAdvisor (the flags and
-mounts of its compose service; --privileged fails on this machine)."""
+"""Docker for tests: a few calls, and how the lab runs cAdvisor (read from
+compose.yaml's cadvisor service)."""
+import json
 import os
 import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 LOCAL_IMAGE = "gridfs-lab-local/cadvisor:v0.49.1"
 BURNER_BASE_IMAGE = os.environ.get("BURNER_IMAGE", "gridfs-lab-local/debian:bookworm")
 BURNER_CPUS = 0.5
 
-# The flags and mounts the compose service uses; --privileged fails here.
-CADVISOR_RUN_ARGS = [
-    "--cap-add", "SYS_ADMIN", "--cap-add", "SYS_PTRACE", "--cap-add", "DAC_READ_SEARCH",
-    "--device", "/dev/kmsg",
-    "-v", "/:/rootfs:ro", "-v", "/var/run:/var/run:ro", "-v", "/sys:/sys:ro",
-    "-v", "/var/lib/docker/:/var/lib/docker:ro",
-]
-CADVISOR_FLAGS = [
-    "--housekeeping_interval=1s", "--allow_dynamic_housekeeping=false", "--docker_only",
-    # The official defaults minus "cpuset", so spec.cpu.mask is filled on cgroup v1 too.
-    "--disable_metrics=advtcp,cpu_topology,hugetlb,memory_numa,process,referenced_memory,resctrl,sched,tcp,udp",
-]
+
+def cadvisor_as_compose_runs_it() -> tuple[list[str], list[str]]:
+    """(docker run options, command flags) of compose.yaml's cadvisor
+    service, so the tests run it exactly as the lab does."""
+    config = json.loads(subprocess.run(["docker", "compose", "config", "--format", "json"], cwd=REPO,
+                                       check=True, capture_output=True, text=True, timeout=60).stdout)
+    service = config["services"]["cadvisor"]
+    options = [arg for cap in service["cap_add"] for arg in ("--cap-add", cap)]
+    options += [arg for d in service["devices"] for arg in ("--device", f"{d['source']}:{d['target']}")]
+    options += [arg for v in service["volumes"]
+                for arg in ("-v", f"{v['source']}:{v['target']}{':ro' if v.get('read_only') else ''}")]
+    return options, service["command"]
 
 
 def docker_engine_answers() -> bool:
