@@ -1,7 +1,7 @@
-"""CPU and memory of a timed window, its flags, and how report.md and the
-charts show them; every figure derived from the real cAdvisor JSON and
-/proc/stat lines in tests/fixtures/cadvisor."""
-import dataclasses
+"""CPU and memory of a timed run, its flags, and how report.md and the charts
+show them; every figure derived from the real cAdvisor JSON and /proc/stat
+lines in tests/fixtures/cadvisor (a compose run of `ab -c 5` against
+nginx-static, on 2 cores: mongo, bench and cAdvisor pinned to core 0)."""
 import json
 from pathlib import Path
 
@@ -10,190 +10,210 @@ import pytest
 from bench.cadvisor import parse_docker_list, services_of_project
 from bench.charts import cpu_chart
 from bench.report import render_markdown
-from bench.results import Results, Run, TargetResult
-from bench.usage import (LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, SHORT_WINDOW, SHORT_WINDOW_SECONDS, THROTTLED,
-                         Snapshot, container_usage, cores_series,
-                         host_busy_seconds, window)
+from bench.results import Results, TargetResult, failed_run, repeated_run
+from bench.usage import (CORE_SATURATED, LOADGEN, LOADGEN_BOUND, SHORT_WINDOW, WindowInput, busy_shares,
+                         container_usage, cores_series, edges, flags, parse_proc_stat, window)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cadvisor"
 TARGET, DATABASE = "nginx-static", "mongo"
-REQUESTS = 3000  # the capture ran `ab -n 3000 -c 5` between the first and last entries
+RPS = 1000.0  # a rate for the arithmetic; CPU per request is cores / rate
 
 
-def compose_containers():
-    return parse_docker_list(json.loads((FIXTURES / "v1.3-docker-compose-ab.json").read_text()))
-
-
-def edge(index: int, proc_stat: str | None = None) -> Snapshot:
-    """A window edge made of stats entry `index` of every container."""
-    containers = compose_containers()
+def compose():
+    containers = parse_docker_list(json.loads((FIXTURES / "v1.3-docker-compose-ab.json").read_text()))
     ours = services_of_project(containers, "gridfs-lab-cpu")
-    roles = {TARGET: ours[TARGET], DATABASE: ours[DATABASE], LOADGEN: ours["bench"]}
-    return Snapshot(
-        watched={role: c.stats[index] for role, c in roles.items()},
-        allowance={role: c.cpu_allowance for role, c in roles.items()},
-        containers={c.id: c.stats[index] for c in containers},
-        host_busy_seconds=host_busy_seconds((FIXTURES / proc_stat).read_text()) if proc_stat else None)
+    return {TARGET: ours[TARGET], DATABASE: ours[DATABASE], LOADGEN: ours["bench"]}, containers
 
 
-def busy_seconds(start: Snapshot, end: Snapshot) -> float:
-    return (end.watched[TARGET].timestamp_ns - start.watched[TARGET].timestamp_ns) / 1e9
+def stamps(role: str) -> list[int]:
+    return [c.timestamp_ns for c in compose()[0][role].stats]
 
 
-@pytest.fixture
-def measured():
-    start, end = edge(0, "proc-stat-start.txt"), edge(-1, "proc-stat-end.txt")
-    return start, end, window(start, end, TARGET, REQUESTS, busy_seconds(start, end))
+def busy() -> dict[str, float]:
+    return busy_shares(parse_proc_stat((FIXTURES / "proc-stat-cpus-start.txt").read_text()),
+                       parse_proc_stat((FIXTURES / "proc-stat-cpus-end.txt").read_text()))
 
 
-def test_window_cpu_per_container(measured):
-    start, end, (cpu, flags, figures) = measured
-    assert set(cpu) == {TARGET, DATABASE, LOADGEN}
-    for role in cpu:
-        a, b = start.watched[role], end.watched[role]
-        seconds = (b.cpu_total_ns - a.cpu_total_ns) / 1e9
-        assert cpu[role]["cpu_seconds"] == pytest.approx(seconds, abs=1e-6)
-        assert cpu[role]["cpu_ms_per_request"] == pytest.approx(seconds * 1000 / REQUESTS, abs=1e-6)
-        assert cpu[role]["cores"] == pytest.approx(seconds / busy_seconds(start, end), abs=1e-4)
-        assert cpu[role]["user_seconds"] == pytest.approx((b.cpu_user_ns - a.cpu_user_ns) / 1e9, abs=1e-3)
-        assert cpu[role]["peak_memory_bytes"] == b.max_usage_bytes  # cgroup v1: max_usage is there
-        assert cpu[role]["allowance_cores"] == 1.0
-    # nginx served 3000 x 100 KB in the window; the database was idle.
-    assert cpu[TARGET]["cpu_seconds"] > 0.1 > cpu[DATABASE]["cpu_seconds"]
-    # Pinned by cpuset, no CFS quota, ab far from a whole core over the window:
-    assert flags == []
-    assert cpu[TARGET]["throttled_periods"] == 0
+def measure(start_ns: int, end_ns: int, requests: int = 3000, tool_cores: float = 0.3):
+    roles, containers = compose()
+    run = WindowInput(start_ns, end_ns, requests, RPS, tool_cores, 1, busy())
+    return window({r: list(c.stats) for r, c in roles.items()}, {r: c.cpu_allowance for r, c in roles.items()},
+                  {r: c.cpuset for r, c in roles.items()}, TARGET, run, 1.0,
+                  all_series={c.id: list(c.stats) for c in containers}, host_cpus=2)
 
 
-def test_window_figures_for_a_host_cross_check(measured):
-    start, end, (_, _, figures) = measured
-    both = start.containers.keys() & end.containers.keys()
-    assert figures["containers"] == len(both) == 6
-    assert figures["containers_cpu_seconds"] == pytest.approx(
-        sum(end.containers[i].cpu_total_ns - start.containers[i].cpu_total_ns for i in both) / 1e9, abs=1e-6)
-    stat = [[int(v) for v in (FIXTURES / f).read_text().split()[1:]] for f in ("proc-stat-start.txt", "proc-stat-end.txt")]
-    busy = [sum(row[i] for i in (0, 1, 2, 5, 6, 7)) for row in stat]
-    assert figures["host_cpu_seconds"] == pytest.approx((busy[1] - busy[0]) / 100, abs=1e-3)
-    # The host (shared with other work when captured) did at least what the containers did.
-    assert figures["host_cpu_seconds"] >= figures["containers_cpu_seconds"] > 0
-    assert figures["seconds"] == pytest.approx((figures["end_ns"] - figures["start_ns"]) / 1e9, abs=1e-3)
+def test_the_window_is_the_first_and_last_reading_inside_the_run():
+    target = stamps(TARGET)
+    start, end = target[3] - 1, target[-1] + 1  # the run covers the last three readings
+    cpu, found, figures = measure(start, end)
+    series = compose()[0][TARGET].stats
+    first, last = series[3], series[-1]
+    used = cpu[TARGET]
+    assert used["inner_window"] is True
+    seconds = (last.cpu_total_ns - first.cpu_total_ns) / 1e9
+    assert used["cpu_seconds"] == pytest.approx(seconds, abs=1e-6)
+    assert used["window_seconds"] == pytest.approx((last.timestamp_ns - first.timestamp_ns) / 1e9, abs=1e-3)
+    assert used["cores"] == pytest.approx(seconds / used["window_seconds"], abs=1e-3)
+    assert used["cpu_ms_per_request"] == pytest.approx(used["cores"] * 1000 / RPS, rel=1e-3)
+    assert used["peak_memory_bytes"] == last.max_usage_bytes  # cgroup v1: max_usage is there
+    assert figures["seconds"] == pytest.approx((end - start) / 1e9, abs=1e-3)
 
 
-def burner_stats():
-    (burner,) = parse_docker_list(json.loads((FIXTURES / "v1.3-docker-lab-burner.json").read_text()))
-    return burner
+def test_a_run_shorter_than_two_readings_falls_back_to_the_readings_around_it_and_is_flagged():
+    target = stamps(TARGET)
+    start, end = target[4] + 1, target[5] - 1  # between two readings: none inside
+    cpu, found, _ = measure(start, end, requests=300)
+    series = compose()[0][TARGET].stats
+    assert cpu[TARGET]["inner_window"] is False
+    cpu_seconds = (series[5].cpu_total_ns - series[4].cpu_total_ns) / 1e9
+    assert cpu[TARGET]["cpu_ms_per_request"] == pytest.approx(cpu_seconds * 1000 / 300, rel=1e-3)
+    assert SHORT_WINDOW in found
 
 
-def test_flags_loadgen_bound_and_throttled():
-    """The burner (spinning, capped at 0.5 core by CFS quota) stands in for a
-    saturated load generator and a throttled target."""
-    burner = burner_stats()
-    a, b = burner.stats[0], burner.stats[-1]
-    start = Snapshot({"burner": a, LOADGEN: a}, {"burner": burner.cpu_allowance, LOADGEN: burner.cpu_allowance})
-    end = Snapshot({"burner": b, LOADGEN: b}, start.allowance)
-    seconds = (b.timestamp_ns - a.timestamp_ns) / 1e9
-    cpu, flags, _ = window(start, end, "burner", 1, seconds)
-    assert cpu[LOADGEN]["cores"] == pytest.approx(0.5, abs=0.05)
-    assert cpu["burner"]["throttled_periods"] == b.throttled_periods - a.throttled_periods > 0
-    assert flags == [LOADGEN_BOUND, THROTTLED]
-
-    # Under two seconds of ab, bench's container figure is mostly its own
-    # cAdvisor reads at the edges: flagged short, not loadgen-bound on it.
-    assert seconds > SHORT_WINDOW_SECONDS
-    _, flags, _ = window(start, end, "burner", 1, SHORT_WINDOW_SECONDS / 2)
-    assert flags == [THROTTLED, SHORT_WINDOW]
-
-    # ab is one thread: a whole core of it is loadgen-bound whatever the cpuset.
-    idle_target = edge(0), edge(-1)
-    bench = idle_target[1].watched[LOADGEN]
-    ab_cpu = (bench.cpu_total_ns - idle_target[0].watched[LOADGEN].cpu_total_ns) / 1e9
-    busy = busy_seconds(*idle_target)
-    assert busy > SHORT_WINDOW_SECONDS and ab_cpu < busy / 2
-    cpu, flags, _ = window(*idle_target, TARGET, REQUESTS, busy, ab_cpu_seconds=ab_cpu)
-    assert cpu[LOADGEN]["ab_cores"] == pytest.approx(ab_cpu / busy, abs=1e-4) and flags == []
-    cpu, flags, _ = window(*idle_target, TARGET, REQUESTS, busy, ab_cpu_seconds=busy * LOADGEN_BOUND_SHARE)
-    assert flags == [LOADGEN_BOUND]
+def test_a_series_that_does_not_reach_past_the_run_gives_no_window():
+    series = compose()[0][TARGET].stats
+    assert edges(list(series), series[-1].timestamp_ns + 1, series[-1].timestamp_ns + 10**9) is None
 
 
-def test_peak_memory_falls_back_to_working_set_without_max_usage():
-    """cgroup v2 may report max_usage 0: the highest working set in the window."""
-    stats = [dataclasses.replace(s, max_usage_bytes=0) for s in burner_stats().stats]
-    used = container_usage(stats[0], stats[-1], 1, 1.0, None, stats)
-    assert used["peak_memory_bytes"] == max(s.working_set_bytes for s in stats)
-    assert container_usage(stats[-1], stats[0], 1, 1.0, None) is None  # counters went back: restarted
+def test_no_container_is_ever_above_its_allowance_on_real_readings():
+    """Every window between readings of the capture: cores stay within the
+    cpuset (1 core each); rates over cAdvisor's own stamps cannot exceed it."""
+    roles, _ = compose()
+    for role, c in roles.items():
+        stats = list(c.stats)
+        for i in range(len(stats)):
+            for j in range(i + 1, len(stats)):
+                used = container_usage(stats, stats[i].timestamp_ns, stats[j].timestamp_ns, 100, RPS,
+                                       c.cpu_allowance)
+                assert 0 <= used["cores"] <= c.cpu_allowance * 1.02, (role, i, j, used)
+
+
+def test_busy_shares_from_proc_stat_per_cpu():
+    start = parse_proc_stat((FIXTURES / "proc-stat-cpus-start.txt").read_text())
+    end = parse_proc_stat((FIXTURES / "proc-stat-cpus-end.txt").read_text())
+    shares = busy()
+    for cpu in ("cpu", "cpu0", "cpu1"):
+        expected = (end.busy[cpu] - start.busy[cpu]) / (end.total[cpu] - start.total[cpu])
+        assert shares[cpu] == pytest.approx(expected, abs=1e-4)
+        assert 0 <= shares[cpu] <= 1
+
+
+def usage_on(cpuset: tuple[int, ...], cores: float = 0.5, inner: bool = True, allowance: float = 1.0) -> dict:
+    return {"cores": cores, "inner_window": inner, "allowance_cores": allowance, "cpuset": list(cpuset),
+            "throttled_periods": 0}
+
+
+def test_core_saturated_only_for_a_busy_core_that_two_containers_share():
+    shared = {TARGET: usage_on((1,)), DATABASE: usage_on((0,)), LOADGEN: usage_on((0,))}
+    assert CORE_SATURATED in flags(shared, TARGET, 0.3, 1, {"cpu0": 0.95, "cpu1": 0.2})
+    assert CORE_SATURATED not in flags(shared, TARGET, 0.3, 1, {"cpu0": 0.85, "cpu1": 0.99})
+    apart = {TARGET: usage_on((2,)), DATABASE: usage_on((1,)), LOADGEN: usage_on((3,))}
+    assert CORE_SATURATED not in flags(apart, TARGET, 0.3, 1, {f"cpu{i}": 0.99 for i in range(4)})
+
+
+def test_loadgen_bound_from_the_tools_own_cpu_or_its_container_never_above_one_core():
+    idle = {TARGET: usage_on((1,)), LOADGEN: usage_on((0,), cores=0.2)}
+    assert LOADGEN_BOUND not in flags(idle, TARGET, 0.5, 1, {})
+    assert LOADGEN_BOUND in flags(idle, TARGET, 0.95, 1, {})  # ab's rusage over its wall time
+    busy_container = {TARGET: usage_on((1,)), LOADGEN: usage_on((0,), cores=0.93)}
+    assert LOADGEN_BOUND in flags(busy_container, TARGET, 0.5, 1, {})
+    # a fallback window's cores are diluted by idle edges: not evidence either way
+    assert LOADGEN_BOUND not in flags({LOADGEN: usage_on((0,), cores=0.93, inner=False)}, TARGET, 0.5, 1, {})
+
+
+def test_cross_check_sums_every_container_against_the_machine_and_host():
+    target = stamps(TARGET)
+    _, _, figures = measure(target[3] - 1, target[-1] + 1)
+    assert figures["containers"] >= 3
+    assert figures["containers_cores"] > 0
+    assert figures["host_cores"] == pytest.approx(busy()["cpu"] * 2, abs=1e-3)
 
 
 def test_cores_series_uses_cadvisor_timestamps():
-    stats = burner_stats().stats
-    series = cores_series(list(stats))
-    assert len(series) == len(stats) - 1
-    assert [t for t, _ in series] == [s.timestamp_ns / 1e9 for s in stats[1:]]
-    assert all(cores == pytest.approx(0.5, abs=0.08) for _, cores in series)
+    series = compose()[0][TARGET].stats
+    points = cores_series(list(series))
+    assert len(points) == len(series) - 1
+    a, b = series[-2], series[-1]
+    assert points[-1] == (b.timestamp_ns / 1e9,
+                          pytest.approx((b.cpu_total_ns - a.cpu_total_ns) / (b.timestamp_ns - a.timestamp_ns)))
 
 
-def results_with_cpu(measured) -> Results:
-    start, end, (cpu, flags, figures) = measured
-    run = Run(TARGET, "100KB.bin", 102400, 5, REQUESTS, 0, 1000.0, 1.0, 100000.0, 4.0, 9.0,
-              "nginx-static-100KB-c5.txt", cpu=cpu, flags=flags, cpu_window=figures)
-    flagged = Run(TARGET, "1KB.bin", 1024, 5, REQUESTS, 0, 3000.0, 0.3, 3000.0, 1.0, 2.0,
-                  "nginx-static-1KB-c5.txt", cpu=cpu, flags=[LOADGEN_BOUND], cpu_window=figures)
-    ours = services_of_project(compose_containers(), "gridfs-lab-cpu")
-    samples = {role: [[s.timestamp_ns, s.cpu_total_ns, s.working_set_bytes] for s in ours[service].stats]
-               for role, service in ((TARGET, TARGET), (DATABASE, DATABASE), (LOADGEN, "bench"))}
-    return Results(run_id="20261122T034800Z", started_at="2026-11-22T03:47:50+00:00",
-                   parameters={"BENCH_CONCURRENCY": "5"},
-                   environment={"server": {"product": "FerretDB", "version": "v1.24.2", "wire_version": "7.0.42"}},
-                   targets=[TargetResult(TARGET, "http://nginx-static:8080", True)],
-                   runs=[flagged, run], cpu_samples=samples, charts={TARGET: "cpu-nginx-static.png"})
+# --- the report ------------------------------------------------------------------
+def rep(rps: float, p99: float, cpu_ms: float, flags_=(), start_ns: int = 0) -> dict:
+    """A repetition as bench keeps it (a Measurement dict plus its window)."""
+    return {"tool": "ab", "requests": int(rps * 4), "failed": 0, "seconds": 4.0, "rps": rps,
+            "time_per_request_ms": 1000 / rps, "transfer_kbps": rps, "p50_ms": p99 / 3, "p90_ms": p99 / 2,
+            "p99_ms": p99, "max_ms": p99 * 2, "threads": 1, "loadgen_cpu_seconds": 1.0, "raw_output": f"{rps}.txt",
+            "cpu": {"t": {"cpu_ms_per_request": cpu_ms, "cores": 0.5, "allowance_cores": 1.0,
+                          "peak_memory_bytes": 2**20}},
+            "flags": list(flags_), "cpu_window": {"start_ns": start_ns, "end_ns": start_ns + 4 * 10**9}}
 
 
-def test_report_shows_cpu_per_request_flags_memory_and_chart(measured):
-    results = results_with_cpu(measured)
-    cpu = results.runs[1].cpu
-    md = render_markdown(results)
-    assert "## CPU ms per request (target / mongo; lower is better)" in md
-    assert (f"| 100KB | {cpu[TARGET]['cpu_ms_per_request']:.3f} / "
-            f"{cpu[DATABASE]['cpu_ms_per_request']:.3f} |") in md
-    assert f"| 1KB | {cpu[TARGET]['cpu_ms_per_request']:.3f} / {cpu[DATABASE]['cpu_ms_per_request']:.3f} ⚑ |" in md
-    assert f"| {TARGET} | 1KB | 5 | {cpu[TARGET]['cores']:.2f} of 1 |" in md
-    assert f"| {LOADGEN_BOUND} |" in md
-    assert f"| mongo | {cpu[DATABASE]['peak_memory_bytes'] / 2**20:.1f} |" in md
-    assert "![nginx-static: CPU cores over time](cpu-nginx-static.png)" in md
-    prose = md.replace("\n", " ")
-    assert "On FerretDB the GridFS rows are bound by the database" in prose
-    assert "its own CPU per request is the fairer comparison" in prose
+def with_target(reps: list[dict], target: str) -> list[dict]:
+    return [{**r, "cpu": {target: r["cpu"]["t"], "mongo": {**r["cpu"]["t"], "cpu_ms_per_request": 2.0}}}
+            for r in reps]
 
 
-def test_report_warns_when_cpu_was_not_measured():
-    results = Results(run_id="r", started_at="t", targets=[TargetResult(TARGET, "u", True)],
-                      runs=[Run(TARGET, "1KB.bin", 1024, 5, 500, 0, 1.0, 1.0, 1.0, 1.0, 1.0, "x.txt")],
-                      warnings=["CPU and memory were not measured: cAdvisor at http://cadvisor:8080 never answered"])
-    md = render_markdown(results)
-    assert "> **Warning:** CPU and memory were not measured: cAdvisor" in md
-    assert "## CPU ms per request" not in md
-    assert "## Time per request" in md  # the timing results are all still there
+def results_of(runs) -> Results:
+    names = list(dict.fromkeys(r.target for r in runs))
+    return Results(run_id="r", started_at="s", parameters={"BENCH_CONCURRENCY": "5"},
+                   environment={"server": {"product": "MongoDB", "version": "7.0.14"}},
+                   targets=[TargetResult(n, f"http://{n}:8080", True) for n in names], runs=runs,
+                   timing={"repetitions": 3, "duration_s": 4.0, "tools": ["ab"]}, status="complete")
 
 
-def test_results_round_trip_with_cpu_and_old_results_still_load(measured, tmp_path):
-    results = results_with_cpu(measured)
+def test_a_row_is_one_repetition_never_a_mix():
+    reps = with_target([rep(1000, 9.0, 0.1), rep(1200, 3.0, 0.2), rep(900, 5.0, 0.3)], "flask")
+    run = repeated_run("flask", "1KB.bin", 1024, 5, reps, 4.0)
+    assert run.rps == 1000 and run.p99_ms == 9.0  # both from the median repetition, not medians of each
+    assert run.cpu["flask"]["cpu_ms_per_request"] == 0.1
+    assert run.spread["half_range"] == pytest.approx((1200 - 900) / 2 / 1000)
+    assert run.noisy and "noisy" in run.flags
+
+
+def test_a_failed_case_reads_failed_in_every_table_never_a_number():
+    base = repeated_run("nginx-static", "1KB.bin", 1024, 5, with_target([rep(10000, 1, 0.05)] * 3, "nginx-static"))
+    dead = failed_run("node", "1KB.bin", 1024, 5, "target stopped answering: connection refused")
+    results = results_of([base, dead])
+    assert results.failed
+    report = render_markdown(results)
+    headline = report.split("## Verification")[0]
+    assert "| node | GridFS | 1KB | failed | failed |" in headline
+    assert "1 case(s) failed" in headline and "connection refused" in headline
+    rps_table = report.split("## Requests per second")[1].split("## CPU ms per request")[0]
+    assert "| 1KB | 10000 " in rps_table and "| failed |" in rps_table
+    assert "0.000" not in report.split("## Every case")[0]
+
+
+def test_headline_first_with_ratios_and_a_flagged_baseline_marked():
+    base = repeated_run("nginx-static", "1MB.bin", 2**20, 5,
+                        with_target([rep(2000, 2, 0.4, [LOADGEN_BOUND])] * 3, "nginx-static"))
+    gridfs = repeated_run("nginx-gridfs", "1MB.bin", 2**20, 5, with_target([rep(20, 60, 2.4)] * 3, "nginx-gridfs"))
+    report = render_markdown(results_of([base, gridfs]))
+    first_screen = report.split("## Verification")[0]
+    assert "## Headline" in first_screen
+    assert "| nginx-gridfs | GridFS | 1MB | 20 | 0.01† | 6.00† |" in first_screen
+    assert "**nginx-gridfs** (GridFS) at 0.01× nginx-static's requests per second" in first_screen
+    assert "⚑ `loadgen-bound`" in first_screen and "† a ratio taken against a flagged" in first_screen
+
+
+def test_results_round_trip(tmp_path):
+    base = repeated_run("nginx-static", "1KB.bin", 1024, 5, with_target([rep(10000, 1, 0.05)] * 3, "nginx-static"))
+    results = results_of([base, failed_run("flask", "1KB.bin", 1024, 5, "ab exited with 22")])
     results.write_json(tmp_path / "results.json")
-    assert Results.load(tmp_path / "results.json") == results
-
-    old = results.to_dict()
-    for key in ("warnings", "cpu_samples", "charts"):
-        del old[key]
-    for run in old["runs"]:
-        for key in ("cpu", "flags", "cpu_window"):
-            del run[key]
-    again = Results.from_dict(old)
-    assert again.runs[0].cpu is None and again.runs[0].flags == [] and again.warnings == []
-    assert "## CPU ms per request" not in render_markdown(again)
+    again = Results.load(tmp_path / "results.json")
+    assert again.to_dict() == results.to_dict()
+    assert render_markdown(again) == render_markdown(results)
 
 
-def test_chart_is_a_png_per_target(measured, tmp_path):
-    results = results_with_cpu(measured)
-    path = tmp_path / "cpu-nginx-static.png"
+def test_chart_is_a_png_per_target_with_every_repetition_shaded(tmp_path):
+    roles, _ = compose()
+    series = roles[TARGET].stats
+    run = repeated_run(TARGET, "1KB.bin", 1024, 5, with_target([rep(1000, 1, 0.1, start_ns=series[1].timestamp_ns)],
+                                                               TARGET))
+    results = results_of([run])
+    results.cpu_samples = {role: [[s.timestamp_ns, s.cpu_total_ns, s.working_set_bytes] for s in c.stats]
+                           for role, c in roles.items()}
+    path = tmp_path / "cpu.png"
     assert cpu_chart(results, TARGET, DATABASE, LOADGEN, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
-    assert not cpu_chart(results, "flask", DATABASE, LOADGEN, tmp_path / "cpu-flask.png")  # never timed
-    assert not (tmp_path / "cpu-flask.png").exists()
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

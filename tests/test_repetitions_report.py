@@ -1,210 +1,167 @@
-"""Repetitions, their spread, ab -k against wrk, the sweep and the run's
-phases: in the results model, results.json and report.md. Every figure comes
-from real captured outputs (tests/fixtures/repetitions: three repetitions of
-one case by ab, ab -k and wrk, with each tool's own CPU time)."""
+"""Timed repetitions, their spread, ab -k against wrk, latency at a fixed
+rate, the sweep, the plan of a run: in the results model and report.md.
+Every figure comes from real captured outputs: tests/fixtures/repetitions
+(three 2 s repetitions of one case by ab, ab -k and wrk, with each tool's own
+CPU time and wall clock) and tests/fixtures/vegeta."""
 import json
-import statistics
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
-from bench.charts import sweep_chart
+from bench.cases import case_seconds
+from bench.progress import planned_seconds
 from bench.report import render_markdown
-from bench.results import NOISY, Comparison, Results, SweepPoint, TargetResult, ToolResult, repeated_run
-from bench.settings import SettingsError, from_env
-from bench.stats import NOISY_SPREAD, TOOLS_DISAGREE, relative_difference
-from bench.timing import ab_measurement, wrk_measurement
-from bench.usage import LOADGEN_BOUND, LOADGEN_BOUND_SHARE, tool_bound
+from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
+from bench.settings import from_env
+from bench.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from bench.timing import Measurement, ab_measurement, vegeta_measurement, wrk_measurement
+from bench.usage import LOADGEN_BOUND, tool_bound
+from bench.vegeta_output import VegetaOutputError, parse as parse_vegeta
 
 FIXTURES = Path(__file__).parent / "fixtures" / "repetitions"
-CPU = json.loads((FIXTURES / "loadgen-cpu-seconds.json").read_text())
-REQUESTS = 2000
+VEGETA = Path(__file__).parent / "fixtures" / "vegeta"
+RUNS = json.loads((FIXTURES / "loadgen-runs.json").read_text())
 
 
-def ab_rep(name: str, keepalive: bool = False):
+def ab_rep(name: str, keepalive: bool = False) -> Measurement:
+    r = RUNS[name]
     return ab_measurement((FIXTURES / f"{name}.txt").read_text(), (FIXTURES / f"{name}.csv").read_text(),
-                          REQUESTS, keepalive, CPU[name], f"{name}.txt")
+                          keepalive, r["cpu_seconds"], f"{name}.txt", r["started_ns"], r["ended_ns"])
 
 
-def wrk_rep(name: str):
-    return wrk_measurement((FIXTURES / f"{name}.txt").read_text(), 1, CPU[name], f"{name}.txt")
+def wrk_rep(name: str) -> Measurement:
+    r = RUNS[name]
+    return wrk_measurement((FIXTURES / f"{name}.txt").read_text(), 1, r["cpu_seconds"], f"{name}.txt",
+                           r["started_ns"], r["ended_ns"])
 
 
-def plain_reps():
-    return [ab_rep(f"nginx-1KB-c5-r{i}") for i in (1, 2, 3)]
+def as_rep(m: Measurement) -> dict:
+    return {**asdict(m), "cpu": None, "flags": [], "cpu_window": None}
 
 
-def comparison(wrk_reps=(1, 2, 3)) -> Comparison:
-    ab_k = [ab_rep(f"nginx-1KB-c5-abk-r{i}", keepalive=True) for i in (1, 2, 3)]
-    wrk = [wrk_rep(f"nginx-1KB-c5-wrk-r{i}") for i in wrk_reps]
+def plain_reps() -> list[dict]:
+    return [as_rep(ab_rep(f"nginx-1KB-c5-r{i}")) for i in (1, 2, 3)]
+
+
+def test_timed_ab_runs_parse_with_their_wall_clock_and_cpu():
+    for i in (1, 2, 3):
+        m = ab_rep(f"nginx-1KB-c5-r{i}")
+        assert m.seconds == pytest.approx(2.0, abs=0.1) and m.requests > 1000  # -t 2, not a request count
+        assert m.failed == 0 and m.p50_ms <= m.p90_ms <= m.p99_ms <= m.max_ms
+        assert m.wall_seconds >= m.seconds  # the process outlives ab's own timer
+        assert 0 < m.loadgen_cores <= m.threads  # one thread's CPU over wall time: never above one core
+
+
+def test_the_tool_bound_flag_comes_from_cpu_over_wall_time():
+    m = ab_rep("nginx-1KB-c5-r1")
+    # ab's own timer is shorter than the process: over it, the same CPU would read higher
+    assert m.loadgen_cpu_seconds / m.seconds > m.loadgen_cores
+    assert tool_bound(m.loadgen_cores, 1, 1.0) == (m.loadgen_cores >= 0.9)
+    assert tool_bound(m.loadgen_cores, 1, m.loadgen_cores / 0.9)  # a quota just above its use
+
+
+def test_a_row_is_the_median_repetition_with_its_half_range():
+    reps = plain_reps()
+    run = repeated_run("nginx-static", "1KB.bin", 1024, 5, reps, 2.0)
+    rates = sorted(r["rps"] for r in reps)
+    row = next(r for r in reps if r["rps"] == rates[1])
+    assert (run.rps, run.p99_ms, run.requests, run.raw_output) == (row["rps"], row["p99_ms"], row["requests"],
+                                                                   row["raw_output"])
+    assert run.spread["half_range"] == pytest.approx((rates[2] - rates[0]) / 2 / rates[1], abs=1e-4)
+    assert run.noisy == (run.spread["half_range"] > NOISY_HALF_RANGE) == ("noisy" in run.flags)
+    assert run.ok and run.failed == 0 and run.duration_s == 2.0
+
+
+def comparison() -> Comparison:
+    ab_k = [as_rep(ab_rep(f"nginx-1KB-c5-abk-r{i}", keepalive=True)) for i in (1, 2, 3)]
+    wrk = [as_rep(wrk_rep(f"nginx-1KB-c5-wrk-r{i}")) for i in (1, 2, 3)]
     return Comparison("nginx-static", "1KB.bin", 1024, 5, ToolResult.of(ab_k), ToolResult.of(wrk))
 
 
+def test_comparison_takes_each_tools_median_repetition():
+    c = comparison()
+    wrk = sorted(r["rps"] for r in c.wrk.repetitions)
+    assert c.wrk.rps == wrk[1]
+    assert c.difference == pytest.approx(abs(c.ab_keepalive.rps - c.wrk.rps) / ((c.ab_keepalive.rps + c.wrk.rps) / 2))
+    assert c.disagree == (c.difference > TOOLS_DISAGREE)
+
+
+def test_vegeta_report_parses_latency_rate_and_failures():
+    ok = parse_vegeta((VEGETA / "nginx-1KB-rate200.json").read_text())
+    assert ok.requests == 400 and ok.successes == 400 and ok.rate == pytest.approx(200, rel=0.01)
+    assert 0 < ok.p50_ms <= ok.p90_ms <= ok.p99_ms <= ok.max_ms
+    missing = vegeta_measurement((VEGETA / "nginx-404-rate50.json").read_text(), 50)
+    assert missing.failed == 50 and missing.rps == 0
+    refused = parse_vegeta((VEGETA / "refused-rate20.json").read_text())
+    assert refused.successes == 0 and "connection refused" in refused.errors[0]
+    with pytest.raises(VegetaOutputError):
+        parse_vegeta('{"latencies": {}}')
+
+
+def test_a_slow_case_runs_longer_to_hold_its_minimum_of_requests():
+    cfg = from_env({"BENCH_TARGETS": "a", "BENCH_DURATION": "4", "BENCH_MIN_REQUESTS": "200"})
+    fast = replace(ab_rep("nginx-1KB-c5-r1"), rps=10000.0)
+    assert case_seconds(cfg, fast) == 4
+    assert case_seconds(cfg, replace(fast, rps=20.0)) == 10  # 200 requests at 20/s
+    assert case_seconds(cfg, replace(fast, rps=1.0)) == 16   # at most 4 x BENCH_DURATION
+    assert case_seconds(cfg, None) == 4
+
+
+def test_the_plan_of_a_run_counts_every_tool_run():
+    cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "4", "BENCH_WARMUP": "2", "BENCH_REPETITIONS": "3",
+                    "BENCH_TOOLS": "ab wrk", "BENCH_CONCURRENCY": "5 100", "BENCH_SWEEP": "off",
+                    "BENCH_OPEN_LOOP": "0.5"})
+    # per target and file: 2 levels x (2 + 3 x 4) + ab -k and wrk 3 x 2 x 4 + open loop 4, plus overheads
+    bare = 2 * 3 * (2 * (2 + 12) + 24 + 4)
+    assert bare < planned_seconds(cfg, 2, 3) < bare * 1.3
+    quick = from_env({"BENCH_TARGETS": "a", "BENCH_PROFILE": "quick"})
+    assert planned_seconds(quick, 8, 3) < 180  # the quick look: three minutes for eight paths
+
+
 def results(**extra) -> Results:
-    return Results(run_id="20261122T040000Z", started_at="2026-11-22T04:00:00+00:00",
-                   parameters={"BENCH_REPETITIONS": "3", "BENCH_TOOLS": "ab wrk", "BENCH_SWEEP_REQUESTS": "100"},
+    return Results(run_id="20261123T040000Z", started_at="2026-11-23T04:00:00+00:00",
+                   parameters={"BENCH_CONCURRENCY": "5"},
                    environment={"server": {"product": "MongoDB", "version": "7.0.14"}},
                    targets=[TargetResult("nginx-static", "http://nginx-static:8080", True)],
-                   runs=[repeated_run("nginx-static", "1KB.bin", 1024, 5, REQUESTS, plain_reps())], **extra)
+                   runs=[repeated_run("nginx-static", "1KB.bin", 1024, 5, plain_reps(), 2.0)],
+                   timing={"repetitions": 3, "duration_s": 2.0, "tools": ["ab", "wrk"], "sweep_duration_s": 1.0,
+                           "planned_seconds": 40.0, "actual_seconds": 44.0},
+                   phases={"timed cases": 44.0}, status="complete", **extra)
 
 
-def test_measurements_read_every_percentile_and_the_tools_cpu():
-    ab = ab_rep("nginx-1KB-c5-r1")
-    csv = dict(line.split(",") for line in (FIXTURES / "nginx-1KB-c5-r1.csv").read_text().splitlines()[1:])
-    assert (ab.p50_ms, ab.p90_ms, ab.p99_ms, ab.max_ms) == tuple(float(csv[p]) for p in ("50", "90", "99", "100"))
-    assert ab.requests == REQUESTS and ab.failed == 0 and ab.tool == "ab"
-    assert ab.loadgen_cores == pytest.approx(CPU["nginx-1KB-c5-r1"] / ab.seconds)
-    wrk = wrk_rep("nginx-1KB-c5-wrk-r1")
-    assert wrk.tool == "wrk" and wrk.time_per_request_ms == pytest.approx(1000 / wrk.rps)
-    assert wrk.max_ms >= wrk.p99_ms >= wrk.p90_ms >= wrk.p50_ms > 0
-    assert ab_rep("nginx-1KB-c5-abk-r1", keepalive=True).tool == "ab -k"
+def test_report_quotes_the_median_repetition_with_a_half_range():
+    r = results()
+    report = render_markdown(r)
+    run = r.runs[0]
+    assert f"| 1KB | {run.rps:.0f} ±{run.spread['half_range']:.0%}" in report
+    assert f"{run.spread['min']:.0f}–{run.spread['max']:.0f}" in report
+    assert "expected to take 40 s from the settings and took 44 s" in report
 
 
-def test_a_run_is_the_median_of_its_repetitions_with_their_spread():
-    reps = plain_reps()
-    run = repeated_run("nginx-static", "1KB.bin", 1024, 5, REQUESTS, reps)
-    rps = [m.rps for m in reps]
-    assert run.rps == statistics.median(rps)
-    assert run.time_per_request_ms == statistics.median(m.time_per_request_ms for m in reps)
-    assert run.p50_ms == statistics.median(m.p50_ms for m in reps)
-    assert run.p99_ms == statistics.median(m.p99_ms for m in reps)
-    assert run.requests == REQUESTS and run.failed == sum(m.failed for m in reps) == 0
-    assert run.spread["rps"] == {"median": run.rps, "min": min(rps), "max": max(rps),
-                                 "spread": round((max(rps) - min(rps)) / run.rps, 4),
-                                 "noisy": (max(rps) - min(rps)) / run.rps > NOISY_SPREAD}
-    # The raw output quoted is the repetition whose rate is the median.
-    assert run.raw_output == next(m.raw_output for m in reps if m.rps == run.rps)
-    assert [r["raw_output"] for r in run.repetitions] == [m.raw_output for m in reps]
-    # Captured on a busy machine: the repetitions are far apart, so the case is noisy.
-    assert run.noisy and run.flags == [NOISY]
-
-
-def test_report_quotes_medians_with_spread_and_marks_noisy_cases():
-    res = results()
-    run = res.runs[0]
-    md = render_markdown(res)
-    tpr = run.spread["time_per_request_ms"]["spread"]
-    assert f"| 1KB | {run.time_per_request_ms:.3f} **±{tpr:.0%} noisy** (0.174) |" in md
-    assert f"| 1KB | {run.rps:.0f} **±{run.spread['rps']['spread']:.0%} noisy** (1.000) |" in md
-    assert "Medians of 3 repetitions" in md
-    rps = run.spread["rps"]
-    assert f"| {rps['min']:.0f}–{rps['max']:.0f} ({rps['spread']:.1%}, noisy) |" in md
-    assert "⚑" not in md  # nothing was loadgen-bound
-
-
-def test_results_json_keeps_every_repetition_and_old_results_still_load(tmp_path):
-    res = results(comparisons=[comparison()],
-                  sweep=[SweepPoint("nginx-static", "1KB.bin", 1024, 5, "ab", 2000, 0, 8430.35, 0.5, 2.0, 0.45,
-                                    "sweep-nginx-static-1KB-c5.txt")],
-                  phases={"seed": 4.2, "verify": 1.0, "timed cases": 12.5})
-    res.write_json(tmp_path / "results.json")
-    data = json.loads((tmp_path / "results.json").read_text())
-    assert len(data["runs"][0]["repetitions"]) == 3
-    assert data["runs"][0]["spread"]["rps"]["median"] == res.runs[0].rps
-    assert data["comparisons"][0]["difference"] == round(res.comparisons[0].difference, 4)
-    assert len(data["comparisons"][0]["wrk"]["repetitions"]) == 3
-    assert data["phases"] == {"seed": 4.2, "verify": 1.0, "timed cases": 12.5}
-    assert Results.load(tmp_path / "results.json") == res
-
-    old = res.to_dict()
-    for key in ("comparisons", "sweep", "sweep_charts", "phases"):
-        del old[key]
-    for run in old["runs"]:
-        del run["repetitions"], run["spread"]
-    again = Results.from_dict(old)
-    assert again.runs[0].repetitions == [] and again.runs[0].spread is None and not again.runs[0].noisy
-    assert again.comparisons == [] and again.sweep == [] and again.phases == {}
-    md = render_markdown(again)
-    assert f"| 1KB | {again.runs[0].rps:.0f} (1.000) |" in md  # one measurement: no spread quoted
-    assert "## ab -k against wrk" not in md and "## What this run cost" not in md
-
-
-def test_agreement_of_ab_keepalive_and_wrk_is_shown_and_a_difference_flagged():
+def test_agreement_counts_only_cases_with_no_tool_at_its_limit():
     c = comparison()
-    a, w = c.ab_keepalive, c.wrk
-    assert a.rps == statistics.median(ab_rep(f"nginx-1KB-c5-abk-r{i}", True).rps for i in (1, 2, 3))
-    assert w.rps == statistics.median(wrk_rep(f"nginx-1KB-c5-wrk-r{i}").rps for i in (1, 2, 3))
-    assert w.p90_ms == statistics.median(wrk_rep(f"nginx-1KB-c5-wrk-r{i}").p90_ms for i in (1, 2, 3))
-    assert c.difference == relative_difference(a.rps, w.rps)
-    md = render_markdown(results(comparisons=[c]))
-    assert "## ab -k against wrk" in md
-    # On the busy capture machine they were far apart: flagged.
-    assert c.disagree and c.difference > TOOLS_DISAGREE
-    assert (f"| nginx-static | 1KB | 5 | {a.rps:.0f} ±{a.spread['spread']:.0%} | {w.rps:.0f} "
-            f"±{w.spread['spread']:.0%} | **{c.difference:.1%} differ** |") in md
-    assert f"| {a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f} |" in md
-    assert "0 of 1 cases agree within 10%" in md
+    bound = replace(comparison(), wrk=replace(c.wrk, flags=[LOADGEN_BOUND]))
+    report = render_markdown(results(comparisons=[c, bound]))
+    agree = int(not c.disagree)
+    assert f"{agree} of 1 cases with neither tool at its CPU limit agree within 10%; 1 more had a tool" in report
+    assert "⚑ `loadgen-bound`" in report
 
 
-def test_agreeing_tools_are_not_flagged():
-    """wrk's first repetition alone was within 10% of ab -k's median."""
-    c = comparison(wrk_reps=(1,))
-    assert c.difference < TOOLS_DISAGREE and not c.disagree
-    md = render_markdown(results(comparisons=[c]))
-    assert f"| {c.difference:.1%} |" in md and "1 of 1 cases agree" in md
+def test_latency_at_a_fixed_rate_in_the_headline_and_its_table():
+    loop = OpenLoop("nginx-static", "1KB.bin", 1024, 200.0, sent_rate=200.5, requests=400, p50_ms=0.43,
+                    p90_ms=0.56, p99_ms=1.25, max_ms=3.3, raw_output="x.json")
+    report = render_markdown(results(open_loop=[loop]))
+    assert "1.25 @ 200/s" in report.split("## Verification")[0]
+    assert "| nginx-static | 1KB | 200 | 200.5 | 0.43 | 0.56 | 1.25 | 3.3 |" in report
+    failed = render_markdown(results(open_loop=[replace(loop, status="failed", error="vegeta exited with 1")]))
+    assert "| nginx-static | 1KB | 200 | failed |" in failed
 
 
-def test_tool_bound_from_the_tools_own_cpu():
-    reps = plain_reps()
-    for m in reps:  # one thread, a whole core to itself: not at its limit when captured
-        assert m.loadgen_cores < LOADGEN_BOUND_SHARE
-        assert not tool_bound(m.loadgen_cpu_seconds, m.seconds, 1, 1.0)
-    # The same CPU against a tenth of a core (LOADGEN_CPU_QUOTA=0.1) is the limit.
-    assert all(tool_bound(m.loadgen_cpu_seconds, m.seconds, 1, 0.1) for m in reps)
-    # wrk's threads each count as a core, up to the allowance.
-    w = wrk_rep("nginx-1KB-c5-wrk-r1")
-    assert tool_bound(w.loadgen_cpu_seconds, w.seconds, 2, 2.0) == (w.loadgen_cores >= 0.9 * 2)
-
-
-def test_loadgen_bound_cells_are_marked_not_quoted_plainly():
-    res = results()
-    flask = repeated_run("flask", "1KB.bin", 1024, 5, REQUESTS, plain_reps()[:1])
-    res.targets.append(TargetResult("flask", "http://flask:8080", True))
-    res.runs.append(flask)
-    res.runs[0].flags.append(LOADGEN_BOUND)  # the baseline: every ratio against it is marked
-    c = comparison()
-    c.wrk.flags.append(LOADGEN_BOUND)
-    res.comparisons = [c]
-    md = render_markdown(res)
-    base = res.runs[0]
-    assert f"| 1KB | {base.rps:.0f} **±{base.spread['rps']['spread']:.0%} noisy** (1.000) ⚑ | " \
-           f"{flask.rps:.0f} ({flask.rps / base.rps:.3f}) ⚑ |" in md
-    assert "⚑ loadgen-bound: the load generator was at its CPU limit" in md
-    assert f"| {c.wrk.rps:.0f} ±{c.wrk.spread['spread']:.0%} ⚑ | **{c.difference:.1%} differ** ⚑ |" in md
-
-
-def test_sweep_table_chart_and_phases(tmp_path):
-    reps = plain_reps()
-    points = [SweepPoint("nginx-static", "1KB.bin", 1024, c, "ab", m.requests, m.failed, m.rps, m.p50_ms,
-                         m.p99_ms, round(m.loadgen_cores, 4), m.raw_output,
-                         [LOADGEN_BOUND] if c == 25 else [])
-              for c, m in zip((1, 5, 25), reps)]
-    res = results(sweep=points, sweep_charts={"nginx-static": "sweep-nginx-static.png"},
-                  phases={"seed": 3.1, "verify": 0.4, "conformance": 6.0, "timed cases": 20.2, "sweep": 5.5,
-                          "charts": 1.2, "bench total": 33.5})
-    md = render_markdown(res)
-    assert "## Concurrency sweep (requests per second)" in md
-    assert f"| nginx-static | 1KB | ab | {reps[0].rps:.0f} | {reps[1].rps:.0f} | {reps[2].rps:.0f} ⚑ |" in md
-    assert "![nginx-static: requests per second against concurrency](sweep-nginx-static.png)" in md
-    assert "One run per level of 100 requests" in md
-    assert "| seed | 3.1 |" in md and "| bench total | 33.5 |" in md
-    path = tmp_path / "sweep-nginx-static.png"
-    assert sweep_chart(res, "nginx-static", path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
-    assert not sweep_chart(res, "flask", tmp_path / "sweep-flask.png")
-    assert not (tmp_path / "sweep-flask.png").exists()
-
-
-GOOD = {"BENCH_TARGETS": "nginx-static", "BENCH_CONCURRENCY": "5", "BENCH_REQUESTS": "50"}
-
-
-def test_settings_of_repetitions_tools_and_sweep():
-    s = from_env(GOOD)
-    assert (s.repetitions, s.tools, s.sweep, s.sweep_requests) == (3, ("ab",), (1, 5, 25, 100, 250), 200)
-    s = from_env({**GOOD, "BENCH_TOOLS": "wrk ab", "BENCH_SWEEP": "25 1 5", "BENCH_REPETITIONS": "1"})
-    assert (s.tools, s.sweep, s.repetitions) == (("ab", "wrk"), (1, 5, 25), 1)
-    assert from_env({**GOOD, "BENCH_SWEEP": "off"}).sweep == ()
-    for change, named in (({"BENCH_TOOLS": "wrk"}, "BENCH_TOOLS"), ({"BENCH_TOOLS": "ab siege"}, "BENCH_TOOLS"),
-                          ({"BENCH_REPETITIONS": "0"}, "BENCH_REPETITIONS"), ({"BENCH_SWEEP": "1 x"}, "BENCH_SWEEP")):
-        with pytest.raises(SettingsError, match=named):
-            from_env({**GOOD, **change})
+def test_sweep_table_and_its_flags():
+    points = [SweepPoint("nginx-static", "1KB.bin", 1024, c, tool, 100, 0, rps, 1.0, 2.0, 0.5, None,
+                         [LOADGEN_BOUND] if c == 250 else [])
+              for c, rps in ((1, 3000.0), (250, 9000.0)) for tool in ("ab", "wrk")]
+    report = render_markdown(results(sweep=points))
+    assert "| nginx-static | 1KB | ab | 3000 | 9000 ⚑ |" in report
+    assert "One run per level of 1 s" in report

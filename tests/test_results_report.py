@@ -12,14 +12,15 @@ FIXTURES = Path(__file__).parent / "fixtures" / "ab"
 def run_from_fixture(target: str, fixture: str, file: str, size: int, concurrency: int) -> Run:
     s = parse_summary((FIXTURES / f"{fixture}.txt").read_text())
     p = parse_percentiles((FIXTURES / f"{fixture}.csv").read_text())
-    return Run(target, file, size, concurrency, s.complete, s.failed + s.non_2xx, s.rps,
-               s.time_per_request_ms, s.transfer_kbps, p[50], p[99], f"{fixture}.txt")
+    return Run(target, file, size, concurrency, requests=s.complete, failed=s.failed + s.non_2xx, seconds=s.seconds,
+               rps=s.rps, time_per_request_ms=s.time_per_request_ms, transfer_kbps=s.transfer_kbps,
+               p50_ms=p[50], p90_ms=p[90], p99_ms=p[99], raw_output=f"{fixture}.txt")
 
 
 def sample(server=None) -> Results:
     static = run_from_fixture("nginx-static", "nginx-1KB-c5", "1KB.bin", 1024, 5)
-    flask = Run("flask", "1KB.bin", 1024, 5, 500, 0, static.rps / 4, static.time_per_request_ms * 4,
-                1.0, 1.0, 2.0, "flask-1KB-c5.txt")
+    flask = Run("flask", "1KB.bin", 1024, 5, requests=500, rps=static.rps / 4,
+                time_per_request_ms=static.time_per_request_ms * 4, raw_output="flask-1KB-c5.txt")
     return Results(
         run_id="20261122T000000Z", started_at="2026-11-22T00:00:00+00:00",
         finished_at="2026-11-22T00:01:00+00:00",
@@ -44,32 +45,34 @@ def test_unverified_target_or_failed_requests_fail_the_run():
     assert results.failed  # node did not verify
     results.targets = results.targets[:2]
     assert not results.failed
-    results.runs[1].failed = 3
+    results.runs[1].status = "failed"
     assert results.failed
 
 
 def test_report_shows_ours_beside_seed_000_and_ratios():
     results = sample()
     md = render_markdown(results)
-    static = results.runs[0]
-    assert f"| 1KB | {static.time_per_request_ms:.3f} (0.174) | " \
-           f"{results.runs[1].time_per_request_ms:.3f} (1.982) |" in md
-    assert f"{static.rps:.0f} (1.000)" in md
-    assert f"{results.runs[1].rps:.0f} (0.250)" in md
+    static, flask = results.runs
+    # seed 000's time per request as requests per second: 1000 / 0.174 ms, 1000 / 1.982 ms
+    assert f"| 1KB | {static.rps:.0f} [5747] | {flask.rps:.0f} (0.250) [505] |" in md
     assert "| node | **no** | never answered |" in md
     assert "FerretDB" not in md
 
 
 def test_report_names_ferretdb_and_warns_it_bounds_gridfs_rows():
     md = render_markdown(sample({"product": "FerretDB", "version": "v1.24.2", "wire_version": "7.0.42"}))
-    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42, PostgreSQL backend)**" in md
+    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42)**" in md
+    md = render_markdown(sample({"product": "FerretDB", "version": "v1.24.2", "wire_version": "7.0.42",
+                                 "backend": "PostgreSQL 15.14"}))
+    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42, PostgreSQL 15.14 backend)**" in md
     assert "CPU per request" in md
 
 
 def test_report_lists_failed_cases():
     results = sample()
-    results.runs[1].failed = 7
-    assert "- flask 1KB.bin c=5: 7 failed of 500" in render_markdown(results)
+    results.runs[1].status, results.runs[1].error = "failed", "7 failed requests over 3 repetitions"
+    md = render_markdown(results)
+    assert "| flask | 1KB | 5 | failed | - | - | - | - | - | 0 | 7 failed requests over 3 repetitions |" in md
 
 
 def test_report_shows_conformance_and_failed_cases():

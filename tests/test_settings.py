@@ -1,9 +1,10 @@
-"""Bad bench settings fail with an error naming the variable."""
+"""Bad bench settings fail with an error naming the variable; the quick
+profile overrides the timing knobs."""
 import pytest
 
-from bench.settings import SettingsError, from_env
+from bench.settings import QUICK, SettingsError, effective, from_env
 
-GOOD = {"BENCH_TARGETS": "nginx-static flask", "BENCH_CONCURRENCY": "5 100", "BENCH_REQUESTS": "500"}
+GOOD = {"BENCH_TARGETS": "nginx-static flask", "BENCH_CONCURRENCY": "5 100", "BENCH_DURATION": "4"}
 
 
 def test_good_settings():
@@ -11,15 +12,28 @@ def test_good_settings():
     assert s.targets == ["nginx-static", "flask"]
     assert s.concurrency == [5, 100]
     assert s.url_of("flask") == "http://flask:8080"
-    assert s.warmup_requests >= 100
+    assert s.duration == 4 and s.profile == "full"
+
+
+def test_quick_profile_overrides_the_timing_knobs():
+    s = from_env({**GOOD, "BENCH_PROFILE": "quick", "BENCH_REPETITIONS": "5", "BENCH_TOOLS": "ab wrk",
+                  "BENCH_SWEEP": "1 5"})
+    assert (s.duration, s.repetitions, s.tools, s.sweep) == (QUICK["duration"], 1, ("ab",), ())
+    assert effective(s)["profile"] == "quick" and effective(s)["repetitions"] == 1
 
 
 @pytest.mark.parametrize("change, named", [
     ({"BENCH_TARGETS": " "}, "BENCH_TARGETS"),
     ({"BENCH_CONCURRENCY": "five"}, "BENCH_CONCURRENCY"),
     ({"BENCH_CONCURRENCY": "0"}, "BENCH_CONCURRENCY"),
-    ({"BENCH_REQUESTS": "50"}, "BENCH_REQUESTS"),
-    ({"BENCH_WARMUP_REQUESTS": "-1"}, "BENCH_WARMUP_REQUESTS"),
+    ({"BENCH_DURATION": "0"}, "BENCH_DURATION"),
+    ({"BENCH_DURATION": "4 5"}, "BENCH_DURATION"),
+    ({"BENCH_WARMUP": "-1"}, "BENCH_WARMUP"),
+    ({"BENCH_REPETITIONS": "0"}, "BENCH_REPETITIONS"),
+    ({"BENCH_OPEN_LOOP": "1.5"}, "BENCH_OPEN_LOOP"),
+    ({"BENCH_PROFILE": "fast"}, "BENCH_PROFILE"),
+    ({"BENCH_ALLOW_NONCONFORMING": "2"}, "BENCH_ALLOW_NONCONFORMING"),
+    ({"BENCH_REQUESTS": "500"}, "BENCH_REQUESTS is no longer read.*BENCH_DURATION"),
 ])
 def test_bad_settings_name_the_variable(change, named):
     with pytest.raises(SettingsError, match=named):

@@ -52,10 +52,10 @@ def test_output_without_latency_distribution_is_an_error():
         parse(text.replace("Latency Distribution", "").replace("  99%", "  98%"))
 
 
-def test_summarize_and_spread():
+def test_summarize_and_half_range():
     s = summarize([100.0, 110.0, 90.0])
     assert (s.median, s.min, s.max) == (100.0, 90.0, 110.0)
-    assert s.spread == pytest.approx(0.2) and s.noisy
+    assert s.half_range == pytest.approx(0.1) and s.noisy  # 100 ± 10%
     assert not summarize([100.0, 101.0, 99.0]).noisy
     with pytest.raises(ValueError):
         summarize([])

@@ -50,5 +50,6 @@ install_packages
 start_docker
 "$root/tools/install-compose.sh" >/dev/null
 "$root/tools/build-ferretdb.sh" >/dev/null
+"$root/tools/install-vegeta.sh" >/dev/null
 make_venv
 say "ready: docker $(docker version -f '{{.Server.Version}}'), $(docker compose version --short) compose"

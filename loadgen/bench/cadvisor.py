@@ -35,6 +35,7 @@ class Container:
     service: str | None       # compose service
     aliases: tuple[str, ...]
     cpu_allowance: float | None  # cores: CFS quota/period if set, else CPUs in the cpuset
+    cpuset: tuple[int, ...]      # the CPUs it may run on (spec.cpu.mask); empty when not reported
     memory_limit_bytes: int | None
     stats: tuple[Counters, ...]  # oldest first
 
@@ -54,16 +55,21 @@ def parse_timestamp_ns(stamp: str) -> int:
     return int(whole.astimezone(timezone.utc).timestamp()) * 10**9 + int((fraction or "0").ljust(9, "0")[:9])
 
 
-def cpus_in_mask(mask: str) -> int:
-    """Number of CPUs in a cpuset list such as "0-1,3"."""
-    count = 0
+def cpus_of_mask(mask: str) -> tuple[int, ...]:
+    """The CPUs of a cpuset list such as "0-1,3"."""
+    cpus = []
     for part in mask.split(","):
         part = part.strip()
         if not part:
             continue
         low, _, high = part.partition("-")
-        count += int(high or low) - int(low) + 1
-    return count
+        cpus += range(int(low), int(high or low) + 1)
+    return tuple(sorted(set(cpus)))
+
+
+def cpus_in_mask(mask: str) -> int:
+    """Number of CPUs in a cpuset list such as "0-1,3"."""
+    return len(cpus_of_mask(mask))
 
 
 def cpu_allowance(spec_cpu: dict) -> float | None:
@@ -107,6 +113,7 @@ def parse_container(info: dict) -> Container:
         service=labels.get(SERVICE_LABEL),
         aliases=tuple(info.get("aliases") or ()),
         cpu_allowance=cpu_allowance(spec.get("cpu") or {}),
+        cpuset=cpus_of_mask((spec.get("cpu") or {}).get("mask") or ""),
         memory_limit_bytes=int(limit) if limit and limit < _UNLIMITED else None,
         stats=tuple(sorted((parse_counters(s) for s in info.get("stats") or ()),
                            key=lambda c: c.timestamp_ns)),

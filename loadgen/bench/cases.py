@@ -1,115 +1,249 @@
-"""Timing: each (target, file, concurrency) case with ab and its repetitions,
-ab -k against wrk, and the concurrency sweep."""
-import math
+"""Timing: every (target, file, concurrency) case with ab, repetitions
+rotating through the targets; ab -k against wrk; latency at a fixed rate;
+the concurrency sweep. A target that dies is marked, its remaining cases
+failed, and the others go on."""
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-from .cpu_windows import cpu_note, measure, start_window
-from .monitor import Monitor
-from .progress import say
-from .results import Comparison, Results, Run, SweepPoint, TargetResult, ToolResult, repeated_run
-from .timing import Measurement, TimingError, run_ab, run_wrk
+from . import usage
+from .monitor import Monitor, MonitorError, read_proc_stat
+from .progress import OVERHEAD_S, Progress, say
+from .results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
+                      repeated_run, FAILED)
+from .settings import SLOW_CASE_STRETCH
+from .timing import Measurement, TimingError, run_ab, run_vegeta, run_wrk
 from .usage import LOADGEN_BOUND, tool_bound
+from .verify import VerificationError, wait_until_healthy
+
+SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate was at its own limit
 
 
-def bound(m: Measurement, allowance: float) -> bool:
-    """The tool was at its CPU limit in this run (its own rusage)."""
-    return tool_bound(m.loadgen_cpu_seconds, m.seconds, m.threads, allowance)
+def case_name(target: str, file: str, c: int | None = None) -> str:
+    return f"{target}-{file.removesuffix('.bin')}" + (f"-c{c}" if c is not None else "")
 
 
-PRIMER_REQUESTS = 10  # first requests to a (target, file): cold caches, first connections; not counted
+def case_seconds(cfg, warmup: Measurement | None) -> float:
+    """Each repetition lasts BENCH_DURATION, longer for a slow case, so that it
+    holds BENCH_MIN_REQUESTS requests at the warm-up's rate (at most
+    SLOW_CASE_STRETCH times as long)."""
+    if warmup is None or warmup.rps <= 0 or not cfg.min_requests:
+        return cfg.duration
+    return min(max(cfg.duration, cfg.min_requests / warmup.rps), cfg.duration * SLOW_CASE_STRETCH)
 
 
-def time_case(cfg, target: TargetResult, f: dict, c: int, run_dir: Path, monitor: Monitor | None,
-              allowance: float) -> Run:
-    url = f"{target.url}/files/{f['name']}"
-    case = f"{target.name}-{f['name'].removesuffix('.bin')}-c{c}"
-    try:
-        run_ab(url, cfg.warmup_requests, c)  # the warm-up: not counted
-        window = start_window(monitor)
-        reps = [run_ab(url, cfg.requests, c, run_dir, f"{case}-r{i}") for i in range(1, cfg.repetitions + 1)]
-    except TimingError as e:
-        say(f"{case}: ab failed: {e}")
-        return Run(target.name, f["name"], f["size"], c, cfg.requests, cfg.requests,
-                   0.0, 0.0, 0.0, 0.0, 0.0, f"{case}-r1.txt")
-    run = repeated_run(target.name, f["name"], f["size"], c, cfg.requests, reps)
-    measure(monitor, window, run, cfg.requests * len(reps), sum(m.seconds for m in reps),
-            sum(m.loadgen_cpu_seconds for m in reps))
-    if LOADGEN_BOUND not in run.flags and any(bound(m, allowance) for m in reps):
-        run.flags.append(LOADGEN_BOUND)  # ab's own rusage says so, cAdvisor or not
-    if target.conforming is False:
-        run.flags.append("nonconforming")
-    say(f"{case}: {run.rps:.0f} req/s (spread {run.spread['rps']['spread']:.1%} over {len(reps)}), "
-        f"{run.time_per_request_ms:.3f} ms/request, p99 {run.p99_ms:.1f} ms, {run.failed} failed, "
-        f"ab CPU {sum(m.loadgen_cpu_seconds for m in reps):.2f} s in {sum(m.seconds for m in reps):.1f} s"
-        f"{cpu_note(run)}")
-    return run
+class Timer:
+    """Runs the tools of one bench run against live targets, with a window
+    of CPU per run; knows which targets have died and why."""
 
+    def __init__(self, cfg, run_dir: Path, results: Results, monitor: Monitor | None, allowance: float,
+                 progress: Progress):
+        self.cfg, self.run_dir, self.results, self.monitor = cfg, run_dir, results, monitor
+        self.allowance, self.progress = allowance, progress
+        self.down: dict[str, str] = {}  # target -> why it stopped answering
 
-def compare_tools(cfg, target: TargetResult, f: dict, c: int, run_dir: Path, allowance: float) -> Comparison | None:
-    """ab -k and wrk at the same connection count, repetitions interleaved
-    so a drift in the server weighs on both; wrk runs as long as ab -k just did."""
-    url = f"{target.url}/files/{f['name']}"
-    case = f"{target.name}-{f['name'].removesuffix('.bin')}-c{c}"
-    ab_k, wrk = [], []
-    try:
-        for i in range(1, cfg.repetitions + 1):
-            ab_k.append(run_ab(url, cfg.requests, c, run_dir, f"{case}-abk-r{i}", keepalive=True))
-            wrk.append(run_wrk(url, c, math.ceil(ab_k[-1].seconds), run_dir, f"{case}-wrk-r{i}"))
-    except TimingError as e:
-        say(f"{case}: ab -k / wrk failed: {e}")
-        return None
-    flags = lambda ms: [LOADGEN_BOUND] if any(bound(m, allowance) for m in ms) else []  # noqa: E731
-    comparison = Comparison(target.name, f["name"], f["size"], c, ToolResult.of(ab_k, flags(ab_k)),
-                            ToolResult.of(wrk, flags(wrk)))
-    say(f"{case}: ab -k {comparison.ab_keepalive.rps:.0f} req/s, wrk {comparison.wrk.rps:.0f} req/s "
-        f"({comparison.difference:.1%} apart{', DISAGREE' if comparison.disagree else ''})")
-    return comparison
-
-
-def time_target(cfg, target: TargetResult, files: list[dict], run_dir: Path, results: Results,
-                monitor: Monitor | None = None, allowance: float = 1.0) -> float:
-    """Times every case of a target into results; returns the seconds spent
-    on the ab -k / wrk comparison (a phase of its own)."""
-    compared = 0.0
-    for f in files:
-        try:
-            run_ab(f"{target.url}/files/{f['name']}", PRIMER_REQUESTS, 1)  # the primer: not counted
-        except TimingError as e:
-            say(f"{target.name} {f['name']}: primer failed: {e}")
-        for c in cfg.concurrency:
-            results.runs.append(time_case(cfg, target, f, c, run_dir, monitor, allowance))
-            if "wrk" in cfg.tools:
-                began = time.monotonic()
-                comparison = compare_tools(cfg, target, f, c, run_dir, allowance)
-                if comparison:
-                    results.comparisons.append(comparison)
-                else:
-                    results.warnings.append(f"{target.name} {f['name']} c={c}: ab -k / wrk not compared "
-                                            "(see bench's log)")
-                compared += time.monotonic() - began
-    return compared
-
-
-def sweep_target(cfg, target: TargetResult, files: list[dict], run_dir: Path, allowance: float) -> list[SweepPoint]:
-    """One run per level and tool, BENCH_SWEEP_REQUESTS requests (at least one
-    per connection); the timed cases before it warmed every path."""
-    points = []
-    for f in files:
-        url = f"{target.url}/files/{f['name']}"
-        for c in cfg.sweep:
-            name = f"sweep-{target.name}-{f['name'].removesuffix('.bin')}-c{c}"
+    # --- one tool run, measured -------------------------------------------
+    def measured(self, target: str, run) -> dict:
+        """Runs run() (a tool returning a Measurement) and returns it as a
+        dict with the CPU, flags and window of the interval it ran in."""
+        before = read_proc_stat()
+        m = run()
+        after = read_proc_stat()
+        rep = asdict(m)
+        busy = usage.busy_shares(usage.parse_proc_stat(before), usage.parse_proc_stat(after)) \
+            if before and after else {}
+        rep["cpu"], rep["flags"], rep["cpu_window"] = None, [], {"busy_shares": busy}
+        if tool_bound(m.loadgen_cores, m.threads, self.allowance):
+            rep["flags"].append(LOADGEN_BOUND)  # the tool's own rusage says so, cAdvisor or not
+        if self.monitor is not None:
+            window = usage.WindowInput(m.started_ns, m.ended_ns, m.requests, m.rps, m.loadgen_cores, m.threads,
+                                       busy)
             try:
-                ms = [run_ab(url, max(cfg.sweep_requests, c), c, run_dir, name)]
-                if "wrk" in cfg.tools:
-                    ms.append(run_wrk(url, c, math.ceil(ms[0].seconds), run_dir, f"{name}-wrk"))
-            except TimingError as e:
-                say(f"{name}: failed: {e}")
+                rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance)
+                rep["flags"] += [f for f in found if f not in rep["flags"]]
+            except MonitorError as e:
+                self.results.warnings.append(f"{target}: CPU of one run not measured: {e}")
+                say(f"WARNING: {self.results.warnings[-1]}")
+        return rep
+
+    def health(self, target: TargetResult) -> None:
+        """Before a round and after a failed run: is the target still there?
+        If not, it is down for the rest of the run, with the reason."""
+        try:
+            wait_until_healthy(target.url, time.monotonic() + 3)
+        except (VerificationError, OSError) as e:
+            self.down[target.name] = f"target stopped answering: {e}"
+            say(f"{target.name}: DOWN, its remaining cases are marked failed: {e}")
+
+    # --- a round: one (file, concurrency) across every target ---------------
+    def round(self, targets: list[TargetResult], f: dict, c: int) -> list[Run]:
+        """Warm-up, then BENCH_REPETITIONS counted repetitions rotating
+        through the targets (A B C, A B C, ...), so a drift in the machine
+        falls on every target alike."""
+        reps: dict[str, list[dict]] = {t.name: [] for t in targets}
+        errors: dict[str, str] = {}
+        seconds: dict[str, float] = {}
+        for t in targets:
+            if t.name not in self.down:
+                self.health(t)  # a dead target is found here, not by a tool waiting on it
+            if t.name in self.down:
                 continue
-            for m in ms:
-                points.append(SweepPoint(target.name, f["name"], f["size"], c, m.tool, m.requests, m.failed,
-                                         m.rps, m.p50_ms, m.p99_ms, round(m.loadgen_cores, 4), m.raw_output,
-                                         [LOADGEN_BOUND] if bound(m, allowance) else []))
-            say(f"{name}: " + ", ".join(f"{m.tool} {m.rps:.0f} req/s" + (" [loadgen-bound]" if bound(m, allowance)
-                                                                         else "") for m in ms))
-    return points
+            try:
+                warm = run_ab(self.url(t, f), self.cfg.warmup, c) if self.cfg.warmup else None
+                seconds[t.name] = case_seconds(self.cfg, warm)
+            except TimingError as e:
+                errors[t.name] = f"warm-up failed: {e}"
+                self.health(t)
+            self.progress.advance(self.cfg.warmup + OVERHEAD_S)
+        for i in range(1, self.cfg.repetitions + 1):
+            for t in targets:
+                if t.name in self.down or t.name in errors:
+                    continue
+                name = f"{case_name(t.name, f['name'], c)}-r{i}"
+                try:
+                    rep = self.measured(t.name, lambda: run_ab(self.url(t, f), seconds[t.name], c,
+                                                                self.run_dir, name))
+                    reps[t.name].append(rep)
+                    self.results.order.append(f"{t.name} {f['name']} c={c} r={i}")
+                except TimingError as e:
+                    errors[t.name] = f"repetition {i}: {e}"
+                    say(f"{name}: FAILED: {e}")
+                    self.health(t)
+                self.progress.advance(self.cfg.duration + OVERHEAD_S)
+                self.progress.report(f"{name} done")
+        runs = []
+        for t in targets:
+            why = self.down.get(t.name) if t.name not in errors else errors[t.name]
+            if why is not None or not reps[t.name]:
+                runs.append(failed_run(t.name, f["name"], f["size"], c, why or "not run", reps[t.name]))
+                continue
+            run = repeated_run(t.name, f["name"], f["size"], c, reps[t.name], seconds.get(t.name))
+            if t.conforming is False:
+                run.flags.append("nonconforming")
+            runs.append(run)
+            say(describe(run))
+        return runs
+
+    def compare_round(self, targets: list[TargetResult], f: dict, c: int) -> list[Comparison]:
+        """ab -k and wrk at the same connection count and duration, their
+        repetitions interleaved and rotating through the targets."""
+        reps: dict[str, dict[str, list[dict]]] = {t.name: {"ab -k": [], "wrk": []} for t in targets}
+        failed: set[str] = set()
+        for i in range(1, self.cfg.repetitions + 1):
+            for t in targets:
+                if t.name in self.down or t.name in failed:
+                    continue
+                case = case_name(t.name, f["name"], c)
+                seconds = self.case_duration(t.name, f["name"], c)
+                try:
+                    reps[t.name]["ab -k"].append(self.measured(t.name, lambda: run_ab(
+                        self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}", keepalive=True)))
+                    reps[t.name]["wrk"].append(self.measured(t.name, lambda: run_wrk(
+                        self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}")))
+                except TimingError as e:
+                    failed.add(t.name)
+                    self.results.warnings.append(f"{case}: ab -k / wrk not compared: {e}")
+                    say(f"{case}: ab -k / wrk FAILED: {e}")
+                    self.health(t)
+                self.progress.advance(2 * (self.cfg.duration + OVERHEAD_S))
+                self.progress.report(f"{case} ab -k / wrk r{i} done")
+        comparisons = []
+        for t in targets:
+            if t.name in failed or t.name in self.down or not reps[t.name]["wrk"]:
+                continue
+            tools = [ToolResult.of(rs, [LOADGEN_BOUND] if any(LOADGEN_BOUND in r["flags"] for r in rs) else [])
+                     for rs in (reps[t.name]["ab -k"], reps[t.name]["wrk"])]
+            comparison = Comparison(t.name, f["name"], f["size"], c, *tools)
+            comparisons.append(comparison)
+            say(f"{case_name(t.name, f['name'], c)}: ab -k {tools[0].rps:.0f} req/s, wrk {tools[1].rps:.0f} req/s "
+                f"({comparison.difference:.1%} apart{', DISAGREE' if comparison.disagree else ''})")
+        return comparisons
+
+    def open_loop(self, target: TargetResult, f: dict) -> OpenLoop | None:
+        """vegeta at BENCH_OPEN_LOOP of the case's best median rate."""
+        ok = [r for r in self.results.runs if r.target == target.name and r.file == f["name"] and r.ok]
+        if not ok:
+            return None
+        best = max(ok, key=lambda r: r.rps)
+        rate = self.cfg.open_loop * best.rps
+        rate = float(round(rate)) if rate >= 1 else 1 / round(1 / max(rate, 0.01))  # what vegeta can be asked
+        name = f"{case_name(target.name, f['name'])}-rate"
+        result = OpenLoop(target.name, f["name"], f["size"], rate)
+        if target.name in self.down:
+            result.status, result.error = FAILED, self.down[target.name]
+            return result
+        try:
+            rep = self.measured(target.name, lambda: run_vegeta(self.url(target, f), rate,
+                                                                best.duration_s or self.cfg.duration,
+                                                                self.run_dir, name))
+        except TimingError as e:
+            result.status, result.error = FAILED, str(e)
+            say(f"{name}: FAILED: {e}")
+            self.health(target)
+            return result
+        finally:
+            self.progress.advance(self.cfg.duration + OVERHEAD_S)
+        result.sent_rate = round(rep["requests"] / rep["seconds"], 3) if rep["seconds"] else 0.0
+        result.requests, result.failed = rep["requests"], rep["failed"]
+        result.p50_ms, result.p90_ms, result.p99_ms, result.max_ms = (rep[k] for k in ("p50_ms", "p90_ms", "p99_ms",
+                                                                                         "max_ms"))
+        result.raw_output = rep["raw_output"]
+        result.flags = [f for f in rep["flags"] if f != usage.SHORT_WINDOW]
+        if result.sent_rate < SENT_RATE_KEPT * rate and LOADGEN_BOUND not in result.flags:
+            result.flags.append(LOADGEN_BOUND)  # vegeta could not keep its schedule
+        if result.failed:
+            result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
+        say(f"{name}: {rate:g} req/s asked, {result.sent_rate:g} sent, p50 {result.p50_ms:.2f} ms, "
+            f"p99 {result.p99_ms:.2f} ms, {result.failed} failed")
+        return result
+
+    def sweep(self, target: TargetResult, files: list[dict]) -> list[SweepPoint]:
+        """One run per level and tool, BENCH_SWEEP_DURATION seconds each; the
+        timed cases before it warmed every path."""
+        points = []
+        for f in files:
+            for c in self.cfg.sweep:
+                name = f"sweep-{case_name(target.name, f['name'], c)}"
+                if target.name in self.down:
+                    break
+                try:
+                    ms = [run_ab(self.url(target, f), self.cfg.sweep_duration, c, self.run_dir, name)]
+                    if "wrk" in self.cfg.tools:
+                        ms.append(run_wrk(self.url(target, f), c, self.cfg.sweep_duration, self.run_dir,
+                                          f"{name}-wrk"))
+                except TimingError as e:
+                    say(f"{name}: failed: {e}")
+                    self.health(target)
+                    continue
+                finally:
+                    self.progress.advance(len(self.cfg.tools) * (self.cfg.sweep_duration + OVERHEAD_S))
+                for m in ms:
+                    bound = tool_bound(m.loadgen_cores, m.threads, self.allowance)
+                    points.append(SweepPoint(target.name, f["name"], f["size"], c, m.tool, m.requests, m.failed,
+                                             m.rps, m.p50_ms, m.p99_ms, round(m.loadgen_cores, 4), m.raw_output,
+                                             [LOADGEN_BOUND] if bound else []))
+                say(f"{name}: " + ", ".join(f"{m.tool} {m.rps:.0f} req/s" for m in ms))
+                self.progress.report(f"{name} done")
+        return points
+
+    # ---------------------------------------------------------------------
+    def url(self, target: TargetResult, f: dict) -> str:
+        return f"{target.url}/files/{f['name']}"
+
+    def case_duration(self, target: str, file: str, c: int) -> float:
+        run = self.results.run_for(target, file, c)
+        return (run.duration_s if run and run.duration_s else self.cfg.duration)
+
+
+def describe(run: Run) -> str:
+    if not run.ok:
+        return f"{case_name(run.target, run.file, run.concurrency)}: FAILED: {run.error}"
+    note = ""
+    if run.cpu and run.target in run.cpu and run.cpu[run.target].get("cpu_ms_per_request") is not None:
+        note = f"; CPU ms/request {run.target} {run.cpu[run.target]['cpu_ms_per_request']:.3f}"
+        note += "".join(f" {role} {u['cpu_ms_per_request']:.3f}" for role, u in run.cpu.items()
+                        if role != run.target and u.get("cpu_ms_per_request") is not None)
+    spread = f" ±{run.spread['half_range']:.1%}" if run.spread and len(run.repetitions) > 1 else ""
+    return (f"{case_name(run.target, run.file, run.concurrency)}: {run.rps:.0f} req/s{spread} over "
+            f"{len(run.repetitions)} x {run.duration_s or 0:.1f} s, p99 {run.p99_ms:.1f} ms{note}"
+            + (f" [{', '.join(run.flags)}]" if run.flags else ""))

@@ -23,8 +23,9 @@ def _series(results: Results, role: str) -> list[Counters]:
 
 def cpu_chart(results: Results, target: str, database: str, loadgen: str, path: Path) -> bool:
     """Writes the chart; False (and no file) when there is nothing to draw."""
-    windows = [(r, r.cpu_window) for r in results.runs
-               if r.target == target and r.cpu_window and r.cpu_window.get("start_ns")]
+    # every counted repetition's window (each holds its own start and end)
+    windows = [(r, rep["cpu_window"]) for r in results.runs if r.target == target for rep in r.repetitions
+               if (rep.get("cpu_window") or {}).get("start_ns")]
     if not windows:
         return False
     t0 = min(w["start_ns"] for _, w in windows) / 1e9 - MARGIN_S
@@ -50,7 +51,7 @@ def cpu_chart(results: Results, target: str, database: str, loadgen: str, path: 
                 transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7, color="0.3")
     ax.set_xlim(0, t1 - t0)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("seconds (cAdvisor timestamps); shaded: timed ab windows, file size and concurrency")
+    ax.set_xlabel("seconds (cAdvisor timestamps); shaded: timed ab repetitions, file size and concurrency")
     ax.set_ylabel("CPU cores")
     ax.set_title(f"{target}: CPU cores over time, run {results.run_id}", fontsize=10, loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(0, -0.15), ncol=3, fontsize=8, frameon=False)

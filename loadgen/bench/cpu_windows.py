@@ -1,12 +1,12 @@
-"""Between bench and cAdvisor: connect, open a window before a case's
-counted repetitions and close it after, into the run's cpu, flags and
-cpu_window. A cAdvisor failure costs only those, never the timings."""
+"""Between bench and cAdvisor: connect before timing (waiting for it and
+for every container to be listed). A cAdvisor failure costs only the CPU
+figures, never the timings."""
 import time
 from urllib.parse import urlsplit
 
 from .monitor import CadvisorClient, Monitor, MonitorError, own_id
 from .progress import say
-from .results import Results, Run
+from .results import Results
 
 
 def database_service(cfg) -> str:
@@ -33,35 +33,3 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
     say(f"cAdvisor at {cfg.cadvisor_url}: watching {', '.join(sorted(monitor.ids))}")
     monitor.start_sampling()
     return monitor
-
-
-def measure(monitor: Monitor | None, start, run: Run, requests: int, ab_seconds: float,
-            ab_cpu_seconds: float) -> None:
-    """Fills run.cpu, flags and cpu_window over all of a case's counted
-    repetitions; a cAdvisor failure loses only them."""
-    if monitor is None or start is None:
-        return
-    try:
-        run.cpu, flags, run.cpu_window = monitor.end_window(start, run.target, requests, ab_seconds,
-                                                            ab_cpu_seconds)
-        run.flags += [f for f in flags if f not in run.flags]
-    except (OSError, MonitorError) as e:
-        say(f"{run.target} {run.file} c={run.concurrency}: CPU not measured: {e}")
-
-
-def start_window(monitor: Monitor | None):
-    if monitor is None:
-        return None
-    try:
-        return monitor.start_window()
-    except (OSError, MonitorError) as e:
-        say(f"CPU window not opened: {e}")
-        return None
-
-
-def cpu_note(run: Run) -> str:
-    if not run.cpu or run.target not in run.cpu:
-        return ""
-    note = f"; CPU ms/request {run.target} {run.cpu[run.target]['cpu_ms_per_request']:.3f}"
-    note += "".join(f" {role} {u['cpu_ms_per_request']:.3f}" for role, u in run.cpu.items() if role != run.target)
-    return note + (f" [{', '.join(run.flags)}]" if run.flags else "")

@@ -9,7 +9,9 @@ import pymongo
 
 
 def database_server(uri: str) -> dict:
-    info = pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000).admin.command("buildInfo")
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000, connectTimeoutMS=5000,
+                             socketTimeoutMS=10000) as client:
+        info = client.admin.command("buildInfo")
     if "ferretdbVersion" in info:
         return {"product": "FerretDB", "version": info["ferretdbVersion"], "wire_version": info.get("version")}
     return {"product": "MongoDB", "version": info.get("version"), "git_version": info.get("gitVersion")}
@@ -23,7 +25,10 @@ def cpu_model() -> str:
 
 
 def ab_version() -> str:
-    out = subprocess.run(["ab", "-V"], capture_output=True, text=True).stdout
+    try:
+        out = subprocess.run(["ab", "-V"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "ab (version unknown)"
     return out.splitlines()[0].strip() if out else "ab (version unknown)"
 
 
@@ -55,10 +60,20 @@ def own_cpu_allowance() -> float:
 
 def wrk_version() -> str:
     try:
-        out = subprocess.run(["wrk", "--version"], capture_output=True, text=True)
-    except OSError:
+        out = subprocess.run(["wrk", "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
         return "wrk (not installed)"
     return (out.stdout + out.stderr).splitlines()[0].split(" Copyright")[0].strip()
+
+
+def vegeta_version() -> str:
+    try:
+        out = subprocess.run([os.environ.get("VEGETA", "vegeta"), "-version"], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "vegeta (not installed)"
+    words = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
+    return f"vegeta {words.get('Version', '?')}"
 
 
 def describe(uri: str) -> dict:
@@ -70,6 +85,7 @@ def describe(uri: str) -> dict:
         "cgroup_version": cgroup_version(),
         "ab_version": ab_version(),
         "wrk_version": wrk_version(),
+        "vegeta_version": vegeta_version(),
         "loadgen_allowance_cores": own_cpu_allowance(),
     }
     try:

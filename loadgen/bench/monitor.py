@@ -1,7 +1,6 @@
 """Talks to cAdvisor for bench: finds the containers to watch (each target,
 the database, bench's own), reads their counters at each timed window's edges,
 and samples them about once a second in a background thread for the charts."""
-import dataclasses
 import http.client
 import json
 import os
@@ -38,6 +37,8 @@ class CadvisorClient:
                          headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             body = resp.read()
+        except (OSError, http.client.HTTPException) as e:  # IncompleteRead and friends too
+            raise MonitorError(f"GET {self.url}{path} failed: {e!r}") from e
         finally:
             conn.close()
         if resp.status != 200:
@@ -54,11 +55,11 @@ class CadvisorClient:
         except (KeyError, CadvisorError) as e:
             raise MonitorError(f"unreadable answer from {self.url}: {e}") from e
 
-    def machine(self) -> Counters | None:
+    def machine(self, num_stats: int = 1) -> list[Counters]:
         """GET /api/v1.3/containers/: the root cgroup, i.e. the whole host."""
         try:
-            return parse_container(self._get("/api/v1.3/containers/", 1)).latest
-        except (KeyError, CadvisorError) as e:
+            return list(parse_container(self._get("/api/v1.3/containers/", num_stats)).stats)
+        except (KeyError, TypeError, CadvisorError) as e:
             raise MonitorError(f"unreadable answer from {self.url}: {e}") from e
 
 
@@ -76,12 +77,12 @@ class Monitor:
         self.services = [*targets, database]  # compose services to watch besides bench
         self.ids: dict[str, str] = {}     # role -> container id
         self.allowance: dict[str, float | None] = {}
+        self.cpusets: dict[str, tuple[int, ...]] = {}
         self.samples: dict[str, list[Counters]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.sample_errors = 0
-        self.ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def connect(self, deadline: float, own_id: str | None) -> list[str]:
         """Waits (until the monotonic deadline) for cAdvisor to answer and to
@@ -120,44 +121,30 @@ class Monitor:
             if c.latest is not None:
                 self.ids[role] = c.id
                 self.allowance[role] = c.cpu_allowance
+                self.cpusets[role] = c.cpuset
 
-    def snapshot(self, after_ns: int) -> usage.Snapshot:
-        """Counters of every container, once each watched one has a stats
-        entry stamped at or after after_ns (waiting up to FRESH_TIMEOUT), so a
-        window edge is not an older reading. The host's /proc/stat is read at
-        the same moment. Between reads it sleeps until the next housekeeping
-        is due rather than polling: bench's own CPU is measured too."""
+    def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None):
+        """(cpu by role, flags, figures) of one timed run that has just
+        ended: the counters' series over it, from cAdvisor's stored stats
+        (about one entry a second). A run too short to hold two entries of a
+        container waits, up to FRESH_TIMEOUT, for the first entry after it."""
         give_up = time.monotonic() + FRESH_TIMEOUT
+        entries = int((time.time_ns() - run.start_ns) / 1e9 / HOUSEKEEPING_INTERVAL) + 4
         while True:
-            containers = self.client.containers(num_stats=1)
-            machine = self.client.machine()
-            proc_stat = read_proc_stat()
-            by_id = {c.id: c.latest for c in containers if c.latest is not None}
-            watched = {role: by_id[i] for role, i in self.ids.items() if i in by_id}
-            stale = [c.timestamp_ns for c in [*watched.values(), machine] if c and c.timestamp_ns < after_ns]
-            if not stale or time.monotonic() >= give_up:
-                return usage.Snapshot(
-                    watched=watched, allowance=dict(self.allowance), containers=by_id, machine=machine,
-                    host_busy_seconds=usage.host_busy_seconds(proc_stat, self.ticks) if proc_stat else None)
-            # cAdvisor jitters each container's interval between 1x and 2x
-            # --housekeeping_interval; the earliest the next entry can come:
-            due_ns = max(stale) + int(HOUSEKEEPING_INTERVAL * 1e9)
-            time.sleep(min(max((due_ns - time.time_ns()) / 1e9 + 0.03, 0.1), HOUSEKEEPING_INTERVAL))
-
-    def start_window(self) -> usage.Snapshot:
-        return self.snapshot(time.time_ns())
-
-    def end_window(self, start: usage.Snapshot, target: str, requests: int, ab_seconds: float,
-                   ab_cpu_seconds: float | None = None):
-        end = self.snapshot(time.time_ns())
-        with self._lock:
-            samples = {role: list(s) for role, s in self.samples.items()}
-        # A run's cost: its target's, the database's and bench's; the other
-        # targets sit idle and are left out.
-        roles = {target, self.database, LOADGEN}
-        start, end = (dataclasses.replace(edge, watched={r: c for r, c in edge.watched.items() if r in roles})
-                      for edge in (start, end))
-        return usage.window(start, end, target, requests, ab_seconds, samples, ab_cpu_seconds)
+            containers = {c.id: c for c in self.client.containers(num_stats=entries)}
+            machine = self.client.machine(num_stats=entries)
+            # A run's cost: its target's, the database's and bench's; the other
+            # targets sit idle and are left out.
+            series = {role: list(containers[i].stats) for role, i in self.ids.items()
+                      if role in (target, self.database, LOADGEN) and i in containers}
+            waiting = [role for role, s in series.items() if usage.edges(s, run.start_ns, run.end_ns) is None]
+            if not waiting or time.monotonic() >= give_up:
+                break
+            time.sleep(HOUSEKEEPING_INTERVAL / 2)
+        return usage.window(
+            series, self.allowance, self.cpusets, target, run, loadgen_allowance,
+            all_series={i: list(c.stats) for i, c in containers.items()}, machine=machine,
+            host_cpus=os.cpu_count() or 1)
 
     # --- background sampling, for the charts ---------------------------------
     def start_sampling(self) -> None:
@@ -178,7 +165,7 @@ class Monitor:
         try:
             # 3 entries, so a tick that drifts past a housekeeping loses none.
             containers = {c.id: c for c in self.client.containers(num_stats=3)}
-        except (OSError, MonitorError):
+        except MonitorError:
             self.sample_errors += 1
             return
         with self._lock:

@@ -1,5 +1,57 @@
-"""bench's progress lines, on stdout as it goes."""
+"""bench's progress lines, on stdout as it goes, and the time a run is
+expected to take from its settings, with the time left as it goes."""
+import time
 
 
 def say(message: str) -> None:
     print(f"[bench] {message}", flush=True)
+
+
+def clock(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+# Per tool run, besides its own seconds: starting the tool, reading cAdvisor.
+OVERHEAD_S = 0.5
+
+
+def planned_seconds(cfg, targets: int, files: int) -> float:
+    """What the timed phases should take with these settings: every tool
+    run's seconds plus a little overhead each. Slow cases (fewer than
+    BENCH_MIN_REQUESTS requests in BENCH_DURATION) stretch past it."""
+    levels = len(cfg.concurrency)
+    per_case = cfg.warmup + cfg.repetitions * cfg.duration + (1 + cfg.repetitions) * OVERHEAD_S
+    compared = 2 * cfg.repetitions * (cfg.duration + OVERHEAD_S) if "wrk" in cfg.tools else 0.0
+    open_loop = cfg.duration + OVERHEAD_S if cfg.open_loop else 0.0
+    sweep = len(cfg.sweep) * len(cfg.tools) * (cfg.sweep_duration + OVERHEAD_S)
+    return targets * files * (levels * per_case + compared + open_loop + sweep)
+
+
+class Progress:
+    """Counts seconds of planned work done; says how long is left."""
+
+    def __init__(self, planned: float):
+        self.planned = planned
+        self.done = 0.0
+        self.began = time.monotonic()
+        self._last_said = 0.0
+
+    def advance(self, planned_seconds: float) -> None:
+        self.done += planned_seconds
+
+    def left(self) -> float:
+        """Time left at the pace so far (slow cases stretch the plan)."""
+        elapsed = time.monotonic() - self.began
+        if self.done <= 0:
+            return self.planned
+        return max(0.0, (self.planned - self.done) * elapsed / self.done)
+
+    def report(self, what: str, every: float = 15.0) -> None:
+        """A line at most every `every` seconds: what just ran, how far, what is left."""
+        now = time.monotonic()
+        if now - self._last_said < every:
+            return
+        self._last_said = now
+        share = min(1.0, self.done / self.planned) if self.planned else 1.0
+        say(f"{what}: {share:.0%} done, {clock(now - self.began)} elapsed, about {clock(self.left())} left")

@@ -1,14 +1,51 @@
-"""Renders a Results as report.md: the seed-style time-per-request table with
-seed 000's figures beside ours, requests per second with the ratio of each
-target to nginx-static, CPU per request and flags, peak memory, links to the
-CPU charts, verification and failures; the spread of each case's
-repetitions, ab -k against wrk, the concurrency sweep, and what the run cost."""
+"""Renders a Results as report.md. The first screen is the headline: one
+summary table per target and size, with two sentences saying what the run
+found; the details follow (checks, requests per second beside seed 000's
+figures, CPU per request and cores, latency at a fixed rate, memory, ab -k
+against wrk, the sweep, every case, what the run cost). A failed case reads
+"failed" in every table, never a number."""
 from . import seed000
-from .results import Results, Run
-from .stats import NOISY_SPREAD, TOOLS_DISAGREE
-from .usage import LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, SHORT_WINDOW, SHORT_WINDOW_SECONDS, THROTTLED
+from .results import NOISY, OpenLoop, Results, Run
+from .stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from .usage import (CORE_SATURATED, CORE_SATURATED_SHARE, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, SHORT_WINDOW,
+                    THROTTLED)
 
 BASELINE = "nginx-static"
+NONCONFORMING = "nonconforming"
+# What each serving path stores its files in, for grouping rows; a path not
+# listed is shown under "other".
+STORES = {"nginx-static": "disk", "httpd-static": "disk", "nginx-gridfs": "GridFS", "flask": "GridFS",
+          "node": "GridFS", "gridfs-fuse": "GridFS", "nginx-cache": "cache", "flask-postgres": "SQL"}
+STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
+
+# One mark per flag, the same in every table; the legend says what each means.
+MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
+         NONCONFORMING: "✗"}
+BASELINE_MARK = "†"
+LEGEND = {
+    LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
+                   "time over the run, or its container's): the figure is partly the tool's speed, a floor for "
+                   "the server's",
+    CORE_SATURATED: f"a CPU core shared by two of this case's containers (by their cpusets) was over "
+                    f"{CORE_SATURATED_SHARE:.0%} busy: they competed for it",
+    NOISY: f"the repetitions' requests per second lie more than ±{NOISY_HALF_RANGE:.0%} from their median",
+    THROTTLED: "the target's CFS quota throttled it",
+    SHORT_WINDOW: "the run held fewer than two of cAdvisor's readings: cores and CPU per request are rough",
+    NONCONFORMING: "the target failed the conformance suite and was timed anyway (BENCH_ALLOW_NONCONFORMING=1)",
+}
+BASELINE_NOTE = f"{BASELINE_MARK} a ratio taken against a flagged nginx-static figure"
+
+
+def _marks(flags) -> str:
+    marks = "".join(MARKS[f] for f in MARKS if f in flags)
+    return f" {marks}" if marks else ""
+
+
+def _legend(flags_seen: set[str], baseline_mark: bool = False) -> list[str]:
+    lines = [f"- {MARKS[f]} `{f}`: {LEGEND[f]}" for f in MARKS if f in flags_seen]
+    if baseline_mark:
+        lines.append(f"- {BASELINE_NOTE}")
+    return (["Flags:", "", *lines, ""]) if lines else []
 
 
 def _files(results: Results) -> list[tuple[str, int]]:
@@ -27,36 +64,56 @@ def _timed_targets(results: Results) -> list[str]:
     return [t.name for t in results.targets if t.name in timed]
 
 
+def _grouped(targets: list[str]) -> list[str]:
+    return sorted(targets, key=lambda t: (STORE_ORDER.index(STORES.get(t, "other")), targets.index(t)))
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
+def _size(file: str) -> str:
+    return file.removesuffix(".bin")
+
+
 def _size_by_target(results: Results, cell) -> list[str]:
     """One table per concurrency level: a row per file size, a column per
-    timed target, each cell cell(run or None, target, file, concurrency)."""
-    targets = _timed_targets(results)
+    timed target (grouped by store), each cell cell(run or None, target, file, concurrency)."""
+    targets = _grouped(_timed_targets(results))
     lines = []
     for c in _concurrencies(results):
-        rows = [[file.removesuffix(".bin"), *(cell(results.run_for(t, file, c), t, file, c) for t in targets)]
+        rows = [[_size(file), *(cell(results.run_for(t, file, c), t, file, c) for t in targets)]
                 for file, _ in _files(results)]
-        lines += [f"### Concurrency {c}", "", *_table(["File size", *targets], rows), ""]
+        header = [f"{t} ({STORES.get(t, 'other')})" for t in targets]
+        lines += [f"### Concurrency {c}", "", *_table(["File size", *header], rows), ""]
     return lines
 
 
 def server_label(environment: dict) -> str:
+    """What the database said of itself (buildInfo), never assumed."""
     server = environment.get("server") or {}
     if not server:
         return "unknown server"
     label = f"{server.get('product', 'MongoDB')} {server.get('version', '?')}"
     if server.get("product") == "FerretDB":
-        label += f" (MongoDB wire version {server.get('wire_version', '?')}, PostgreSQL backend)"
+        label += f" (MongoDB wire version {server.get('wire_version', '?')}"
+        label += f", {server['backend']} backend)" if server.get("backend") else ")"
     return label
 
 
+def _ferretdb(results: Results) -> bool:
+    return (results.environment.get("server") or {}).get("product") == "FerretDB"
+
+
 def _heading(results: Results) -> list[str]:
-    env, params = results.environment, results.parameters
+    env, params, timing = results.environment, results.parameters, results.timing
+    load = (f"- Load: {env.get('ab_version', 'ab')}; profile `{timing.get('profile', 'full')}`: "
+            f"{timing.get('repetitions', '?')} repetitions of {timing.get('duration_s', '?')} s per case "
+            f"(slow cases up to {timing.get('max_duration_s', '?')} s, to hold {timing.get('min_requests', '?')} "
+            f"requests) after {timing.get('warmup_s', '?')} s of warm-up, rotating through the targets; "
+            f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`")
     lines = [
         f"# GridFS Serving Lab report: run {results.run_id}",
         "",
@@ -67,30 +124,119 @@ def _heading(results: Results) -> list[str]:
         f"target `{params.get('TARGET_CPUS')}`, mongo `{params.get('MONGO_CPUS')}`, "
         f"load generator `{params.get('LOADGEN_CPUS')}`; memory: target {params.get('TARGET_MEM')}, "
         f"mongo {params.get('MONGO_MEM')}",
-        f"- Load: {env.get('ab_version', 'ab')}, {params.get('BENCH_REQUESTS')} requests per case "
-        f"after {params.get('BENCH_WARMUP_REQUESTS')} warm-up requests, "
-        f"concurrency {params.get('BENCH_CONCURRENCY')}"
-        + (f"; {params['BENCH_REPETITIONS']} repetitions per case (medians quoted)"
-           if params.get("BENCH_REPETITIONS") else "")
-        + (f"; tools `{params['BENCH_TOOLS']}`" if params.get("BENCH_TOOLS") else "")
-        + (f"; {env['wrk_version']}" if "wrk" in (params.get("BENCH_TOOLS") or "") and env.get("wrk_version")
-           else ""),
+        load,
         f"- Started {results.started_at}, finished {results.finished_at}"
         + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else ""),
         "",
     ]
-    if (env.get("server") or {}).get("product") == "FerretDB":
+    if results.status not in ("complete", "running"):
+        lines += [f"> **This run is {results.status.split(':')[0]}**: {results.status}. "
+                  "The tables hold what was measured before it stopped.", ""]
+    if _ferretdb(results):
         lines += [
-            "> The database here is FerretDB, a MongoDB-protocol server on PostgreSQL, standing in",
-            "> for MongoDB where no mongo image can be had. It serves GridFS reads far slower than",
-            "> MongoDB, so the GridFS rows are bound by the database, not by the serving path:",
-            "> compare serving paths by their own container's CPU per request as well as by",
-            "> requests per second.",
+            "> The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB",
+            "> where no mongo image can be had. It serves GridFS reads far slower than MongoDB, so",
+            "> the GridFS rows are bound by the database, not by the serving path: compare serving",
+            "> paths by their own container's CPU per request as well as by requests per second.",
             "",
         ]
     return lines
 
 
+# --- the headline --------------------------------------------------------------
+def _ratio(value: float | None, base: float | None) -> str:
+    return f"{value / base:.2f}" if value is not None and base else "-"
+
+
+def _target_ms(run: Run | None) -> float | None:
+    used = (run.cpu or {}).get(run.target) if run else None
+    return used.get("cpu_ms_per_request") if used else None
+
+
+def _open_loop_for(results: Results, target: str, file: str) -> OpenLoop | None:
+    return next((o for o in results.open_loop if (o.target, o.file) == (target, file)), None)
+
+
+def _headline_level(results: Results) -> int:
+    return max(_concurrencies(results))
+
+
+def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
+    c = _headline_level(results)
+    rows, seen, baseline_flagged = [], set(), False
+    for t in _grouped(_timed_targets(results)):
+        for file, _ in _files(results):
+            run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
+            loop = _open_loop_for(results, t, file)
+            if run is None:
+                continue
+            if not run.ok:
+                rows.append([t, STORES.get(t, "other"), _size(file), "failed", "failed", "-", "-", run.error or ""])
+                continue
+            base_ok = base is not None and base.ok
+            flagged_base = base_ok and t != BASELINE and bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
+            baseline_flagged |= flagged_base
+            dagger = BASELINE_MARK if flagged_base else ""
+            seen |= set(run.flags) | (set(loop.flags) if loop else set())
+            p99 = ("failed" if loop and not loop.ok else
+                   f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s{_marks(loop.flags)}" if loop else "-")
+            rows.append([t, STORES.get(t, "other"), _size(file), f"{run.rps:.0f}",
+                         _ratio(run.rps, base.rps if base_ok else None) + dagger,
+                         _ratio(_target_ms(run), _target_ms(base) if base_ok else None) + dagger,
+                         p99, " ".join(run.flags) + (" (baseline flagged)" if flagged_base else "")])
+    return rows, seen, baseline_flagged
+
+
+def _sentences(results: Results) -> list[str]:
+    """Two sentences that state what the run found, from its own figures."""
+    c = _headline_level(results)
+    files = _files(results)
+    if not files:
+        return []
+    largest = files[-1][0]
+    base = results.run_for(BASELINE, largest, c)
+    ok = [r for r in (results.run_for(t, largest, c) for t in _timed_targets(results)) if r and r.ok]
+    others = [r for r in ok if r.target != BASELINE]
+    failed = [r for r in results.runs if not r.ok]
+    lines = []
+    if base and base.ok and others:
+        fastest = max(others, key=lambda r: r.rps)
+        cheapest = min((r for r in others if _target_ms(r) is not None), key=_target_ms, default=None)
+        lines.append(f"At {_size(largest)} and concurrency {c}, the fastest path after nginx-static was "
+                     f"**{fastest.target}** ({STORES.get(fastest.target, 'other')}) at "
+                     f"{fastest.rps / base.rps:.2f}× nginx-static's requests per second"
+                     + (f"; the cheapest in its own CPU per request was **{cheapest.target}** at "
+                        f"{_target_ms(cheapest) / _target_ms(base):.1f}× nginx-static's."
+                        if cheapest and _target_ms(base) else "."))
+    if _ferretdb(results):
+        lines.append("The database is FerretDB, not MongoDB, so every GridFS row is bound by it: read those "
+                     "rows by CPU per request, not by requests per second.")
+    if failed:
+        lines.append(f"**{len(failed)} case(s) failed** (" + "; ".join(
+            f"{r.target} {_size(r.file)} c={r.concurrency}: {r.error}" for r in failed[:3])
+            + ("; ..." if len(failed) > 3 else "") + ").")
+    elif not _ferretdb(results) and ok:
+        lines.append(f"Every case of {len({r.target for r in results.runs})} targets completed without a failed "
+                     "request.")
+    return [" ".join(lines[:3]), ""] if lines else []
+
+
+def _headline(results: Results) -> list[str]:
+    if not results.runs:
+        return []
+    rows, seen, baseline_flagged = _headline_rows(results)
+    c = _headline_level(results)
+    return (["## Headline", "", *_sentences(results),
+             *_table(["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
+                      "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "flags"], rows), "",
+             f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
+             f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
+             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's best rate, so it is response "
+             "time, not queueing.", "",
+             *_legend(seen, baseline_flagged)])
+
+
+# --- checks ---------------------------------------------------------------------
 def _verification(results: Results) -> list[str]:
     rows = [[t.name, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets]
     return ["## Verification", "",
@@ -123,150 +269,41 @@ def _conformance(results: Results) -> list[str]:
     return lines
 
 
-def _time_per_request(results: Results) -> list[str]:
-    def cell(run, target, file, _):
-        text = f"{run.time_per_request_ms:.3f}{_spread(run, 'time_per_request_ms')}" if run else "-"
-        published = seed000.time_per_request_ms(target, file)
-        return text + (f" ({published})" if published is not None else "")
-
-    return (["## Time per request (ms, mean across concurrent requests; lower is better)", "",
-             "Seed 000's published figure in brackets (2013, EC2 m1.medium, ab -c 100 per its README, "
-             "-c 5 in its scripts); its columns: "
-             + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + ".", ""]
-            + _size_by_target(results, cell) + _spread_note(results))
-
-
-def _spread(run: Run, metric: str) -> str:
-    """' ±4%' after a median (spread = (max - min) / median of the
-    repetitions); bold and 'noisy' over NOISY_SPREAD; '' for one measurement."""
-    figures = (run.spread or {}).get(metric)
-    if not figures or len(run.repetitions) < 2:
+# --- details --------------------------------------------------------------------
+def _half_range(run: Run) -> str:
+    if not run.spread or len(run.repetitions) < 2:
         return ""
-    text = f"±{figures['spread']:.0%}"
-    return f" **{text} noisy**" if figures["spread"] > NOISY_SPREAD else f" {text}"
-
-
-def _spread_note(results: Results) -> list[str]:
-    reps = max((len(r.repetitions) for r in results.runs), default=0)
-    if reps < 2:
-        return []
-    return [f"Medians of {reps} repetitions; ±: their spread, (max - min) / median; **noisy**: over "
-            f"{NOISY_SPREAD:.0%}, so read the figure as a range (every repetition is in results.json).", ""]
-
-
-BOUND_MARK = " ⚑"
-BOUND_NOTE = ("⚑ loadgen-bound: the load generator was at its CPU limit in this case (or in the nginx-static "
-              "case a ratio is taken against), so the figure is the tool's speed, a floor for the server's, "
-              "not the server's.")
-
-
-def _bound(*runs) -> bool:
-    return any(r is not None and LOADGEN_BOUND in r.flags for r in runs)
+    return f" ±{run.spread['half_range']:.0%}"
 
 
 def _requests_per_second(results: Results) -> list[str]:
-    def cell(run, _, file, c):
+    seen, flagged_base = set(), False
+
+    def cell(run, target, file, c):
+        nonlocal flagged_base
         if run is None:
             return "-"
-        baseline = results.run_for(BASELINE, file, c)
-        ratio = f" ({run.rps / baseline.rps:.3f})" if baseline and baseline.rps else ""
-        return f"{run.rps:.0f}{_spread(run, 'rps')}{ratio}" + (BOUND_MARK if _bound(run, baseline) else "")
+        if not run.ok:
+            return "failed"
+        seen.update(run.flags)
+        base = results.run_for(BASELINE, file, c)
+        text = f"{run.rps:.0f}{_half_range(run)}{_marks(run.flags)}"
+        if base and base.ok and base.rps and target != BASELINE:
+            dagger = BASELINE_MARK if {LOADGEN_BOUND, CORE_SATURATED} & set(base.flags) else ""
+            flagged_base |= bool(dagger)
+            text += f" ({run.rps / base.rps:.3f}{dagger})"
+        published = seed000.time_per_request_ms(target, file)
+        return text + (f" [{1000 / published:.0f}]" if published else "")
 
-    lines = ["## Requests per second (ratio to nginx-static; higher is better)", "",
-             *_size_by_target(results, cell)]
-    if any(_bound(r) for r in results.runs):
-        lines += [BOUND_NOTE, ""]
-    return lines
-
-
-def _tool_cell(tool) -> str:
-    spread = tool.spread.get("spread") if tool.spread else None
-    text = f"{tool.rps:.0f}" + (f" ±{spread:.0%}" if spread is not None and len(tool.repetitions) > 1 else "")
-    return text + (BOUND_MARK if LOADGEN_BOUND in tool.flags else "")
-
-
-def _agreement(results: Results) -> list[str]:
-    if not results.comparisons:
-        return []
-    rows = []
-    for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
-        a, w = c.ab_keepalive, c.wrk
-        bound = LOADGEN_BOUND in a.flags or LOADGEN_BOUND in w.flags
-        verdict = f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}"
-        rows.append([c.target, c.file.removesuffix(".bin"), str(c.concurrency), _tool_cell(a), _tool_cell(w),
-                     verdict + (BOUND_MARK if bound else ""),
-                     f"{a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f}",
-                     f"{w.p50_ms:.2f} / {w.p90_ms:.2f} / {w.p99_ms:.2f} / {w.max_ms:.0f}",
-                     str(a.failed + w.failed)])
-    lines = ["## ab -k against wrk (requests per second; agreement per case)", "",
-             "Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
-             "at the same connection count; wrk runs as long as the ab -k repetition before it took. "
-             f"Difference: |ab -k - wrk| / their mean, of medians; **differ**: over {TOOLS_DISAGREE:.0%}, "
-             "so at least one tool measured itself or the case is unsteady. Latency: p50 / p90 / p99 / max ms "
-             "(medians of repetitions).", "",
-             *_table(["target", "size", "concurrency", "ab -k req/s", "wrk req/s", "difference",
-                      "ab -k latency ms", "wrk latency ms", "failed"], rows), ""]
-    agree = sum(not c.disagree for c in results.comparisons)
-    bound = sum(any(LOADGEN_BOUND in t.flags for t in (c.ab_keepalive, c.wrk)) for c in results.comparisons)
-    lines += [f"{agree} of {len(results.comparisons)} cases agree within {TOOLS_DISAGREE:.0%}"
-              + (f" ({bound} with a tool at its CPU limit, ⚑)" if bound else "") + ".", ""]
-    if any(LOADGEN_BOUND in t.flags for c in results.comparisons for t in (c.ab_keepalive, c.wrk)):
-        lines += ["⚑ loadgen-bound: that tool was at its CPU limit (its own CPU time over its run), so its "
-                  "figure is the tool's speed, not the server's; the difference then says little.", ""]
-    return lines
-
-
-def _sweep(results: Results) -> list[str]:
-    if not results.sweep:
-        return []
-    levels = sorted({p.concurrency for p in results.sweep})
-    rows = []
-    keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
-                  key=lambda k: (_timed_targets(results).index(k[0]) if k[0] in _timed_targets(results) else 99,
-                                 k[1], k[3]))
-    for target, _, file, tool in keys:
-        row = [target, file.removesuffix(".bin"), tool]
-        for level in levels:
-            p = next((p for p in results.sweep if (p.target, p.file, p.tool, p.concurrency)
-                      == (target, file, tool, level)), None)
-            row.append("-" if p is None else f"{p.rps:.0f}" + (BOUND_MARK if LOADGEN_BOUND in p.flags else "")
-                       + (f" ({p.failed} failed)" if p.failed else ""))
-        rows.append(row)
-    requests = results.parameters.get("BENCH_SWEEP_REQUESTS")
-    lines = ["## Concurrency sweep (requests per second)", "",
-             f"One run per level{f' of {requests} requests' if requests else ''} (at least one per connection), "
-             "after the timed cases warmed every path: a shape to read, not a figure to quote.", "",
-             *_table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows), ""]
-    if any(LOADGEN_BOUND in p.flags for p in results.sweep):
-        lines += ["⚑ loadgen-bound: the tool was at its CPU limit at that level (hollow markers on the charts).", ""]
-    for target in _timed_targets(results):
-        if target in results.sweep_charts:
-            lines += [f"![{target}: requests per second against concurrency]({results.sweep_charts[target]})", ""]
-    return lines
-
-
-def _phases(results: Results) -> list[str]:
-    if not results.phases:
-        return []
-    rows = [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()]
-    return ["## What this run cost (wall seconds)", "",
-            "The seed's time is its own (from manifest.json); the rest is bench's, phase by phase.", "",
-            *_table(["phase", "seconds"], rows), ""]
-
-
-def _latency(results: Results) -> list[str]:
-    def spread(r: Run) -> str:
-        if not r.spread or len(r.repetitions) < 2:
-            return "-"
-        rps = r.spread["rps"]
-        return f"{rps['min']:.0f}–{rps['max']:.0f} ({rps['spread']:.1%}{', noisy' if rps['noisy'] else ''})"
-    rows = [[r.target, r.file.removesuffix(".bin"), str(r.concurrency), f"{r.rps:.0f}", spread(r),
-             f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed), ", ".join(r.flags)]
-            for r in results.runs]
-    return ["## Every case", "",
-            "Medians of the repetitions; `failed` is their total.", "",
-            *_table(["target", "size", "concurrency", "req/s", "req/s min–max (spread)", "p50 ms", "p99 ms",
-                     "KB/s", "failed", "flags"], rows), ""]
+    tables = _size_by_target(results, cell)
+    return (["## Requests per second", "",
+             "The median repetition's requests per second, ± half the repetitions' range; in brackets () the "
+             "ratio to nginx-static in the same run, in square brackets [] seed 000's published figure "
+             "(1000 / its time per request: 2013, EC2 m1.medium over a real network, ab -c 100 per its README, "
+             "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
+             "figure of every repetition is in results.json. Seed 000's columns: "
+             + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + ".", ""]
+            + tables + _legend(seen, flagged_base))
 
 
 def _database_role(run) -> str | None:
@@ -280,18 +317,19 @@ def _ms(usage: dict | None) -> str:
 
 def _cpu_per_request(results: Results) -> list[str]:
     def cell(run, target, *_):
-        if run is None or not run.cpu:
+        if run is None:
             return "-"
-        flag = " ⚑" if run.flags else ""
-        return f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(_database_role(run)))}{flag}"
+        if not run.ok:
+            return "failed"
+        if not run.cpu:
+            return "-"
+        return f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(_database_role(run)))}{_marks(run.flags)}"
 
-    return ["## CPU ms per request (target / mongo; lower is better)", "",
-            "CPU time each container spent per request in the timed window (cAdvisor's cgroup counters at",
-            "the window's start and end, divided by the requests ab made). It is what a request costs,",
-            "whatever the request rate: a serving path that waits on a slow database shows a low figure",
-            "for itself and a high one for the database. On FerretDB the GridFS rows are bound by the",
-            "database, so their requests per second say little about the serving path: its own CPU per",
-            "request is the fairer comparison. Flags (below) mark rows not to trust as they stand.", "",
+    return ["## CPU ms per request (target / database; lower is better)", "",
+            "CPU time each container spent per request in the row's repetition: its cores over the timed",
+            "interval (cAdvisor's cgroup counters, first and last reading inside the run) over the requests",
+            "per second. It is what a request costs, whatever the rate: a path that waits on a slow database",
+            "shows a low figure for itself and a high one for the database.", "",
             *_size_by_target(results, cell)]
 
 
@@ -303,17 +341,38 @@ def _cores(usage: dict | None) -> str:
 
 
 def _cpu_by_case(results: Results) -> list[str]:
-    rows = [[r.target, r.file.removesuffix(".bin"), str(r.concurrency), _cores(r.cpu.get(r.target)),
-             _cores(r.cpu.get(_database_role(r))), _cores(r.cpu.get(LOADGEN)), ", ".join(r.flags)]
-            for r in results.runs if r.cpu]
-    return ["## CPU cores by case (mean while ab ran, of the container's allowance)", "",
-            f"Flags: `{LOADGEN_BOUND}`: the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its "
-            "CPU allowance (by cAdvisor, or by ab's own CPU time against one core or the allowance), so ab "
-            "may be what limits the rate; "
-            f"`{THROTTLED}`: the target's CFS quota throttled it; `{SHORT_WINDOW}`: ab ran under "
-            f"{SHORT_WINDOW_SECONDS:g} s, about two of cAdvisor's readings, so cores are rough (CPU per request "
-            "holds better; raise BENCH_REQUESTS for more).", "",
-            *_table(["target", "size", "concurrency", "target cores", "mongo cores", "load generator cores",
+    rows = []
+    for r in results.runs:
+        if not r.ok or not r.cpu:
+            continue
+        busy = (r.cpu_window or {}).get("busy_shares") or {}
+        cores = ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu")
+        rows.append([r.target, _size(r.file), str(r.concurrency), _cores(r.cpu.get(r.target)),
+                     _cores(r.cpu.get(_database_role(r))), _cores(r.cpu.get(LOADGEN)), cores,
+                     " ".join(r.flags)])
+    return ["## CPU cores by case (mean over the timed interval, of the container's allowance)", "",
+            "Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from",
+            "/proc/stat), which is what `core-saturated` reads for the cores the case's containers share.", "",
+            *_table(["target", "size", "concurrency", "target cores", "database cores", "load generator cores",
+                     "host cores busy", "flags"], rows), ""]
+
+
+def _open_loop(results: Results) -> list[str]:
+    if not results.open_loop:
+        return []
+    rows = []
+    for o in results.open_loop:
+        if not o.ok:
+            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", o.error or ""])
+            continue
+        rows.append([o.target, _size(o.file), f"{o.rate:g}", f"{o.sent_rate:g}", f"{o.p50_ms:.2f}",
+                     f"{o.p90_ms:.2f}", f"{o.p99_ms:.2f}", f"{o.max_ms:.1f}", " ".join(o.flags)])
+    return ["## Latency at a fixed rate (open loop, vegeta)", "",
+            "Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow",
+            "answer delays no later request (no coordinated omission): these percentiles are response times.",
+            "The rate is a share of the path's best median requests per second for that size; `sent` below",
+            f"{0.95:.0%} of it means vegeta could not keep the schedule (marked loadgen-bound).", "",
+            *_table(["target", "size", "rate asked /s", "sent /s", "p50 ms", "p90 ms", "p99 ms", "max ms",
                      "flags"], rows), ""]
 
 
@@ -337,23 +396,113 @@ def _charts(results: Results) -> list[str]:
     return lines
 
 
+def _tool_cell(tool) -> str:
+    spread = (tool.spread or {}).get("half_range")
+    text = f"{tool.rps:.0f}" + (f" ±{spread:.0%}" if spread is not None and len(tool.repetitions) > 1 else "")
+    return text + _marks(tool.flags)
+
+
+def _agreement(results: Results) -> list[str]:
+    if not results.comparisons:
+        return []
+    rows = []
+    for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
+        a, w = c.ab_keepalive, c.wrk
+        verdict = f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}"
+        rows.append([c.target, _size(c.file), str(c.concurrency), _tool_cell(a), _tool_cell(w), verdict,
+                     f"{a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f}",
+                     f"{w.p50_ms:.2f} / {w.p90_ms:.2f} / {w.p99_ms:.2f} / {w.max_ms:.0f}",
+                     str(a.failed + w.failed)])
+    free = [c for c in results.comparisons if not c.bound]
+    agree_free = sum(not c.disagree for c in free)
+    seen = {f for c in results.comparisons for t in (c.ab_keepalive, c.wrk) for f in t.flags}
+    return ["## ab -k against wrk (requests per second; agreement per case)", "",
+            "Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
+            "at the same connection count and for the same seconds, repetitions interleaved. "
+            f"Difference: |ab -k - wrk| / their mean, of the median repetitions; **differ**: over "
+            f"{TOOLS_DISAGREE:.0%}. Latency: p50 / p90 / p99 / max ms (closed loop: queueing included).", "",
+            *_table(["target", "size", "concurrency", "ab -k req/s", "wrk req/s", "difference",
+                     "ab -k latency ms", "wrk latency ms", "failed"], rows), "",
+            f"{agree_free} of {len(free)} cases with neither tool at its CPU limit agree within "
+            f"{TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit.", "",
+            *_legend(seen)]
+
+
+def _sweep(results: Results) -> list[str]:
+    if not results.sweep:
+        return []
+    levels = sorted({p.concurrency for p in results.sweep})
+    order = _timed_targets(results)
+    keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
+                  key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[3]))
+    rows = []
+    for target, _, file, tool in keys:
+        row = [target, _size(file), tool]
+        for level in levels:
+            p = next((p for p in results.sweep if (p.target, p.file, p.tool, p.concurrency)
+                      == (target, file, tool, level)), None)
+            row.append("-" if p is None else f"{p.rps:.0f}" + _marks(p.flags)
+                       + (f" ({p.failed} failed)" if p.failed else ""))
+        rows.append(row)
+    seconds = results.timing.get("sweep_duration_s")
+    lines = ["## Concurrency sweep (requests per second)", "",
+             f"One run per level{f' of {seconds:g} s' if seconds else ''}, after the timed cases warmed every "
+             "path: a shape to read, not a figure to quote.", "",
+             *_table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows), "",
+             *_legend({f for p in results.sweep for f in p.flags})]
+    for target in order:
+        if target in results.sweep_charts:
+            lines += [f"![{target}: requests per second against concurrency]({results.sweep_charts[target]})", ""]
+    return lines
+
+
+def _every_case(results: Results) -> list[str]:
+    rows = []
+    for r in results.runs:
+        if not r.ok:
+            rows.append([r.target, _size(r.file), str(r.concurrency), "failed", "-", "-", "-", "-", "-",
+                         str(r.failed), (r.error or "").replace("|", "\\|")])
+            continue
+        rps = r.spread or {}
+        rows.append([r.target, _size(r.file), str(r.concurrency), f"{r.rps:.0f}",
+                     f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
+                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed),
+                     " ".join(r.flags)])
+    return ["## Every case", "",
+            "The row's repetition (the median by requests per second) with the range of all of them; "
+            "`failed` counts failed requests over every repetition.", "",
+            *_table(["target", "size", "concurrency", "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms",
+                     "KB/s", "failed", "flags / error"], rows), ""]
+
+
+def _phases(results: Results) -> list[str]:
+    if not results.phases:
+        return []
+    rows = [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()]
+    planned, actual = results.timing.get("planned_seconds"), results.timing.get("actual_seconds")
+    note = (f"The timed phases were expected to take {planned:.0f} s from the settings and took {actual:.0f} s "
+            "(slow cases run longer to hold their minimum of requests)." if planned and actual else "")
+    return ["## What this run cost (wall seconds)", "",
+            "The seed's time is its own (from manifest.json); the rest is bench's, phase by phase. " + note, "",
+            *_table(["phase", "seconds"], rows), ""]
+
+
 def _warnings(results: Results) -> list[str]:
     return [*(f"> **Warning:** {w}" for w in results.warnings), ""] if results.warnings else []
 
 
 def render_markdown(results: Results) -> str:
-    lines = _heading(results) + _warnings(results) + _verification(results) + _conformance(results)
+    lines = _heading(results) + _warnings(results) + _headline(results) + _verification(results) \
+        + _conformance(results)
     if results.runs:
-        lines += _time_per_request(results) + _requests_per_second(results)
+        lines += _requests_per_second(results)
         if any(r.cpu for r in results.runs):
-            lines += _cpu_per_request(results) + _cpu_by_case(results) + _peak_memory(results)
+            lines += _cpu_per_request(results) + _cpu_by_case(results)
+        lines += _open_loop(results)
+        if any(r.cpu for r in results.runs):
+            lines += _peak_memory(results)
         if results.charts:
             lines += _charts(results)
-        lines += _agreement(results) + _sweep(results) + _latency(results)
-    failed = [r for r in results.runs if r.failed]
-    if failed:
-        lines += ["## Failed requests", "",
-                  *[f"- {r.target} {r.file} c={r.concurrency}: {r.failed} failed of {r.requests} "
-                    f"(see {r.raw_output})" for r in failed], ""]
+        lines += _agreement(results) + _sweep(results) + _every_case(results)
     lines += _phases(results)
     return "\n".join(lines)

@@ -1,12 +1,13 @@
 """The one results model of a bench run. results.json is its serialisation;
 report.md (and any later rendering) is made from it, never from raw output."""
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 
 from .stats import relative_difference, spread_of, TOOLS_DISAGREE
+from .usage import LOADGEN_BOUND
 
-NOISY = "noisy"        # the repetitions' requests per second spread more than stats.NOISY_SPREAD
+NOISY = "noisy"        # the repetitions' requests per second lie more than stats.NOISY_HALF_RANGE from their median
 
 
 @dataclass
@@ -22,68 +23,90 @@ class TargetResult:
     conforming: bool | None = None
 
 
+OK, FAILED = "ok", "failed"
+
+
 @dataclass
 class Run:
     """One (target, size, concurrency) case, timed by ab (seed 000's tool,
-    HTTP/1.0, a connection per request) BENCH_REPETITIONS times. The seed-style
-    figures are medians across the repetitions; `failed` is their total."""
+    HTTP/1.0, a connection per request) for BENCH_REPETITIONS repetitions of
+    a few seconds each. The row's figures, CPU and flags are those of ONE
+    repetition, the median by requests per second, so no row mixes
+    repetitions; every repetition is in `repetitions`. A case that failed
+    (target gone, tool aborted or killed, failed requests) has status
+    "failed" and an error, and renders as failed, never as a number."""
     target: str
     file: str
     size_bytes: int
     concurrency: int
-    requests: int
-    failed: int          # ab's failed requests plus non-2xx responses
-    rps: float
-    time_per_request_ms: float  # ab's mean across all concurrent requests (seed 000's column)
-    transfer_kbps: float
-    p50_ms: float
-    p99_ms: float
-    raw_output: str      # file name of the median repetition's ab report, beside results.json
-    # CPU and memory of the window, by role (the target's compose service,
-    # the database's, "bench" for the load generator): cpu_seconds, cores,
-    # cpu_ms_per_request, peak_memory_bytes, ... (see bench.usage). None when
-    # cAdvisor could not be read.
+    status: str = OK
+    error: str | None = None
+    requests: int = 0    # completed in the row's repetition
+    failed: int = 0      # failed requests over every repetition (ab's failed plus non-2xx)
+    seconds: float = 0.0  # the row's repetition, by ab's own timer
+    rps: float = 0.0
+    time_per_request_ms: float = 0.0  # ab's mean across all concurrent requests: 1000 / rps
+    transfer_kbps: float = 0.0
+    p50_ms: float = 0.0
+    p90_ms: float = 0.0
+    p99_ms: float = 0.0
+    raw_output: str | None = None  # the row's repetition's ab report, beside results.json
+    # CPU and memory of the row's repetition, by role (the target's compose
+    # service, the database's, "bench"): cpu_seconds, cores, cpu_ms_per_request,
+    # peak_memory_bytes, ... (see bench.usage). None when cAdvisor was not read.
     cpu: dict | None = None
-    flags: list[str] = field(default_factory=list)  # e.g. "loadgen-bound", "throttled"
-    # The window itself: cAdvisor start/end stamps, ab_seconds, and every
-    # container's and the host's CPU seconds in it (see bench.usage.window).
-    cpu_window: dict | None = None
-    # Every counted repetition (a bench.timing.Measurement as a dict: rps,
-    # time_per_request_ms, p50/p90/p99/max_ms, seconds, loadgen_cpu_seconds,
-    # raw_output...), and per metric {median, min, max, spread, noisy} with
-    # spread = (max - min) / median. Empty/None in results from before them.
+    flags: list[str] = field(default_factory=list)  # see bench.usage and report's legend
+    cpu_window: dict | None = None  # the row's repetition's window (bench.usage.window's figures)
+    # Every counted repetition: a bench.timing.Measurement as a dict, plus
+    # its own cpu, flags and cpu_window.
     repetitions: list[dict] = field(default_factory=list)
+    # Of requests per second over the repetitions: {median, min, max,
+    # half_range, noisy}, half_range = (max - min) / 2 / median, printed ±.
     spread: dict | None = None
+    duration_s: float | None = None  # what each repetition was asked to last
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
 
     @property
     def noisy(self) -> bool:
-        return bool(self.spread and self.spread["rps"]["noisy"])
+        return bool(self.spread and self.spread.get("noisy"))
 
 
-SPREAD_METRICS = ("rps", "time_per_request_ms", "p50_ms", "p99_ms")
+def median_repetition(reps: list[dict]) -> dict:
+    """The repetition whose requests per second is the median (the lower
+    middle one of an even count)."""
+    return sorted(reps, key=lambda r: r["rps"])[(len(reps) - 1) // 2]
 
 
-def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, requests: int,
-                 repetitions: list) -> Run:
-    """A Run from its repetitions (bench.timing.Measurement): medians, the
-    total of failures, the median repetition's raw output."""
-    reps = [asdict(m) for m in repetitions]
-    spread = {k: spread_of([r[k] for r in reps]) for k in SPREAD_METRICS}
-    spread["transfer_kbps"] = spread_of([r["transfer_kbps"] for r in reps])
-    by_rps = sorted(reps, key=lambda r: r["rps"])
-    run = Run(target, file, size_bytes, concurrency, requests, sum(r["failed"] for r in reps),
-              spread["rps"]["median"], spread["time_per_request_ms"]["median"], spread["transfer_kbps"]["median"],
-              spread["p50_ms"]["median"], spread["p99_ms"]["median"], by_rps[(len(by_rps) - 1) // 2]["raw_output"],
-              repetitions=reps, spread=spread)
-    if run.noisy:
+def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps: list[dict],
+                 duration_s: float | None = None) -> Run:
+    """A Run from its repetitions (Measurement dicts, each with its cpu,
+    flags and cpu_window): the median one's figures, the total of failures."""
+    row = median_repetition(reps)
+    spread = spread_of([r["rps"] for r in reps])
+    failed = sum(r["failed"] for r in reps)
+    run = Run(target, file, size_bytes, concurrency, OK, None, row["requests"], failed, row["seconds"],
+              row["rps"], row["time_per_request_ms"], row["transfer_kbps"], row["p50_ms"], row["p90_ms"],
+              row["p99_ms"], row["raw_output"], cpu=row.get("cpu"), flags=list(row.get("flags") or []),
+              cpu_window=row.get("cpu_window"), repetitions=reps, spread=spread, duration_s=duration_s)
+    if run.noisy and len(reps) > 1:
         run.flags.append(NOISY)
+    if failed:
+        run.status, run.error = FAILED, f"{failed} failed requests over {len(reps)} repetitions"
     return run
+
+
+def failed_run(target: str, file: str, size_bytes: int, concurrency: int, error: str,
+               reps: list[dict] = ()) -> Run:
+    return Run(target, file, size_bytes, concurrency, FAILED, error, repetitions=list(reps))
 
 
 @dataclass
 class ToolResult:
     """One tool's repetitions of a case in the ab -k / wrk comparison; the
-    figures are medians, `failed` the total."""
+    figures are the median repetition's, `failed` the total."""
     tool: str
     rps: float
     p50_ms: float
@@ -91,17 +114,16 @@ class ToolResult:
     p99_ms: float
     max_ms: float
     failed: int
-    spread: dict         # of rps: {median, min, max, spread, noisy}
+    spread: dict         # of rps: {median, min, max, half_range, noisy}
     repetitions: list[dict] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # "loadgen-bound" when the tool was at its CPU limit
 
     @classmethod
-    def of(cls, repetitions: list, flags: list[str] = ()) -> "ToolResult":
-        reps = [asdict(m) for m in repetitions]
-        mid = {k: spread_of([r[k] for r in reps])["median"] for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")}
-        rps = spread_of([r["rps"] for r in reps])
-        return cls(reps[0]["tool"], rps["median"], failed=sum(r["failed"] for r in reps), spread=rps,
-                   repetitions=reps, flags=list(flags), **mid)
+    def of(cls, reps: list[dict], flags: list[str] = ()) -> "ToolResult":
+        row = median_repetition(reps)
+        return cls(row["tool"], row["rps"], row["p50_ms"], row["p90_ms"], row["p99_ms"], row["max_ms"],
+                   failed=sum(r["failed"] for r in reps), spread=spread_of([r["rps"] for r in reps]),
+                   repetitions=reps, flags=list(flags))
 
 
 @dataclass
@@ -122,9 +144,38 @@ class Comparison:
     def disagree(self) -> bool:
         return self.difference > TOOLS_DISAGREE
 
+    @property
+    def bound(self) -> bool:
+        return any(LOADGEN_BOUND in t.flags for t in (self.ab_keepalive, self.wrk))
+
     @classmethod
     def from_dict(cls, data: dict) -> "Comparison":
         return cls(**{**data, "ab_keepalive": ToolResult(**data["ab_keepalive"]), "wrk": ToolResult(**data["wrk"])})
+
+
+@dataclass
+class OpenLoop:
+    """Latency at a fixed request rate (vegeta), a share of the case's
+    capacity, so p99 is response time, not queueing in a saturated server."""
+    target: str
+    file: str
+    size_bytes: int
+    rate: float          # asked for, requests/s
+    status: str = OK
+    error: str | None = None
+    sent_rate: float = 0.0  # what vegeta achieved sending
+    requests: int = 0
+    failed: int = 0
+    p50_ms: float = 0.0
+    p90_ms: float = 0.0
+    p99_ms: float = 0.0
+    max_ms: float = 0.0
+    raw_output: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
 
 
 @dataclass
@@ -160,6 +211,13 @@ class Results:
     cpu_samples: dict = field(default_factory=dict)
     charts: dict = field(default_factory=dict)  # target -> PNG file name beside results.json
     comparisons: list[Comparison] = field(default_factory=list)  # when BENCH_TOOLS has wrk
+    open_loop: list[OpenLoop] = field(default_factory=list)  # p99 at a fixed rate, per target and size
+    # The order the counted repetitions ran in ("target file c=N r=i"): they
+    # rotate through the targets so a drift over the run falls on all alike.
+    order: list[str] = field(default_factory=list)
+    # "complete", or "interrupted"/"crashed: <why>" when the run stopped early.
+    status: str = "running"
+    timing: dict = field(default_factory=dict)  # the timing knobs as applied (bench.settings.effective)
     sweep: list[SweepPoint] = field(default_factory=list)
     sweep_charts: dict = field(default_factory=dict)  # target -> PNG of requests/s against concurrency
     # Wall seconds of the whole run and of each phase (seed, verify,
@@ -168,7 +226,8 @@ class Results:
 
     @property
     def failed(self) -> bool:
-        return any(not t.verified for t in self.targets) or any(r.failed for r in self.runs)
+        return (any(not t.verified for t in self.targets) or any(not r.ok for r in self.runs)
+                or any(not o.ok for o in self.open_loop))
 
     def run_for(self, target: str, file: str, concurrency: int) -> Run | None:
         for r in self.runs:
@@ -192,6 +251,7 @@ class Results:
         values["comparisons"] = [Comparison.from_dict({k: v for k, v in c.items() if k != "difference"})
                                  for c in data.get("comparisons", [])]
         values["sweep"] = [SweepPoint(**p) for p in data.get("sweep", [])]
+        values["open_loop"] = [OpenLoop(**o) for o in data.get("open_loop", [])]
         return cls(**values)
 
     def write_json(self, path: Path) -> None:

@@ -1,15 +1,18 @@
 """Orchestrates a bench run: wait, verify, check conformance, time, sweep,
 chart, write results/<run-id>/."""
+import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .cases import sweep_target, time_target
+from .cases import Timer
 from .checks import check_all_conformance, verify_targets
 from .cpu_windows import connect_monitor, database_service
 from .monitor import LOADGEN
-from .progress import say
+from .progress import Progress, clock, planned_seconds, say
+from .settings import SLOW_CASE_STRETCH
 from .report import render_markdown
 from .results import Results
 from .run_dir import load_manifest, new_run_dir, now, point_latest
@@ -43,6 +46,52 @@ def draw_charts(cfg, results: Results, run_dir: Path) -> None:
         results.warnings.append(f"charts not drawn: {e}")
 
 
+class Interrupted(Exception):
+    """SIGTERM (docker compose stop) or Ctrl-C: stop timing, keep what was measured."""
+
+
+def _interrupt(signum, _frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def time_everything(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
+                    phases: Phases) -> None:
+    """Rounds of (file, concurrency) across every verified target; ab -k
+    against wrk at the highest concurrency; latency at a fixed rate; the
+    sweep. results.json is rewritten after every round: nothing measured is lost."""
+    targets = [t for t in results.targets if t.verified]
+    planned = planned_seconds(cfg, len(targets), len(files))
+    say(f"timing {len(targets)} targets x {len(files)} files x {len(cfg.concurrency)} concurrency levels, "
+        f"{cfg.repetitions} repetitions of {cfg.duration:g} s (slow cases up to {cfg.duration * SLOW_CASE_STRETCH:g} s)"
+        f"; expected about {clock(planned)}")
+    results.timing["planned_seconds"] = round(planned, 1)
+    progress = Progress(planned)
+    timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
+    compared = 0.0
+    for f in files:
+        for c in cfg.concurrency:
+            results.runs += timer.round(targets, f, c)
+            results.write_json(run_dir / "results.json")
+            if "wrk" in cfg.tools and c == max(cfg.concurrency):
+                began = time.monotonic()
+                results.comparisons += timer.compare_round(targets, f, c)
+                compared += time.monotonic() - began
+                results.write_json(run_dir / "results.json")
+        if cfg.open_loop:
+            results.open_loop += [o for o in (timer.open_loop(t, f) for t in targets) if o is not None]
+            results.write_json(run_dir / "results.json")
+    phases.end("timed cases", -compared)
+    if compared:
+        results.phases["ab -k vs wrk"] = round(compared, 1)
+    if cfg.sweep:
+        for t in targets:
+            results.sweep += timer.sweep(t, files)
+        phases.end("sweep")
+    results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
+    for target, why in timer.down.items():
+        results.warnings.append(f"{target} stopped answering during the run ({why}); its later cases are failed")
+
+
 def main() -> int:
     started = time.monotonic()
     try:
@@ -50,42 +99,58 @@ def main() -> int:
     except settings_mod.SettingsError as e:
         print(f"bench: error: {e}", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupt)
     results_dir = Path(cfg.results_dir)
     manifest = load_manifest(Path(cfg.files_dir))
     files = manifest["files"]
     run_dir = new_run_dir(results_dir)
     results = Results(run_id=run_dir.name, started_at=now(),
-                      parameters=settings_mod.recorded_parameters())
+                      parameters=settings_mod.recorded_parameters(), timing=settings_mod.effective(cfg))
     if manifest.get("seconds") is not None:
         results.phases["seed"] = manifest["seconds"]
     say(f"run {run_dir.name}: targets {' '.join(cfg.targets)}; files "
-        f"{' '.join(f['name'] for f in files)}; concurrency {cfg.concurrency}; {cfg.requests} requests per case, "
-        f"{cfg.repetitions} repetitions; tools {' '.join(cfg.tools)}; sweep {' '.join(map(str, cfg.sweep)) or 'off'}")
-    results.environment = environment.describe(cfg.mongo_uri)
-    allowance = results.environment["loadgen_allowance_cores"]
-    say(f"database: {results.environment['server']}; load generator allowance {allowance:g} cores")
+        f"{' '.join(f['name'] for f in files)}; concurrency {cfg.concurrency}; profile {cfg.profile}: "
+        f"{cfg.repetitions} x {cfg.duration:g} s per case after {cfg.warmup:g} s warm-up; tools {' '.join(cfg.tools)}; "
+        f"open loop {'at ' + format(cfg.open_loop, '.0%') + ' of capacity' if cfg.open_loop else 'off'}; "
+        f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}")
+    monitor = None
+    try:
+        results.environment = environment.describe(cfg.mongo_uri)
+        allowance = results.environment["loadgen_allowance_cores"]
+        say(f"database: {results.environment['server']}; load generator allowance {allowance:g} cores")
+        phases = Phases(results.phases)
+        results.targets = verify_targets(cfg, files)
+        phases.end("verify")
+        check_all_conformance(cfg, results.targets, files)
+        phases.end("conformance")
+        results.write_json(run_dir / "results.json")
+        monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
+        time_everything(cfg, results, files, run_dir, monitor, allowance, phases)
+        results.status = "complete"
+    except (Interrupted, KeyboardInterrupt) as e:
+        results.status = "interrupted"
+        results.warnings.append(f"the run was interrupted ({e or 'Ctrl-C'}): this report holds what was "
+                                "measured until then")
+    except Exception as e:  # noqa: BLE001 - whatever broke, what was measured is written
+        results.status = f"crashed: {type(e).__name__}: {e}"
+        results.warnings.append(f"bench stopped early on an error ({type(e).__name__}: {e}); this report "
+                                "holds what was measured until then")
+        traceback.print_exc()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        finish(cfg, results, run_dir, results_dir, monitor, started)
+    if results.status != "complete":
+        say(f"INCOMPLETE: {results.status}")
+        return 1
+    if results.failed:
+        say("FAILED: a target failed verification or conformance, or a case failed (see the report)")
+        return 1
+    return 0
 
+
+def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, started: float) -> None:
+    """Charts, results.json and report.md, whatever happened before."""
     phases = Phases(results.phases)
-    results.targets = verify_targets(cfg, files)
-    phases.end("verify")
-    check_all_conformance(cfg, results.targets, files)
-    phases.end("conformance")
-    monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
-    cases = sum(t.verified for t in results.targets) * len(files) * len(cfg.concurrency)
-    say(f"timing {cases} cases x {cfg.repetitions} repetitions")
-    compared = 0.0
-    for target in results.targets:
-        if target.verified:
-            compared += time_target(cfg, target, files, run_dir, results, monitor, allowance)
-            results.write_json(run_dir / "results.json")  # nothing lost if a later case dies
-    phases.end("timed cases", -compared)
-    if compared:
-        results.phases["ab -k vs wrk"] = round(compared, 1)
-    if cfg.sweep:
-        for target in results.targets:
-            if target.verified:
-                results.sweep += sweep_target(cfg, target, files, run_dir, allowance)
-        phases.end("sweep")
     if monitor:
         monitor.stop_sampling()
         results.cpu_samples = monitor.serialised_samples()
@@ -94,22 +159,22 @@ def main() -> int:
                                     "the CPU charts have gaps there (the timed windows do not depend on them)")
     draw_charts(cfg, results, run_dir)
     phases.end("charts")
-    side_failures = ([f"{c.target} {c.file} c={c.concurrency}: {t.tool} counted {t.failed} failed requests"
-                      for c in results.comparisons for t in (c.ab_keepalive, c.wrk) if t.failed]
-                     + [f"sweep {p.target} {p.file} c={p.concurrency}: {p.tool} counted {p.failed} failed requests"
-                        for p in results.sweep if p.failed])
-    results.warnings += side_failures
+    results.warnings += ([f"{c.target} {c.file} c={c.concurrency}: {t.tool} counted {t.failed} failed requests"
+                          for c in results.comparisons for t in (c.ab_keepalive, c.wrk) if t.failed]
+                         + [f"sweep {p.target} {p.file} c={p.concurrency}: {p.tool} counted {p.failed} failed "
+                            "requests" for p in results.sweep if p.failed])
     results.finished_at = now()
     results.environment["duration_seconds"] = round(time.monotonic() - started, 1)
     results.phases["bench total"] = results.environment["duration_seconds"]
     results.write_json(run_dir / "results.json")
-    (run_dir / "report.md").write_text(render_markdown(results))
-    point_latest(results_dir, run_dir)
-    print(render_markdown(results), flush=True)
+    report = render_markdown(results)
+    (run_dir / "report.md").write_text(report)
+    if results.status == "complete":
+        point_latest(results_dir, run_dir)  # an interrupted run never becomes "latest"
+    print(report, flush=True)
     say("phases (wall seconds): " + ", ".join(f"{k} {v:g}" for k, v in results.phases.items()))
-    say(f"wrote {run_dir}/ (results.json, report.md, raw outputs) in "
-        f"{results.environment['duration_seconds']:.0f} s")
-    if results.failed:
-        say("FAILED: a target failed verification or ab counted failed requests")
-        return 1
-    return 0
+    planned = results.timing.get("planned_seconds")
+    actual = results.timing.get("actual_seconds")
+    if planned and actual:
+        say(f"timed phases took {clock(actual)} against {clock(planned)} expected")
+    say(f"wrote {run_dir}/ (results.json, report.md, raw outputs) in {results.environment['duration_seconds']:.0f} s")

@@ -1,17 +1,30 @@
 """Bench settings from the environment (compose passes .env through), with an
 error naming the variable when one is wrong."""
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.
 RECORDED = [
-    "MONGO_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "CADVISOR_IMAGE",
-    "FILE_SIZES", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_REQUESTS",
-    "BENCH_WARMUP_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP", "BENCH_SWEEP_REQUESTS",
-    "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA", "NGINX_WORKERS", "GUNICORN_WORKERS",
+    "MONGO_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "CADVISOR_IMAGE", "GO_IMAGE",
+    "FILE_SIZES", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
+    "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
+    "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
+    "NGINX_WORKERS", "GUNICORN_WORKERS",
     "MONGO_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
     "MONGO_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
 ]
+
+# Count-based knobs of earlier versions: a run is timed in seconds now.
+RETIRED = {
+    "BENCH_REQUESTS": "BENCH_DURATION (seconds per repetition)",
+    "BENCH_WARMUP_REQUESTS": "BENCH_WARMUP (seconds)",
+    "BENCH_SWEEP_REQUESTS": "BENCH_SWEEP_DURATION (seconds per level)",
+}
+
+# BENCH_PROFILE=quick: a first look in about three minutes, whatever the
+# other knobs say (their effective values are what results.json records).
+QUICK = {"duration": 1.0, "warmup": 0.5, "repetitions": 1, "tools": ("ab",), "sweep": (),
+         "min_requests": 0}
 
 
 class SettingsError(ValueError):
@@ -22,18 +35,23 @@ class SettingsError(ValueError):
 class Settings:
     targets: list[str]
     concurrency: list[int]
-    requests: int
-    warmup_requests: int
     startup_timeout: float
     mongo_uri: str
     files_dir: str
     results_dir: str
     target_port: int
     cadvisor_url: str  # empty: CPU and memory are not measured
-    repetitions: int = 3          # counted runs of each case, after a primer and a warm-up
-    tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk on every case
+    duration: float = 4.0         # seconds of each counted repetition
+    warmup: float = 1.0           # seconds of load before a case's repetitions, not counted
+    # A case whose warm-up rate would give fewer requests than this in
+    # `duration` runs longer, up to SLOW_CASE_STRETCH x duration.
+    min_requests: int = 200
+    repetitions: int = 3          # counted runs of each case, rotating through the targets
+    tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk at the highest concurrency
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
-    sweep_requests: int = 200     # per level (at least one per connection)
+    sweep_duration: float = 1.0   # seconds per level and tool
+    open_loop: float = 0.5        # fixed rate as a share of the case's capacity; 0: none
+    profile: str = "full"
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
 
@@ -41,15 +59,37 @@ class Settings:
         return f"http://{target}:{self.target_port}"
 
 
+SLOW_CASE_STRETCH = 4  # a slow case's repetitions last at most this many BENCH_DURATIONs
+
+
+def _words(env, name: str, default: str) -> list[str]:
+    return env.get(name, default).replace(",", " ").split()
+
+
 def _ints(env, name: str, default: str) -> list[int]:
     text = env.get(name, default)
     try:
-        values = [int(word) for word in text.replace(",", " ").split()]
+        values = [int(word) for word in _words(env, name, default)]
     except ValueError:
         values = []
     if not values or any(v <= 0 for v in values):
         raise SettingsError(f"{name}={text!r}: expected positive whole numbers, e.g. {default!r}")
     return values
+
+
+def _one(env, name: str, default: str, kind=float, minimum: float = 0.0, maximum: float | None = None):
+    """Exactly one number, within bounds."""
+    text = env.get(name, default)
+    words = _words(env, name, default)
+    try:
+        (value,) = [kind(w) for w in words]
+    except ValueError:
+        value = None
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        bounds = f"from {minimum:g}" + (f" to {maximum:g}" if maximum is not None else "")
+        raise SettingsError(f"{name}={text!r}: expected one {'whole ' if kind is int else ''}number {bounds}, "
+                            f"e.g. {default!r}")
+    return value
 
 
 TOOLS = ("ab", "wrk")
@@ -60,41 +100,61 @@ def _tools(env) -> tuple[str, ...]:
     tools = text.split() or ["ab"]
     if "ab" not in tools or not set(tools) <= set(TOOLS):
         raise SettingsError(f"BENCH_TOOLS={text!r}: expected 'ab' (seed 000's tool, always run) or 'ab wrk' "
-                            "(adds ab -k against wrk on every case)")
+                            "(adds ab -k against wrk)")
     return tuple(t for t in TOOLS if t in tools)
 
 
 def _sweep(env) -> tuple[int, ...]:
-    text = env.get("BENCH_SWEEP", "1 5 25 100 250")
+    text = env.get("BENCH_SWEEP", "off")
     if text.strip().lower() in ("", "0", "off", "no"):
         return ()
     return tuple(sorted(set(_ints(env, "BENCH_SWEEP", "1 5 25 100 250"))))
 
 
+def _flag(env, name: str) -> bool:
+    text = env.get(name, "0").strip().lower()
+    if text not in ("0", "1", "true", "false", "yes", "no", ""):
+        raise SettingsError(f"{name}={env.get(name)!r}: expected 0 or 1")
+    return text in ("1", "true", "yes")
+
+
 def from_env(env=os.environ) -> Settings:
+    for name, instead in RETIRED.items():
+        if env.get(name):
+            raise SettingsError(f"{name} is no longer read: runs are timed in seconds; set {instead} instead")
     targets = env.get("BENCH_TARGETS", "").split()
     if not targets:
         raise SettingsError("BENCH_TARGETS is empty: name the serving paths to time, e.g. 'nginx-static flask node'")
-    concurrency = _ints(env, "BENCH_CONCURRENCY", "5 100")
-    (requests,) = _ints(env, "BENCH_REQUESTS", "500")[:1]
-    if requests < max(concurrency):
-        raise SettingsError(f"BENCH_REQUESTS={requests} is below the highest BENCH_CONCURRENCY "
-                            f"({max(concurrency)}); ab needs at least one request per connection")
-    (warmup,) = _ints(env, "BENCH_WARMUP_REQUESTS", "100")[:1]
-    (timeout,) = _ints(env, "BENCH_STARTUP_TIMEOUT", "180")[:1]
-    (repetitions,) = _ints(env, "BENCH_REPETITIONS", "3")[:1]
-    (sweep_requests,) = _ints(env, "BENCH_SWEEP_REQUESTS", "200")[:1]
-    return Settings(
-        targets=targets, concurrency=concurrency, requests=requests,
-        warmup_requests=max(warmup, max(concurrency)), startup_timeout=float(timeout),
+    profile = env.get("BENCH_PROFILE", "full").strip() or "full"
+    if profile not in ("full", "quick"):
+        raise SettingsError(f"BENCH_PROFILE={profile!r}: expected 'full' (the knobs below as set) or 'quick' "
+                            "(1 s repetitions, one each, ab only, no sweep: a first look in minutes)")
+    settings = Settings(
+        targets=targets, concurrency=_ints(env, "BENCH_CONCURRENCY", "5 100"),
+        startup_timeout=float(_one(env, "BENCH_STARTUP_TIMEOUT", "180", int, 1)),
         mongo_uri=env.get("MONGO_URI", "mongodb://mongo:27017"),
         files_dir=env.get("FILES_DIR", "/data/files"),
         results_dir=env.get("RESULTS_DIR", "/results"),
         target_port=int(env.get("TARGET_PORT", "8080")),
         cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
-        repetitions=repetitions, tools=_tools(env), sweep=_sweep(env), sweep_requests=sweep_requests,
-        allow_nonconforming=env.get("BENCH_ALLOW_NONCONFORMING", "0").lower() in ("1", "true", "yes"),
+        duration=_one(env, "BENCH_DURATION", "4", float, 0.5, 3600),
+        warmup=_one(env, "BENCH_WARMUP", "1", float, 0, 600),
+        min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
+        repetitions=_one(env, "BENCH_REPETITIONS", "3", int, 1, 100),
+        tools=_tools(env), sweep=_sweep(env),
+        sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", float, 0.5, 600),
+        open_loop=_one(env, "BENCH_OPEN_LOOP", "0.5", float, 0, 0.95),
+        profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
     )
+    return replace(settings, **QUICK) if profile == "quick" else settings
+
+
+def effective(cfg: Settings) -> dict:
+    """The timing knobs as this run applied them (a profile overrides .env)."""
+    return {"profile": cfg.profile, "duration_s": cfg.duration, "warmup_s": cfg.warmup,
+            "min_requests": cfg.min_requests, "max_duration_s": cfg.duration * SLOW_CASE_STRETCH,
+            "repetitions": cfg.repetitions, "tools": list(cfg.tools), "sweep": list(cfg.sweep),
+            "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop}
 
 
 def recorded_parameters(env=os.environ) -> dict:

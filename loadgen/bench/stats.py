@@ -2,7 +2,9 @@
 from dataclasses import dataclass
 from statistics import median
 
-NOISY_SPREAD = 0.10  # a case whose repetitions differ by more than this is marked noisy
+# A case whose repetitions lie more than this far from their median (half
+# their range, relative to it) is marked noisy: read its figure as a range.
+NOISY_HALF_RANGE = 0.05
 
 
 @dataclass(frozen=True)
@@ -10,18 +12,18 @@ class Spread:
     median: float
     min: float
     max: float
-    spread: float        # (max - min) / median
+    half_range: float    # (max - min) / 2 / median: the figure is median ± this
 
     @property
     def noisy(self) -> bool:
-        return self.spread > NOISY_SPREAD
+        return self.half_range > NOISY_HALF_RANGE
 
 
 def summarize(values: list[float]) -> Spread:
     if not values:
         raise ValueError("no measurements to summarize")
     mid = median(values)
-    return Spread(mid, min(values), max(values), (max(values) - min(values)) / mid if mid else 0.0)
+    return Spread(mid, min(values), max(values), (max(values) - min(values)) / 2 / mid if mid else 0.0)
 
 
 def relative_difference(a: float, b: float) -> float:
@@ -34,6 +36,7 @@ TOOLS_DISAGREE = 0.10  # ab -k and wrk differing by more than this on a case are
 
 
 def spread_of(values: list[float]) -> dict:
-    """summarize() as results.json keeps it: median, min, max, spread, noisy."""
+    """summarize() as results.json keeps it: median, min, max, half_range, noisy."""
     s = summarize(values)
-    return {"median": s.median, "min": s.min, "max": s.max, "spread": round(s.spread, 4), "noisy": s.noisy}
+    return {"median": s.median, "min": s.min, "max": s.max, "half_range": round(s.half_range, 4),
+            "noisy": s.noisy and len(values) > 1}

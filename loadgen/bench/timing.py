@@ -1,17 +1,27 @@
-"""Runs one load generator (ab, ab -k or wrk) once, keeps its raw output
-beside the results, and returns a Measurement: the figures bench compares,
-whichever tool made them, with the tool's own CPU time (its rusage)."""
+"""Runs one load generator (ab, ab -k, wrk or vegeta) for a number of
+seconds, keeps its raw output beside the results, and returns a Measurement:
+the figures bench compares, whichever tool made them, with the wall-clock
+edges of the run and the tool's own CPU time (its rusage)."""
 import os
 import resource
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .ab_output import AbOutputError, parse_percentiles, parse_summary
+from .vegeta_output import VegetaOutputError, parse as parse_vegeta
 from .wrk_output import WrkOutputError, parse as parse_wrk
 
-AB, AB_KEEPALIVE, WRK = "ab", "ab -k", "wrk"
-TIMEOUT_S = 30  # ab's default socket timeout; wrk's (2 s) would count slow GridFS answers as errors
+AB, AB_KEEPALIVE, WRK, VEGETA = "ab", "ab -k", "wrk", "vegeta"
+TIMEOUT_S = 30  # per request: ab's default socket timeout; wrk's (2 s) would count slow GridFS answers as errors
+# ab keeps a record per request in memory (about 50 bytes): -n caps that at
+# this rate for the run's seconds; no path here is near it.
+AB_MAX_RPS = 100_000
+# Past its own duration, a tool gets this long to finish before it is killed:
+# one request timeout plus start-up and writing its report.
+GRACE_S = TIMEOUT_S + 15
 
 
 class TimingError(Exception):
@@ -20,13 +30,13 @@ class TimingError(Exception):
 
 @dataclass(frozen=True)
 class Measurement:
-    """One run of one tool against one URL at one concurrency."""
+    """One run of one tool against one URL at one concurrency (or rate)."""
     tool: str
     requests: int        # completed
-    failed: int          # ab: failed + non-2xx; wrk: socket errors + non-2xx/3xx
-    seconds: float
+    failed: int          # ab: failed + non-2xx; wrk: socket errors + non-2xx/3xx; vegeta: not 2xx
+    seconds: float       # the tool's own timer
     rps: float
-    time_per_request_ms: float  # mean across all concurrent requests: 1000 / rps for wrk
+    time_per_request_ms: float  # mean across all concurrent requests: 1000 / rps
     transfer_kbps: float
     p50_ms: float
     p90_ms: float
@@ -35,10 +45,21 @@ class Measurement:
     threads: int         # the tool's threads: ab 1
     loadgen_cpu_seconds: float  # the tool's own user + system CPU (rusage of the child)
     raw_output: str | None = None
+    # Wall clock around the tool's process (ns since the epoch): the window
+    # cAdvisor's counters are read in, and the denominator of loadgen_cores,
+    # so a tool's cores can never exceed its threads.
+    started_ns: int = 0
+    ended_ns: int = 0
+    rate: float | None = None  # vegeta: the fixed rate asked for (requests/s)
+
+    @property
+    def wall_seconds(self) -> float:
+        return (self.ended_ns - self.started_ns) / 1e9
 
     @property
     def loadgen_cores(self) -> float:
-        return self.loadgen_cpu_seconds / self.seconds if self.seconds > 0 else 0.0
+        wall = self.wall_seconds or self.seconds
+        return self.loadgen_cpu_seconds / wall if wall > 0 else 0.0
 
 
 def children_cpu_seconds() -> float:
@@ -47,52 +68,84 @@ def children_cpu_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _run(cmd: list[str], out_dir: Path | None, name: str | None) -> tuple[subprocess.CompletedProcess, float]:
-    cpu = children_cpu_seconds()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    cpu = children_cpu_seconds() - cpu
+@dataclass(frozen=True)
+class Process:
+    stdout: str
+    cpu_seconds: float
+    started_ns: int
+    ended_ns: int
+
+
+def _run(cmd: list[str], timeout: float, out_dir: Path | None, name: str | None, stdin: bytes | None = None) -> Process:
+    cpu, started = children_cpu_seconds(), time.time_ns()
+    try:
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise TimingError(f"{cmd[0]} did not finish within {timeout:.0f} s (killed)") from e
+    except OSError as e:
+        raise TimingError(f"{cmd[0]} could not run: {e}") from e
+    ended, cpu = time.time_ns(), children_cpu_seconds() - cpu
+    stdout, stderr = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
     if out_dir and name:
-        (out_dir / f"{name}.txt").write_text(proc.stdout + proc.stderr)
+        (out_dir / f"{name}.txt").write_text(stdout + stderr)
     if proc.returncode != 0:
-        raise TimingError(f"{cmd[0]} exited with {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    return proc, cpu
+        raise TimingError(f"{cmd[0]} exited with {proc.returncode}: {stderr.strip()[-300:]}")
+    return Process(stdout, cpu, started, ended)
 
 
-def ab_measurement(stdout: str, csv_text: str | None, requests: int, keepalive: bool = False,
-                   cpu_seconds: float = 0.0, raw_output: str | None = None) -> Measurement:
+def ab_measurement(stdout: str, csv_text: str | None, keepalive: bool = False, cpu_seconds: float = 0.0,
+                   raw_output: str | None = None, started_ns: int = 0, ended_ns: int = 0) -> Measurement:
     """Pure: ab's report and its -e CSV (None: no percentiles kept) as a Measurement."""
     s = parse_summary(stdout)
     pct = parse_percentiles(csv_text, s.complete) if csv_text is not None else {50: 0.0, 90: 0.0, 99: 0.0, 100: 0.0}
     return Measurement(
-        tool=AB_KEEPALIVE if keepalive else AB, requests=s.complete,
-        failed=s.failed + s.non_2xx + (requests - s.complete), seconds=s.seconds, rps=s.rps,
-        time_per_request_ms=s.time_per_request_ms, transfer_kbps=s.transfer_kbps,
+        tool=AB_KEEPALIVE if keepalive else AB, requests=s.complete, failed=s.failed + s.non_2xx,
+        seconds=s.seconds, rps=s.rps, time_per_request_ms=s.time_per_request_ms, transfer_kbps=s.transfer_kbps,
         p50_ms=pct[50], p90_ms=pct[90], p99_ms=pct[99], max_ms=pct[100], threads=1,
-        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output)
+        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
 
 
-def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0,
-                    raw_output: str | None = None) -> Measurement:
+def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0, raw_output: str | None = None,
+                    started_ns: int = 0, ended_ns: int = 0) -> Measurement:
     """Pure: wrk's --latency report as a Measurement."""
     s = parse_wrk(stdout)
     return Measurement(
         tool=WRK, requests=s.requests, failed=s.socket_errors + s.non_2xx_3xx, seconds=s.seconds, rps=s.rps,
         time_per_request_ms=1000 / s.rps if s.rps else 0.0, transfer_kbps=s.transfer_bytes_per_s / 1024,
         p50_ms=s.p50_ms, p90_ms=s.p90_ms, p99_ms=s.p99_ms, max_ms=s.latency_max_ms, threads=threads,
-        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output)
+        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
 
 
-def run_ab(url: str, requests: int, concurrency: int, out_dir: Path | None = None,
+def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, raw_output: str | None = None,
+                       started_ns: int = 0, ended_ns: int = 0) -> Measurement:
+    """Pure: `vegeta report -type=json` as a Measurement; rps is the rate
+    vegeta achieved (successful answers per second)."""
+    s = parse_vegeta(report_json)
+    return Measurement(
+        tool=VEGETA, requests=s.requests, failed=s.requests - s.successes, seconds=s.seconds, rps=s.throughput,
+        time_per_request_ms=1000 / s.throughput if s.throughput else 0.0,
+        transfer_kbps=s.bytes_in / 1024 / s.seconds if s.seconds else 0.0,
+        p50_ms=s.p50_ms, p90_ms=s.p90_ms, p99_ms=s.p99_ms, max_ms=s.max_ms, threads=os.cpu_count() or 1,
+        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
+        rate=rate)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{max(seconds, 0.1):g}"
+
+
+def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = None,
            name: str | None = None, keepalive: bool = False) -> Measurement:
-    """With out_dir, writes <name>.txt and .csv. -r: a socket error is
-    counted, not fatal, so one bad reply cannot hide the rest of the run."""
+    """ab for `seconds` (-t; -n after it lifts ab's 50,000-request cap). With
+    out_dir, writes <name>.txt and .csv. -r: a socket error is counted, not
+    fatal, so one bad reply cannot hide the rest of the run."""
     csv_path = (out_dir / f"{name}.csv") if out_dir else Path("/dev/null")
-    cmd = ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []),
-           "-n", str(requests), "-c", str(concurrency), "-e", str(csv_path), url]
-    proc, cpu = _run(cmd, out_dir, name)
+    cmd = ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []), "-t", _seconds(seconds),
+           "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency), "-e", str(csv_path), url]
+    p = _run(cmd, seconds + GRACE_S, out_dir, name)
     try:
-        return ab_measurement(proc.stdout, csv_path.read_text() if out_dir else None, requests, keepalive,
-                              cpu, f"{name}.txt" if out_dir else None)
+        return ab_measurement(p.stdout, csv_path.read_text() if out_dir else None, keepalive, p.cpu_seconds,
+                              f"{name}.txt" if out_dir else None, p.started_ns, p.ended_ns)
     except AbOutputError as e:
         raise TimingError(str(e)) from e
 
@@ -102,13 +155,41 @@ def wrk_threads(concurrency: int) -> int:
     return max(1, min(concurrency, len(os.sched_getaffinity(0))))
 
 
-def run_wrk(url: str, concurrency: int, seconds: int, out_dir: Path | None = None,
+def run_wrk(url: str, concurrency: int, seconds: float, out_dir: Path | None = None,
             name: str | None = None) -> Measurement:
     threads = wrk_threads(concurrency)
-    cmd = ["wrk", "--latency", "-t", str(threads), "-c", str(concurrency), "-d", f"{max(1, seconds)}s",
+    cmd = ["wrk", "--latency", "-t", str(threads), "-c", str(concurrency), "-d", f"{max(1, round(seconds))}s",
            "--timeout", f"{TIMEOUT_S}s", url]
-    proc, cpu = _run(cmd, out_dir, name)
+    p = _run(cmd, seconds + GRACE_S, out_dir, name)
     try:
-        return wrk_measurement(proc.stdout, threads, cpu, f"{name}.txt" if out_dir else None)
+        return wrk_measurement(p.stdout, threads, p.cpu_seconds, f"{name}.txt" if out_dir else None,
+                               p.started_ns, p.ended_ns)
     except WrkOutputError as e:
+        raise TimingError(str(e)) from e
+
+
+def vegeta_rate(rate: float) -> str:
+    """vegeta takes a whole number per time unit: 250/1s, or 1/4s below one a second."""
+    return f"{round(rate)}/1s" if rate >= 1 else f"1/{round(1 / max(rate, 0.01))}s"
+
+
+def run_vegeta(url: str, rate: float, seconds: float, out_dir: Path | None = None,
+               name: str | None = None) -> Measurement:
+    """vegeta at a fixed rate: requests leave on schedule whether or not
+    earlier ones were answered (open loop), so a slow answer delays no later
+    request and latency is response time, not queueing in the tool
+    (no coordinated omission). Keep-alive connections, as many as it needs."""
+    binary = os.environ.get("VEGETA", "vegeta")
+    with tempfile.TemporaryDirectory(prefix="vegeta-") as tmp:
+        results = Path(tmp) / "results.bin"  # the attack's results are binary; the report makes JSON of them
+        attack = [binary, "attack", f"-rate={vegeta_rate(rate)}", f"-duration={_seconds(seconds)}s",
+                  f"-timeout={TIMEOUT_S}s", "-max-workers=2000", f"-output={results}"]
+        p = _run(attack, seconds + GRACE_S, None, None, stdin=f"GET {url}\n".encode())
+        report = _run([binary, "report", "-type=json", str(results)], 60, None, None)
+    if out_dir and name:
+        (out_dir / f"{name}.json").write_text(report.stdout)
+    try:
+        return vegeta_measurement(report.stdout, rate, p.cpu_seconds, f"{name}.json" if out_dir else None,
+                                  p.started_ns, p.ended_ns)
+    except VegetaOutputError as e:
         raise TimingError(str(e)) from e

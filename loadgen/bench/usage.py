@@ -1,139 +1,184 @@
-"""CPU and memory a timed window cost each container, from cAdvisor's
-cumulative counters at the window's start and end, and the flags that say
-how far to trust the row. Pure: bench.monitor reads, this computes."""
+"""CPU and memory one timed repetition cost each container, from cAdvisor's
+cumulative counters, and the flags that say how far to trust the row. Pure:
+bench.monitor reads, this computes.
+
+The window is the timed interval itself: of each container's stats entries
+(about one a second), the first and last stamped inside the tool's run, so
+no idle edge dilutes the rate. A run too short to hold two entries falls back
+to the entries just outside it, and is flagged short-window."""
 from dataclasses import dataclass, field
 
 from .cadvisor import Counters
 
 LOADGEN = "bench"                 # the role of the load generator's own container
-LOADGEN_BOUND = "loadgen-bound"   # the load generator used >= 90% of its CPU allowance,
-                                  # or ab (one thread) >= 90% of one core
+LOADGEN_BOUND = "loadgen-bound"   # the load generator used >= 90% of its CPU allowance
+CORE_SATURATED = "core-saturated"  # a core that two of the case's containers share was > 90% busy
 THROTTLED = "throttled"           # the target's CFS quota throttled it
-SHORT_WINDOW = "short-window"     # ab ran under SHORT_WINDOW_SECONDS: cores are rough
+SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings: cores are rough
 LOADGEN_BOUND_SHARE = 0.9
-# About two housekeeping intervals: below it, bench's own reads of cAdvisor at
-# the window's edges weigh on its container's CPU as much as ab does.
-SHORT_WINDOW_SECONDS = 2.0
+CORE_SATURATED_SHARE = 0.9
 
 # /proc/stat "cpu" columns that are work, not waiting: user nice system idle
 # iowait irq softirq steal (guest time is already inside user).
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+_ALL_COLUMNS = 8
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """Counters read at one edge of a window. `watched` is keyed by role (a
-    compose service name; the load generator is "bench"); `containers` holds
-    every Docker container cAdvisor listed, keyed by id; `machine` is
-    cAdvisor's root cgroup (the whole host); host_busy_seconds is from the
-    host's /proc/stat, read at the same moment."""
-    watched: dict[str, Counters]
-    allowance: dict[str, float | None]
-    containers: dict[str, Counters] = field(default_factory=dict)
-    host_busy_seconds: float | None = None
-    machine: Counters | None = None
+class ProcStat:
+    """/proc/stat at one moment: busy and total ticks of the whole host and
+    of each CPU (a container sees them host-wide on cgroup v1 and v2 alike)."""
+    busy: dict[str, int]    # "cpu" (all) and "cpu0", "cpu1", ...
+    total: dict[str, int]
+
+
+def parse_proc_stat(text: str) -> ProcStat:
+    busy, total = {}, {}
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0].startswith("cpu"):
+            values = [int(v) for v in words[1:]]
+            busy[words[0]] = sum(values[i] for i in _BUSY_COLUMNS if i < len(values))
+            total[words[0]] = sum(values[:_ALL_COLUMNS])
+    if "cpu" not in busy:
+        raise ValueError("/proc/stat has no aggregate 'cpu' line")
+    return ProcStat(busy, total)
 
 
 def host_busy_seconds(proc_stat: str, ticks_per_second: int = 100) -> float:
-    """Busy CPU seconds of the whole host, all cores, from /proc/stat (which a
-    container sees host-wide on cgroup v1 and v2 alike)."""
-    for line in proc_stat.splitlines():
-        words = line.split()
-        if words and words[0] == "cpu":
-            values = [int(v) for v in words[1:]]
-            return sum(values[i] for i in _BUSY_COLUMNS if i < len(values)) / ticks_per_second
-    raise ValueError("/proc/stat has no aggregate 'cpu' line")
+    """Busy CPU seconds of the whole host, all cores, from /proc/stat."""
+    return parse_proc_stat(proc_stat).busy["cpu"] / ticks_per_second
 
 
-def peak_memory_bytes(start: Counters, end: Counters, samples: list[Counters]) -> int:
+def busy_shares(start: ProcStat, end: ProcStat) -> dict[str, float]:
+    """Share of the time each CPU ("cpu0", ...) and the host ("cpu", over all
+    CPUs) was busy between two readings."""
+    shares = {}
+    for cpu, total in end.total.items():
+        elapsed = total - start.total.get(cpu, total)
+        if elapsed > 0:
+            shares[cpu] = round((end.busy[cpu] - start.busy.get(cpu, 0)) / elapsed, 4)
+    return shares
+
+
+def peak_memory_bytes(first: Counters, last: Counters, samples: list[Counters]) -> int:
     """cgroup v1's max_usage (a lifetime peak of usage); on cgroup v2 it is
     often 0, so the highest working set seen in the window instead."""
-    if end.max_usage_bytes > 0:
-        return end.max_usage_bytes
-    inside = [s for s in samples if start.timestamp_ns <= s.timestamp_ns <= end.timestamp_ns]
-    return max(s.working_set_bytes for s in [start, end, *inside])
+    if last.max_usage_bytes > 0:
+        return last.max_usage_bytes
+    inside = [s for s in samples if first.timestamp_ns <= s.timestamp_ns <= last.timestamp_ns]
+    return max(s.working_set_bytes for s in [first, last, *inside])
 
 
-def container_usage(start: Counters, end: Counters, requests: int, busy_seconds: float,
-                    allowance: float | None, samples: list[Counters] = ()) -> dict | None:
-    """One container's cost of a window. `cores` is the mean over ab's own
-    duration (busy_seconds): the counters' window encloses ab's run plus idle
-    edges of up to a housekeeping interval, which would dilute it. None when
-    the counters went backwards (the container restarted)."""
-    cpu_ns = end.cpu_total_ns - start.cpu_total_ns
-    if cpu_ns < 0 or end.timestamp_ns < start.timestamp_ns:
+@dataclass(frozen=True)
+class Edges:
+    first: Counters
+    last: Counters
+    inner: bool          # both stamped inside the run (else: just outside it)
+
+    @property
+    def seconds(self) -> float:
+        return (self.last.timestamp_ns - self.first.timestamp_ns) / 1e9
+
+
+def edges(series: list[Counters], start_ns: int, end_ns: int) -> Edges | None:
+    """The first and last entries inside [start_ns, end_ns]; failing two of
+    them, the last one before the run and the first one after it (None when
+    the series does not reach past the run yet, or the counters went back:
+    the container restarted)."""
+    series = sorted(series, key=lambda c: c.timestamp_ns)
+    inside = [c for c in series if start_ns <= c.timestamp_ns <= end_ns]
+    if len(inside) >= 2 and inside[-1].timestamp_ns > inside[0].timestamp_ns:
+        found = Edges(inside[0], inside[-1], True)
+    else:
+        before = [c for c in series if c.timestamp_ns <= start_ns]
+        after = [c for c in series if c.timestamp_ns >= end_ns]
+        if not before or not after:
+            return None
+        found = Edges(before[-1], after[0], False)
+    if found.last.cpu_total_ns < found.first.cpu_total_ns or found.seconds <= 0:
         return None
-    cpu_seconds = cpu_ns / 1e9
+    return found
+
+
+def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests: int, rps: float,
+                    allowance: float | None, cpuset: tuple[int, ...] = ()) -> dict | None:
+    """One container's cost of one timed run. `cores` is a rate over the
+    window; CPU per request is that rate over the run's requests per second
+    (inner window), or the window's CPU over its requests (a fallback window
+    holds the whole run)."""
+    found = edges(series, start_ns, end_ns)
+    if found is None:
+        return None
+    first, last = found.first, found.last
+    cpu_seconds = (last.cpu_total_ns - first.cpu_total_ns) / 1e9
+    cores = cpu_seconds / found.seconds
+    if found.inner:
+        per_request = cores * 1000 / rps if rps > 0 else None
+    else:
+        per_request = cpu_seconds * 1000 / requests if requests else None
     return {
         "cpu_seconds": round(cpu_seconds, 6),
-        "user_seconds": round((end.cpu_user_ns - start.cpu_user_ns) / 1e9, 3),
-        "system_seconds": round((end.cpu_system_ns - start.cpu_system_ns) / 1e9, 3),
-        "cores": round(cpu_seconds / busy_seconds, 4) if busy_seconds > 0 else None,
-        "cpu_ms_per_request": round(cpu_seconds * 1000 / requests, 6) if requests else None,
-        "peak_memory_bytes": peak_memory_bytes(start, end, list(samples)),
+        "window_seconds": round(found.seconds, 3),
+        "inner_window": found.inner,
+        "user_seconds": round((last.cpu_user_ns - first.cpu_user_ns) / 1e9, 3),
+        "system_seconds": round((last.cpu_system_ns - first.cpu_system_ns) / 1e9, 3),
+        "cores": round(cores, 4),
+        "cpu_ms_per_request": round(per_request, 6) if per_request is not None else None,
+        "peak_memory_bytes": peak_memory_bytes(first, last, series),
         "allowance_cores": allowance,
-        "throttled_periods": end.throttled_periods - start.throttled_periods,
+        "cpuset": list(cpuset),
+        "throttled_periods": last.throttled_periods - first.throttled_periods,
     }
 
 
-def flags(cpu: dict, target: str, busy_seconds: float, loadgen: str = LOADGEN) -> list[str]:
+def shared_cpus(cpu: dict) -> set[int]:
+    """CPUs in the cpusets of two or more of the case's containers."""
+    seen: dict[int, int] = {}
+    for used in cpu.values():
+        for c in used.get("cpuset") or ():
+            seen[c] = seen.get(c, 0) + 1
+    return {c for c, n in seen.items() if n > 1}
+
+
+def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | None,
+          busy: dict[str, float], loadgen: str = LOADGEN) -> list[str]:
+    """The flags of one timed run. tool_cores: the tool's own CPU over its
+    wall time; tool_limit: what it could use (its threads, within bench's
+    allowance)."""
     found = []
     bench = cpu.get(loadgen) or {}
-    cores, allowance = bench.get("cores"), bench.get("allowance_cores")
-    # ab is single-threaded: it tops out at one core whatever the cpuset allows.
-    ab_cores = bench.get("ab_cores")
-    container_bound = (cores is not None and allowance and busy_seconds >= SHORT_WINDOW_SECONDS
-                       and cores >= LOADGEN_BOUND_SHARE * allowance)
-    if container_bound or (ab_cores is not None and ab_cores >= LOADGEN_BOUND_SHARE):
+    container_bound = (bench.get("inner_window") and bench.get("allowance_cores")
+                       and bench["cores"] >= LOADGEN_BOUND_SHARE * bench["allowance_cores"])
+    tool_bound = tool_cores is not None and tool_limit and tool_cores >= LOADGEN_BOUND_SHARE * tool_limit
+    if container_bound or tool_bound:
         found.append(LOADGEN_BOUND)
+    if any(busy.get(f"cpu{c}", 0.0) > CORE_SATURATED_SHARE for c in shared_cpus(cpu)):
+        found.append(CORE_SATURATED)
     if (cpu.get(target) or {}).get("throttled_periods", 0) > 0:
         found.append(THROTTLED)
-    if busy_seconds < SHORT_WINDOW_SECONDS:
+    if any(not used["inner_window"] for used in cpu.values()):
         found.append(SHORT_WINDOW)
     return found
 
 
-def window(start: Snapshot, end: Snapshot, target: str, requests: int, busy_seconds: float,
-           samples: dict[str, list[Counters]] | None = None,
-           ab_cpu_seconds: float | None = None) -> tuple[dict, list[str], dict]:
-    """(cpu by role, flags, the window's own figures) for one timed ab run;
-    ab_cpu_seconds is ab's own CPU (its rusage), part of the load generator's."""
-    samples = samples or {}
-    cpu = {}
-    for role, first in start.watched.items():
-        last = end.watched.get(role)
-        if last is None:
-            continue
-        used = container_usage(first, last, requests, busy_seconds, end.allowance.get(role),
-                               samples.get(role, []))
-        if used is not None:
-            cpu[role] = used
-    if LOADGEN in cpu and ab_cpu_seconds is not None and busy_seconds > 0:
-        cpu[LOADGEN]["ab_cpu_seconds"] = round(ab_cpu_seconds, 3)
-        cpu[LOADGEN]["ab_cores"] = round(ab_cpu_seconds / busy_seconds, 4)
-    stamps = [c.timestamp_ns for c in start.watched.values()] + [c.timestamp_ns for c in end.watched.values()]
-    both = start.containers.keys() & end.containers.keys()
-    figures = {
-        "start_ns": min(c.timestamp_ns for c in start.watched.values()) if start.watched else None,
-        "end_ns": max(c.timestamp_ns for c in end.watched.values()) if end.watched else None,
-        "ab_seconds": busy_seconds,
-        # Every Docker container's CPU in the window, whichever project: with
-        # host_cpu_seconds, a check that the containers account for the host.
-        "containers_cpu_seconds": round(sum(
-            max(0, end.containers[i].cpu_total_ns - start.containers[i].cpu_total_ns) for i in both) / 1e9, 6),
-        "containers": len(both),
-        "host_cpu_seconds": (round(end.host_busy_seconds - start.host_busy_seconds, 3)
-                             if start.host_busy_seconds is not None and end.host_busy_seconds is not None
-                             else None),
-        # cAdvisor's root cgroup over its own stamps: the host as cAdvisor sees it.
-        "machine_cpu_seconds": (round((end.machine.cpu_total_ns - start.machine.cpu_total_ns) / 1e9, 6)
-                                if start.machine and end.machine else None),
-        "machine_seconds": (round((end.machine.timestamp_ns - start.machine.timestamp_ns) / 1e9, 3)
-                            if start.machine and end.machine else None),
+def cross_check(series_by_container: dict[str, list[Counters]], machine: list[Counters],
+                start_ns: int, end_ns: int, busy: dict[str, float], host_cpus: int) -> dict:
+    """Cores of the whole host three ways over one run, each a rate over its
+    own inner window: every Docker container summed, cAdvisor's root cgroup,
+    and /proc/stat. Under steady load they agree; a gap says what the
+    containers' figures miss."""
+    def cores(series):
+        e = edges(series, start_ns, end_ns)
+        return (e.last.cpu_total_ns - e.first.cpu_total_ns) / 1e9 / e.seconds if e else None
+    per_container = [cores(s) for s in series_by_container.values()]
+    machine_cores = cores(machine) if machine else None
+    return {
+        "containers_cores": round(sum(c for c in per_container if c is not None), 4),
+        "containers": sum(c is not None for c in per_container),
+        "machine_cores": round(machine_cores, 4) if machine_cores is not None else None,
+        "host_cores": round(busy["cpu"] * host_cpus, 4) if "cpu" in busy else None,
     }
-    if stamps:
-        figures["seconds"] = round((figures["end_ns"] - figures["start_ns"]) / 1e9, 3)
-    return cpu, flags(cpu, target, busy_seconds), figures
 
 
 def cores_series(samples: list[Counters]) -> list[tuple[float, float]]:
@@ -147,12 +192,45 @@ def cores_series(samples: list[Counters]) -> list[tuple[float, float]]:
     return points
 
 
-def tool_bound(cpu_seconds: float, seconds: float, threads: int, allowance: float | None) -> bool:
-    """From the tool's own rusage, cAdvisor or not: it used at least
-    LOADGEN_BOUND_SHARE of what it could, one core per thread and no more than
-    the load generator's allowance (its cpuset, or a CFS quota such as
-    LOADGEN_CPU_QUOTA sets)."""
-    if seconds <= 0:
-        return False
-    limit = min(threads, allowance) if allowance else threads
-    return cpu_seconds / seconds >= LOADGEN_BOUND_SHARE * limit
+def tool_limit(threads: int, allowance: float | None) -> float:
+    """What a tool could use: one core per thread, no more than the load
+    generator's allowance (its cpuset, or a CFS quota such as LOADGEN_CPU_QUOTA)."""
+    return min(threads, allowance) if allowance else float(threads)
+
+
+def tool_bound(cores: float, threads: int, allowance: float | None) -> bool:
+    """From the tool's own rusage over its wall time, cAdvisor or not."""
+    return cores >= LOADGEN_BOUND_SHARE * tool_limit(threads, allowance)
+
+
+@dataclass
+class WindowInput:
+    """What a window needs besides cAdvisor's series: the run's edges and
+    figures, and /proc/stat's busy shares over it."""
+    start_ns: int
+    end_ns: int
+    requests: int
+    rps: float
+    tool_cores: float
+    tool_threads: int
+    busy: dict[str, float] = field(default_factory=dict)
+
+
+def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
+           cpusets: dict[str, tuple[int, ...]], target: str, run: WindowInput, loadgen_allowance: float | None,
+           all_series: dict[str, list[Counters]] | None = None, machine: list[Counters] | None = None,
+           host_cpus: int = 1) -> tuple[dict, list[str], dict]:
+    """(cpu by role, flags, the window's own figures) for one timed run."""
+    cpu = {}
+    for role, s in series.items():
+        used = container_usage(s, run.start_ns, run.end_ns, run.requests, run.rps, allowance.get(role),
+                               cpusets.get(role, ()))
+        if used is not None:
+            cpu[role] = used
+    if LOADGEN in cpu:
+        cpu[LOADGEN]["tool_cores"] = round(run.tool_cores, 4)
+    found = flags(cpu, target, run.tool_cores, tool_limit(run.tool_threads, loadgen_allowance), run.busy)
+    figures = {"start_ns": run.start_ns, "end_ns": run.end_ns,
+               "seconds": round((run.end_ns - run.start_ns) / 1e9, 3), "busy_shares": run.busy,
+               **cross_check(all_series or {}, machine or [], run.start_ns, run.end_ns, run.busy, host_cpus)}
+    return cpu, found, figures

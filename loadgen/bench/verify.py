@@ -31,8 +31,8 @@ def wait_until_healthy(url: str, deadline: float) -> None:
             if status == 200:
                 return
             last = f"GET /health answered {status}"
-        except OSError as e:
-            last = f"GET /health failed: {e}"
+        except (OSError, http.client.HTTPException) as e:
+            last = f"GET /health failed: {e!r}"
         if time.monotonic() >= deadline:
             raise VerificationError(f"never answered at {url}: {last}")
         time.sleep(0.5)

@@ -1,0 +1,87 @@
+"""bench's timing rounds against real servers on 127.0.0.1: nginx-static's
+configuration natively, twice, and real ab, wrk and vegeta. Repetitions
+rotate through the targets; a target that dies between rounds is found,
+its remaining cases and its fixed-rate run read failed, the other target
+goes on, and the report says so."""
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from service_processes import NginxStatic
+
+from bench.cases import Timer
+from bench.progress import Progress
+from bench.report import render_markdown
+from bench.results import Results, TargetResult
+from bench.settings import from_env
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def vegeta():
+    binary = subprocess.run([str(REPO / "tools" / "install-vegeta.sh")], check=True, capture_output=True,
+                            text=True, timeout=900).stdout.strip().splitlines()[-1]
+    os.environ["VEGETA"] = binary
+    yield binary
+    os.environ.pop("VEGETA", None)
+
+
+@pytest.fixture
+def two_nginx():
+    # not under pytest's tmp tree: it is private to root, and nginx's worker is not root
+    files = Path(tempfile.mkdtemp(prefix="lab-rounds-"))
+    files.chmod(0o755)
+    (files / "1KB.bin").write_bytes(os.urandom(1024))
+    (files / "1KB.bin").chmod(0o644)
+    first, second = NginxStatic(files).start(), NginxStatic(files).start()
+    yield first, second
+    first.stop()
+    second.stop()
+    shutil.rmtree(files, ignore_errors=True)
+
+
+def test_rounds_rotate_and_a_target_that_dies_is_failed_not_timed(two_nginx, vegeta, tmp_path):
+    first, second = two_nginx
+    cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "1", "BENCH_WARMUP": "0.5",
+                    "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_CONCURRENCY": "2 4",
+                    "BENCH_MIN_REQUESTS": "0", "BENCH_OPEN_LOOP": "0.2", "CADVISOR_URL": ""})
+    targets = [TargetResult("a", first.url, True), TargetResult("b", second.url, True)]
+    results = Results(run_id="t", started_at="s", targets=targets, status="complete",
+                      environment={"server": {"product": "MongoDB", "version": "7.0"}})
+    timer = Timer(cfg, tmp_path, results, None, 1.0, Progress(60))
+    f = {"name": "1KB.bin", "size": 1024}
+
+    results.runs += timer.round(targets, f, 2)
+    assert results.order == ["a 1KB.bin c=2 r=1", "b 1KB.bin c=2 r=1", "a 1KB.bin c=2 r=2", "b 1KB.bin c=2 r=2"]
+    for run in results.runs:
+        assert run.ok and run.rps > 0 and len(run.repetitions) == 2, run
+        assert all(0.9 <= r["seconds"] <= 1.5 for r in run.repetitions)  # timed by seconds, not requests
+        assert all(0 < r["loadgen_cpu_seconds"] / ((r["ended_ns"] - r["started_ns"]) / 1e9) <= 1.0
+                   for r in run.repetitions)  # ab: one thread, never above one core
+        assert (tmp_path / run.raw_output).exists()
+
+    second.stop()  # b dies between rounds
+    results.runs += timer.round(targets, f, 4)
+    results.comparisons += timer.compare_round(targets, f, 4)
+    results.open_loop += [timer.open_loop(t, f) for t in targets]
+
+    a4, b4 = results.run_for("a", "1KB.bin", 4), results.run_for("b", "1KB.bin", 4)
+    assert a4.ok and a4.rps > 0
+    assert not b4.ok and "stopped answering" in b4.error and b4.rps == 0
+    assert "b" in timer.down
+    assert [c.target for c in results.comparisons] == ["a"]
+    a_loop, b_loop = results.open_loop
+    assert a_loop.ok and a_loop.rate == pytest.approx(0.2 * max(r.rps for r in results.runs if r.target == "a"),
+                                                      rel=1e-3)
+    assert a_loop.requests > 0 and a_loop.p50_ms <= a_loop.p99_ms
+    assert not b_loop.ok and "stopped answering" in b_loop.error
+    assert results.failed
+
+    report = render_markdown(results)
+    assert "| b | other | 1KB | failed | failed |" in report
+    assert "1 case(s) failed" in report
