@@ -1,11 +1,16 @@
 """Seeds the lab: one file per size in FILE_SIZES, with deterministic
 pseudo-random bytes (a repeated character would compress and flatter), into
-GridFS (by filename, with contentType and sha256 metadata) and onto the files
-volume for the static servers, then a manifest the load generator checks
-every answer against. Idempotent: an unchanged file is not written again.
+GridFS (by filename, with contentType and sha256 metadata), onto the files
+volume for the static servers and, when POSTGRES_URL is set, into
+PostgreSQL (postgres_store.py: the GridFS layout in tables), reads every
+copy back, then writes a manifest the load generator checks every answer
+against, naming the stores that hold each file. Idempotent: an unchanged
+file is not written again.
 
 Environment: MONGO_URI, GRIDFS_DB, FILE_SIZES (e.g. "1KB 100KB 1MB"),
-FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120).
+FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120),
+POSTGRES_URL (optional, postgresql://user:password@host:5432/db),
+SEED_POSTGRES_TIMEOUT (seconds, default 120).
 """
 import hashlib
 import json
@@ -14,12 +19,15 @@ import random
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import gridfs
+import psycopg
 import pymongo
 from pymongo.errors import ConnectionFailure, PyMongoError
+
+import postgres_store
 
 CONTENT_TYPE = "application/octet-stream"
 UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
@@ -36,6 +44,7 @@ class ManifestEntry:
     size: int
     sha256: str
     content_type: str = CONTENT_TYPE
+    stores: list[str] = field(default_factory=list)  # "gridfs", "disk", "postgres": read back and verified
 
 
 def parse_sizes(text: str) -> list[tuple[str, int]]:
@@ -77,6 +86,31 @@ def connect(uri: str, timeout: float) -> pymongo.MongoClient:
             time.sleep(1)
 
 
+def postgres_location(url: str) -> str:
+    """user@host:port/db, for messages: never the password."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        raise SeedError("POSTGRES_URL cannot be parsed; expected postgresql://user:password@host:5432/db "
+                        "(value not shown: it may hold a password)") from None
+    return (f"{params.get('user', '')}@{params.get('host', 'localhost')}:{params.get('port', 5432)}"
+            f"/{params.get('dbname', '')}")
+
+
+def connect_postgres(url: str, timeout: float) -> psycopg.Connection:
+    where = postgres_location(url)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return psycopg.connect(url, connect_timeout=2, autocommit=True, application_name="gridfs-lab-seed")
+        except psycopg.OperationalError as e:  # not up yet (or refusing us): retried until the deadline
+            if time.monotonic() > deadline:
+                raise SeedError(f"postgres at {where} did not answer within {timeout:.0f} s: "
+                                f"{' '.join(str(e).split())}") from e
+            print(f"seed: waiting for postgres at {where} ...", flush=True)
+            time.sleep(1)
+
+
 def store_in_gridfs(bucket: gridfs.GridFSBucket, entry: ManifestEntry, data: bytes) -> str:
     newest = next(iter(bucket.find({"filename": entry.name}).sort("uploadDate", -1).limit(1)), None)
     if newest is not None and newest.length == entry.size and \
@@ -101,12 +135,18 @@ def store_on_disk(files_dir: Path, entry: ManifestEntry, data: bytes) -> str:
     return "written"
 
 
-def check_back(bucket: gridfs.GridFSBucket, files_dir: Path, entry: ManifestEntry) -> None:
-    from_gridfs = sha256(bucket.open_download_stream_by_name(entry.name).read())
-    from_disk = sha256((files_dir / entry.name).read_bytes())
-    for where, digest in (("GridFS", from_gridfs), ("disk", from_disk)):
+def check_back(bucket: gridfs.GridFSBucket, files_dir: Path, entry: ManifestEntry,
+               postgres: psycopg.Connection | None = None) -> None:
+    """Every copy read back and compared by sha256; entry.stores names them."""
+    copies = {"gridfs": lambda: bucket.open_download_stream_by_name(entry.name).read(),
+              "disk": lambda: (files_dir / entry.name).read_bytes()}
+    if postgres is not None:
+        copies["postgres"] = lambda: postgres_store.read_back(postgres, entry.name)
+    for store, read in copies.items():
+        digest = sha256(read())
         if digest != entry.sha256:
-            raise SeedError(f"{entry.name} read back from {where} has sha256 {digest}, expected {entry.sha256}")
+            raise SeedError(f"{entry.name} read back from {store} has sha256 {digest}, expected {entry.sha256}")
+    entry.stores = list(copies)
 
 
 def write_manifest(files_dir: Path, entries: list[ManifestEntry], db: str, seconds: float | None = None) -> None:
@@ -129,18 +169,28 @@ def main() -> None:
 
     client = connect(uri, float(os.environ.get("SEED_MONGO_TIMEOUT", "120")))
     bucket = gridfs.GridFSBucket(client[db])
+    postgres_url = os.environ.get("POSTGRES_URL", "")
+    postgres = None
+    if postgres_url:
+        postgres = connect_postgres(postgres_url, float(os.environ.get("SEED_POSTGRES_TIMEOUT", "120")))
+        postgres_store.create_schema(postgres)
     entries = []
     for label, size in sizes:
         data = file_bytes(size)
         entry = ManifestEntry(name=f"{label}.bin", size=size, sha256=sha256(data))
         gridfs_state = store_in_gridfs(bucket, entry, data)
         disk_state = store_on_disk(files_dir, entry, data)
-        print(f"seed: {entry.name} ({size} bytes): GridFS {gridfs_state}; disk {disk_state}", flush=True)
+        states = f"GridFS {gridfs_state}; disk {disk_state}"
+        if postgres is not None:
+            states += f"; postgres {postgres_store.store(postgres, entry.name, data, entry.sha256, CONTENT_TYPE)}"
+        print(f"seed: {entry.name} ({size} bytes): {states}", flush=True)
         entries.append(entry)
     for entry in entries:
-        check_back(bucket, files_dir, entry)
+        check_back(bucket, files_dir, entry, postgres)
     write_manifest(files_dir, entries, db, time.monotonic() - started)
-    print(f"seed: {len(entries)} files verified by sha256 in GridFS db {db!r} and in {files_dir}", flush=True)
+    in_postgres = f", in postgres {postgres_location(postgres_url)}" if postgres is not None else ""
+    print(f"seed: {len(entries)} files verified by sha256 in GridFS db {db!r}{in_postgres} and in {files_dir}",
+          flush=True)
 
 
 if __name__ == "__main__":
@@ -148,3 +198,5 @@ if __name__ == "__main__":
         main()
     except (SeedError, PyMongoError, OSError) as e:
         sys.exit(f"seed: error: {e}")
+    except psycopg.Error as e:  # libpq's messages carry no password
+        sys.exit(f"seed: error: postgres: {' '.join(str(e).split())}")

@@ -1,6 +1,6 @@
-"""Serving paths run natively for tests: the Flask path under gunicorn, the
-Node path under node, and nginx's static module over a directory, each on a
-free 127.0.0.1 port and stopped afterwards."""
+"""Serving paths run natively for tests: the Flask paths (GridFS, PostgreSQL)
+under gunicorn, the Node path under node, and nginx's static module over a
+directory, each on a free 127.0.0.1 port and stopped afterwards."""
 import os
 import shutil
 import subprocess
@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "services"
 VENV_BIN = Path(sys.executable).parent
 NGINX = "/usr/sbin/nginx"
+GUNICORN_CONF = SERVICES / "python-common" / "gunicorn.conf.py"  # shared by flask and flask-postgres
 
 
 class ServiceProcess:
@@ -62,8 +63,26 @@ def service_env(mongo_uri: str, db: str, port: int) -> dict[str, str]:
 def flask_service(mongo_uri: str, db: str) -> ServiceProcess:
     port = free_port()
     return ServiceProcess(
-        "flask", [str(VENV_BIN / "gunicorn"), "-c", "gunicorn.conf.py", "app:app"],
+        "flask", [str(VENV_BIN / "gunicorn"), "-c", str(GUNICORN_CONF), "app:app"],
         SERVICES / "flask", service_env(mongo_uri, db, port), port)
+
+
+def flask_postgres_service(postgres_url: str) -> ServiceProcess:
+    port = free_port()
+    return ServiceProcess(
+        "flask-postgres", [str(VENV_BIN / "gunicorn"), "-c", str(GUNICORN_CONF), "app:app"],
+        SERVICES / "flask-postgres", {"POSTGRES_URL": postgres_url, "PORT": str(port)}, port)
+
+
+def postgres_database(server_url: str, name: str) -> str:
+    """A new, empty database `name` in the PostgreSQL at server_url (an old
+    one is dropped); its URL."""
+    import psycopg
+    from psycopg import sql
+    with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as connection:
+        connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return f"{server_url.rsplit('/', 1)[0]}/{name}"
 
 
 def node_service(mongo_uri: str, db: str) -> ServiceProcess:

@@ -1,8 +1,9 @@
 """The GridFS serving paths (Flask, Node, the nginx module), run natively
-against FerretDB, answer like nginx's static module serving the same bytes
-from disk: bodies, headers, Range, conditional requests, hostile names, a
-MongoDB outage, and resumed / segmented downloads by real clients (curl,
-aria2c)."""
+against FerretDB, and flask-postgres on the same files in PostgreSQL, answer
+like nginx's static module serving the same bytes from disk: bodies,
+headers, Range, conditional requests, hostile names, a MongoDB outage (its
+PostgreSQL outage: test_flask_postgres.py), and resumed / segmented
+downloads by real clients (curl, aria2c)."""
 import email.utils
 import hashlib
 import http.client
@@ -14,11 +15,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import gridfs
+import psycopg
 import pytest
 import requests
 from pymongo import MongoClient
 
-from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
+import postgres_store
+from service_processes import (NginxStatic, flask_postgres_service, flask_service, nginx_gridfs_service,
+                               node_service, postgres_database)
 
 DB_NAME = "lab_serving_paths_test"
 CHUNK = 255 * 1024
@@ -34,7 +38,8 @@ SIZES = {
 }
 # Stored without metadata.contentType: the type comes from the extension.
 UNTYPED = {"notes.txt": b"plain text\n", "data.json": b'{"a": 1}\n'}
-PATHS = ["flask", "node", "nginx-gridfs"]
+GRIDFS_PATHS = ["flask", "node", "nginx-gridfs"]
+PATHS = GRIDFS_PATHS + ["flask-postgres"]
 START = {"flask": flask_service, "node": node_service, "nginx-gridfs": nginx_gridfs_service}
 
 
@@ -43,8 +48,9 @@ def sha256(data: bytes) -> str:
 
 
 @pytest.fixture(scope="module")
-def seeded(mongo_uri):
-    """name -> bytes, stored in GridFS as the seed does and on disk for nginx."""
+def seeded(mongo_uri, postgres):
+    """name -> bytes, stored in GridFS and in PostgreSQL as the seed does and
+    on disk for nginx; and the PostgreSQL database's URL."""
     rng = random.Random(20240601)
     contents = {name: rng.randbytes(size) for name, size in SIZES.items()}
     client = MongoClient(mongo_uri)
@@ -62,6 +68,15 @@ def seeded(mongo_uri):
     bucket.upload_from_stream("revised.bin", b"new revision",
                               metadata={"contentType": "application/octet-stream"})
     client.close()
+    postgres_url = postgres_database(postgres.url, DB_NAME)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        postgres_store.create_schema(connection)
+        for name, data in contents.items():
+            postgres_store.insert_file(connection, name, data, "application/octet-stream")
+        for name, data in UNTYPED.items():
+            postgres_store.insert_file(connection, name, data, None)
+        for data in (b"old revision", b"new revision"):
+            postgres_store.insert_file(connection, "revised.bin", data, "application/octet-stream")
     contents.update(UNTYPED)
     contents["revised.bin"] = b"new revision"
     # nginx's workers run as nobody: a world-readable directory of its own.
@@ -70,7 +85,7 @@ def seeded(mongo_uri):
     for name, data in contents.items():
         (files_dir / name).write_bytes(data)
         (files_dir / name).chmod(0o644)
-    yield contents, files_dir
+    yield contents, files_dir, postgres_url
     subprocess.run(["rm", "-rf", str(files_dir)], check=False)
 
 
@@ -91,7 +106,8 @@ def services(mongo_uri, seeded):
     started = {}
     try:
         for path in PATHS:
-            started[path] = START[path](mongo_uri, DB_NAME).start()
+            started[path] = (flask_postgres_service(seeded[2]) if path == "flask-postgres"
+                             else START[path](mongo_uri, DB_NAME)).start()
         yield started
     finally:
         for service in started.values():
@@ -100,6 +116,11 @@ def services(mongo_uri, seeded):
 
 @pytest.fixture(params=PATHS)
 def service(request, services):
+    return services[request.param]
+
+
+@pytest.fixture(params=GRIDFS_PATHS)
+def gridfs_service(request, services):
     return services[request.param]
 
 
@@ -147,8 +168,8 @@ def test_other_files_have_other_etags(service):
     assert len(etags) == len(SIZES)
 
 
-def test_every_path_sends_the_same_validators(services):
-    answers = [get(services[path].url, "1MB.bin") for path in PATHS]
+def test_every_gridfs_path_sends_the_same_validators(services):
+    answers = [get(services[path].url, "1MB.bin") for path in GRIDFS_PATHS]
     assert len({a.headers["ETag"] for a in answers}) == 1
     assert len({a.headers["Last-Modified"] for a in answers}) == 1
 
@@ -365,7 +386,8 @@ def restart(ferretdb) -> None:
             time.sleep(2)
 
 
-def test_mongodb_outage_is_503_then_recovers(service, ferretdb, files):
+def test_mongodb_outage_is_503_then_recovers(gridfs_service, ferretdb, files):
+    service = gridfs_service
     assert get(service.url, "1KB.bin").status_code == 200
     ferretdb.stop()
     try:
@@ -390,7 +412,7 @@ def test_mongodb_outage_is_503_then_recovers(service, ferretdb, files):
     assert get(service.url, "5MB.bin").content == files["5MB.bin"]
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", GRIDFS_PATHS)
 def test_path_started_while_mongodb_is_down_recovers(path, ferretdb, mongo_uri, files):
     start_service = START[path]
     ferretdb.stop()

@@ -1,7 +1,15 @@
-"""gunicorn settings for the Flask serving path."""
+"""gunicorn settings shared by the Python serving paths (flask,
+flask-postgres): run from the path's folder, e.g.
+    gunicorn -c ../python-common/gunicorn.conf.py app:app"""
 import os
 
+# The shared package (lab_http) sits beside this file, in the repository and
+# in the images alike (/srv/python-common next to /srv/<path>).
+pythonpath = os.path.dirname(os.path.abspath(__file__))
 bind = f"0.0.0.0:{os.environ.get('PORT', '8080')}"
+# gevent: each worker serves many connections; the database drivers
+# (pymongo, psycopg >= 3.1.14) cooperate once the worker has monkey-patched
+# the standard library, which it does before importing the app.
 worker_class = "gevent"
 # Explicit: gunicorn's examples use cpu_count(), which counts the host's
 # cores, not the container's cpuset.

@@ -1,0 +1,94 @@
+"""The seed's PostgreSQL store: the GridFS layout in two tables, so that
+the lab compares store against store. `files` holds one row per revision
+(the newest upload_date of a filename is the file, as in GridFS), `chunks`
+one bytea row per chunk of CHUNK_SIZE bytes with primary key (file_id, n),
+as fs.files and fs.chunks do. Read by services/flask-postgres."""
+import hashlib
+import time
+
+import psycopg
+
+CHUNK_SIZE = 255 * 1024  # GridFS's default chunk size
+# Idempotent, and serialised by an advisory lock should two seeds meet.
+# chunks.data: STORAGE EXTERNAL keeps the chunks out of line but
+# uncompressed, as GridFS stores them (the lab's bytes do not compress, and
+# compression attempts would only cost the writer).
+SCHEMA = """
+SELECT pg_advisory_xact_lock(hashtext('gridfs-lab schema'));
+CREATE TABLE IF NOT EXISTS files (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    filename text NOT NULL,
+    length bigint NOT NULL CHECK (length >= 0),
+    chunk_size integer NOT NULL CHECK (chunk_size > 0),
+    upload_date timestamptz NOT NULL DEFAULT clock_timestamp(),
+    content_type text,
+    sha256 text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$')
+);
+CREATE INDEX IF NOT EXISTS files_newest_revision ON files (filename, upload_date DESC, id DESC);
+CREATE TABLE IF NOT EXISTS chunks (
+    file_id bigint NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+    n integer NOT NULL CHECK (n >= 0),
+    data bytea NOT NULL,
+    PRIMARY KEY (file_id, n)
+);
+ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+"""
+NEWEST = ("SELECT f.id, f.length, f.sha256, f.content_type,"
+          " (SELECT count(*) FROM chunks c WHERE c.file_id = f.id),"
+          " (SELECT coalesce(sum(length(c.data)), 0) FROM chunks c WHERE c.file_id = f.id)"
+          " FROM files f WHERE f.filename = %s ORDER BY f.upload_date DESC, f.id DESC LIMIT 1")
+
+
+def create_schema(connection: psycopg.Connection) -> None:
+    with connection.transaction():
+        connection.execute(SCHEMA)
+
+
+def chunk_count(size: int, chunk_size: int = CHUNK_SIZE) -> int:
+    return -(-size // chunk_size)
+
+
+def insert_file(connection: psycopg.Connection, name: str, data: bytes, content_type: str | None,
+                chunk_size: int = CHUNK_SIZE) -> int:
+    """A new revision of `name` (older ones stay); its id."""
+    digest = hashlib.sha256(data).hexdigest()
+    file_id = connection.execute(
+        "INSERT INTO files (filename, length, chunk_size, content_type, sha256)"
+        " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+        (name, len(data), chunk_size, content_type, digest)).fetchone()[0]
+    with connection.cursor() as cursor:
+        cursor.executemany("INSERT INTO chunks (file_id, n, data) VALUES (%s, %s, %s)",
+                           [(file_id, n, data[n * chunk_size:(n + 1) * chunk_size])
+                            for n in range(chunk_count(len(data), chunk_size))])
+    return file_id
+
+
+def store(connection: psycopg.Connection, name: str, data: bytes, sha256: str, content_type: str) -> str:
+    """The file as the newest revision of `name`, unless it is already
+    there whole; the state, for the seed's log."""
+    newest = connection.execute(NEWEST, (name,)).fetchone()
+    if newest is not None:
+        _, length, digest, stored_type, chunks, stored_bytes = newest
+        if (length, digest, stored_type, chunks, stored_bytes) == \
+                (len(data), sha256, content_type, chunk_count(len(data)), len(data)):
+            return "unchanged"
+    started = time.perf_counter()
+    with connection.transaction():  # readers see the old revision or the new one, never half
+        connection.execute("DELETE FROM files WHERE filename = %s", (name,))
+        insert_file(connection, name, data, content_type)
+    seconds = time.perf_counter() - started
+    return f"written at {len(data) / 1e6 / seconds:.1f} MB/s ({seconds * 1000:.1f} ms)"
+
+
+def read_back(connection: psycopg.Connection, name: str) -> bytes:
+    """The newest revision of `name`, its chunks joined in order (the whole
+    file: the seed's files are small)."""
+    row = connection.execute("SELECT id, chunk_size FROM files WHERE filename = %s"
+                             " ORDER BY upload_date DESC, id DESC LIMIT 1", (name,)).fetchone()
+    if row is None:
+        return b""
+    chunks = connection.execute("SELECT n, data FROM chunks WHERE file_id = %s ORDER BY n",
+                                (row[0],), binary=True).fetchall()
+    if [n for n, _ in chunks] != list(range(len(chunks))):
+        return b""
+    return b"".join(data for _, data in chunks)

@@ -1,0 +1,110 @@
+"""Flask + PostgreSQL serving path: GET|HEAD /files/<name> streams the
+newest revision of <name> out of PostgreSQL tables laid out as GridFS lays
+out its collections (seed/seed.py creates them): `files` (one row per
+revision) and `chunks` (one bytea row per 255 KiB chunk, primary key
+(file_id, n)). The HTTP semantics are services/python-common/lab_http,
+shared with the GridFS Flask path, so the two compare store against store.
+
+Hot path per request: one indexed lookup in files, then one query per four
+chunks the answer needs, each on a pooled connection held for that query
+only (a slow client holds no connection).
+
+Environment: POSTGRES_URL (postgresql://user:password@host:5432/db),
+POSTGRES_POOL_SIZE (connections per worker, default 10),
+POSTGRES_CONNECT_TIMEOUT (seconds, default 2), POSTGRES_STATEMENT_TIMEOUT
+(seconds, default 5).
+"""
+import os
+
+import psycopg
+
+from lab_http import CorruptFile, StoredFile, create_app
+from lab_http.chunks import chunk_span, slice_chunks
+from pool import Pool
+
+SERVICE = "gridfs-lab-flask-postgres"
+FIND_FILE = ("SELECT id, length, chunk_size, upload_date, content_type FROM files"
+             " WHERE filename = %s ORDER BY upload_date DESC, id DESC LIMIT 1")
+READ_CHUNKS = "SELECT n, data FROM chunks WHERE file_id = %s AND n BETWEEN %s AND %s ORDER BY n"
+# Chunks per query: memory per request stays at a few chunks (~1 MiB)
+# whatever the file size, as the GridFS path's cursor batches do.
+CHUNKS_PER_QUERY = 4
+
+
+class ConfigError(Exception):
+    pass
+
+
+def setting(name: str, default: str, minimum: float) -> float:
+    text = os.environ.get(name, default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ConfigError(f"flask-postgres: {name}={text!r} is not a number >= {minimum:g}")
+    return value
+
+
+def postgres_url() -> str:
+    url = os.environ.get("POSTGRES_URL", "")
+    if not url:
+        raise ConfigError("flask-postgres: POSTGRES_URL is not set; expected e.g. "
+                          "postgresql://lab:<password>@postgres:5432/lab")
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("flask-postgres: POSTGRES_URL must start with postgresql:// (value not shown: "
+                          "it may hold a password)")
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as error:
+        raise ConfigError(f"flask-postgres: POSTGRES_URL cannot be parsed ({type(error).__name__}; "
+                          "value not shown: it may hold a password)") from None
+    return url
+
+
+class PostgresStore:
+    kind = "PostgreSQL"
+
+    def __init__(self, pool: Pool):
+        self.pool = pool
+
+    def find(self, name: str) -> StoredFile | None:
+        rows = self.pool.query(FIND_FILE, (name,))
+        if not rows:
+            return None
+        file_id, length, chunk_size, uploaded, content_type = rows[0]
+        if length < 0 or chunk_size <= 0:
+            raise CorruptFile(f"file {file_id}: length {length}, chunk_size {chunk_size}")
+        last_modified = int(uploaded.timestamp())
+        uploaded_ms = last_modified * 1000 + uploaded.microsecond // 1000
+        return StoredFile(length=length, last_modified=last_modified,
+                          etag=f'"{file_id:x}-{length:x}-{uploaded_ms:x}"',
+                          content_type=content_type, location=(file_id, chunk_size))
+
+    def read(self, stored: StoredFile, start: int, end: int):
+        file_id, chunk_size = stored.location
+        yield from slice_chunks(self._rows(file_id, *chunk_span(chunk_size, start, end)),
+                                chunk_size, start, end, f"file {file_id}")
+
+    def _rows(self, file_id: int, first: int, last: int):
+        """Rows (n, data) first..last, CHUNKS_PER_QUERY at a time; stops at a
+        short batch (slice_chunks names the missing chunk)."""
+        n = first
+        while n <= last:
+            upto = min(n + CHUNKS_PER_QUERY - 1, last)
+            batch = self.pool.query(READ_CHUNKS, (file_id, n, upto))
+            yield from batch
+            if len(batch) != upto - n + 1:
+                return
+            n = upto + 1
+
+
+def make_store() -> PostgresStore:
+    return PostgresStore(Pool(
+        postgres_url(), size=int(setting("POSTGRES_POOL_SIZE", "10", 1)),
+        connect_timeout=int(setting("POSTGRES_CONNECT_TIMEOUT", "2", 1)),
+        statement_timeout=setting("POSTGRES_STATEMENT_TIMEOUT", "5", 0.1),
+        application_name=SERVICE))
+
+
+app = create_app(make_store(), SERVICE)

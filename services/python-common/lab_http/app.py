@@ -1,0 +1,127 @@
+"""The Flask app every Python serving path runs: GET|HEAD /files/<name>
+streams the newest revision of <name> out of a FileStore chunk by chunk,
+with the HTTP semantics of nginx's static module (validators, Range,
+304/412/416), so that the paths and nginx compare like for like; GET
+/health answers without touching the store; a store that cannot answer is a
+503 with Retry-After."""
+import sys
+import time
+from itertools import chain
+from urllib.parse import quote
+
+from flask import Flask, Response, request
+from werkzeug.http import http_date
+
+from .names import content_type_for, name_from_target
+from .preconditions import if_range_allows, precondition_status
+from .ranges import NOT_SATISFIABLE, is_byte_range, parse_range
+from .store import FileStore, StoreError
+
+
+def text_response(status: int, text: str, headers: dict | None = None) -> Response:
+    return Response(text + "\n", status, headers, content_type="text/plain")
+
+
+def unavailable() -> Response:
+    return text_response(503, "storage unavailable", {"Retry-After": "1"})
+
+
+def create_app(store: FileStore, service: str) -> Flask:
+    """service names the path in log lines (e.g. "gridfs-lab-flask")."""
+    app = Flask(service)
+    app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
+
+    def log(message: str) -> None:
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
+
+    @app.before_request
+    def require_host():
+        # HTTP/1.1 requires Host (RFC 9112 3.2): refuse as nginx does, since
+        # gunicorn lets such requests through.
+        if request.environ.get("SERVER_PROTOCOL") == "HTTP/1.1" and "HTTP_HOST" not in request.environ:
+            return text_response(400, "missing Host header")
+        return None
+
+    @app.get("/health")
+    def health():
+        return text_response(200, "ok")
+
+    @app.route("/files/<path:_name>", methods=["GET", "HEAD"], provide_automatic_options=False)
+    def serve_file(_name):
+        environ = request.environ
+        # The raw target, so that decoding is ours (strict, once) and not the
+        # server's; the fallback re-encodes what another WSGI server decoded.
+        target = environ.get("RAW_URI") or quote(environ.get("PATH_INFO", "").encode("latin-1"))
+        name, status = name_from_target(target)
+        if name is None:
+            return text_response(status, "bad file name" if status == 400 else "not found")
+
+        try:
+            stored = store.find(name)
+        except StoreError as error:
+            log(f"{store.kind} unavailable looking up {name!r}: {error!r}")
+            return unavailable()
+        if stored is None:
+            return text_response(404, "not found")
+
+        length = stored.length
+        validators = {"Last-Modified": http_date(stored.last_modified), "ETag": stored.etag}
+        precondition = precondition_status(request.headers, stored.etag, stored.last_modified)
+        if precondition == 412:
+            return text_response(412, "precondition failed")
+        if precondition == 304:
+            return Response(None, 304, validators)
+
+        status, start, end = 200, 0, length
+        headers = {"Content-Type": content_type_for(name, stored.content_type), **validators}
+        range_header = request.headers.get("Range")
+        if range_header is not None and is_byte_range(range_header):
+            applies = if_range_allows(request.headers.get("If-Range"), stored.etag, stored.last_modified)
+            ranges = parse_range(range_header, length) if applies else None
+            if ranges == NOT_SATISFIABLE:
+                return text_response(416, "range not satisfiable", {"Content-Range": f"bytes */{length}"})
+            # Several ranges: nginx answers multipart/byteranges; we answer
+            # the whole file with 200, which RFC 9110 allows (a server may
+            # ignore Range), and no download tool needs multipart.
+            if ranges is not None and len(ranges) == 1:
+                status, (start, end) = 206, ranges[0]
+                headers["Content-Range"] = f"bytes {start}-{end - 1}/{length}"
+        if status == 200:
+            headers["Accept-Ranges"] = "bytes"
+        headers["Content-Length"] = str(end - start)
+
+        if request.method == "HEAD" or start == end:
+            return Response(None, status, headers)
+        # The first chunk is read before the status line goes out, so that a
+        # store failure there is still a clean 503; later failures can only
+        # cut the connection short (Content-Length tells the client).
+        body = stored_body(store, stored, start, end)
+        try:
+            first_piece = next(body)
+        except StoreError as error:
+            body.close()
+            log(f"cannot read {name!r} from {store.kind}: {error!r}")
+            return unavailable()
+        response = Response(chain((first_piece,), body), status, headers, direct_passthrough=True)
+        response.call_on_close(body.close)
+        return response
+
+    def stored_body(store: FileStore, stored, start: int, end: int):
+        pieces = store.read(stored, start, end)
+        try:
+            yield from pieces
+        except StoreError as error:
+            log(f"{store.kind} failed midway through a body: {error!r}")
+            raise
+        finally:
+            pieces.close()
+
+    @app.errorhandler(405)
+    def method_not_allowed(error):
+        return text_response(405, "method not allowed", {"Allow": "GET, HEAD"})
+
+    @app.errorhandler(404)
+    def not_found(error):
+        return text_response(404, "not found")
+
+    return app

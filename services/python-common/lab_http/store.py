@@ -1,0 +1,35 @@
+"""The interface between the shared HTTP code and a path's store."""
+from dataclasses import dataclass
+from typing import Any, Iterator, Protocol
+
+
+class StoreError(Exception):
+    """The store cannot answer: the request gets a 503."""
+
+
+class StoreUnavailable(StoreError):
+    """The database is down, unreachable or too slow."""
+
+
+class CorruptFile(StoreError):
+    """A stored file's chunks disagree with its length or chunk size."""
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    length: int
+    last_modified: int        # seconds since the epoch, as Last-Modified carries it
+    etag: str                 # strong and quoted, built by the store from trusted numbers
+    content_type: str | None  # as stored (untrusted: app checks it before it becomes a header)
+    location: Any             # whatever the store needs to read the bytes back
+
+
+class FileStore(Protocol):
+    kind: str  # the database, named in log lines ("MongoDB", "PostgreSQL")
+
+    def find(self, name: str) -> StoredFile | None:
+        """The newest revision of `name`, or None; raises StoreError."""
+
+    def read(self, stored: StoredFile, start: int, end: int) -> Iterator[bytes]:
+        """Bytes [start, end) chunk by chunk, reading only the chunks that
+        hold them; raises StoreError (also midway)."""
