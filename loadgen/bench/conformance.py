@@ -267,7 +267,10 @@ def hostile_requests(files: list[dict]) -> list[Hostile]:
         cases.append(Hostile(f"{count} headers",
                              req(f"GET {path} HTTP/1.1", *[f"X-H{i}: v" for i in range(count)]), get_of_file=True))
     cases.append(Hostile("header without colon", req(f"GET {path} HTTP/1.1", "NoColonHere")))
-    cases.append(Hostile("obsolete line folding", req(f"GET {path} HTTP/1.1", "X-A: a", " folded")))
+    # RFC 9112 5.2: a server rejects obs-fold (nginx: 400) or unfolds it
+    # into SP (Apache, even with HttpProtocolOptions Strict): both are safe.
+    cases.append(Hostile("obsolete line folding", req(f"GET {path} HTTP/1.1", "X-A: a", " folded"),
+                         get_of_file=True))
     for value in ("bytes=", "bytes=abc", "bytes=5-2", "bytes=--1", "items=0-1", "bytes=0-1,,",
                   "bytes= 0-1", "bytes=-0", "bytes=99999999999999999999-", "bytes=0-99999999999999999999",
                   "bytes=1-1-1", "bytes=0x10-0x20", "Bytes=0-1", "bytes=" + ",".join(["0-0"] * 300)):

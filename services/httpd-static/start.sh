@@ -1,0 +1,28 @@
+#!/bin/sh
+# Starts httpd in the foreground with the worker counts from .env, defined
+# for httpd.conf: HTTPD_SERVERS processes of HTTPD_THREADS threads each, and
+# their product as MaxRequestWorkers (httpd.conf cannot multiply).
+# HTTPD_FOREGROUND names the command (the official image's httpd-foreground
+# by default; tests run Debian's apache2 with -d/-f); HTTPD_CHECK_ONLY=1
+# only checks the configuration.
+set -eu
+servers=${HTTPD_SERVERS:-1}
+threads=${HTTPD_THREADS:-64}
+for var in HTTPD_SERVERS HTTPD_THREADS; do
+  eval "value=\${$var:-}"
+  case $value in
+    '') ;;
+    *[!0-9]* | 0*) echo "httpd-static: $var=$value is not a whole number of at least 1" >&2; exit 2 ;;
+  esac
+done
+if [ "$threads" -gt 1000 ] || [ "$servers" -gt 64 ]; then
+  echo "httpd-static: HTTPD_SERVERS=$servers x HTTPD_THREADS=$threads is beyond what one pinned core can use (at most 64 x 1000)" >&2
+  exit 2
+fi
+set -- "${HTTPD_FOREGROUND:-httpd-foreground}" "$@" \
+  -C "Define HTTPD_SERVERS $servers" -C "Define HTTPD_THREADS $threads" \
+  -C "Define HTTPD_MAX_WORKERS $((servers * threads))"
+if [ -n "${HTTPD_CHECK_ONLY:-}" ]; then
+  exec "$@" -t
+fi
+exec "$@"
