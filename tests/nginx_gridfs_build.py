@@ -67,9 +67,11 @@ if __name__ == "__main__":
 
 
 class Nginx:
-    """/usr/sbin/nginx with the module, one worker, in a temporary prefix."""
+    """/usr/sbin/nginx with the module, one worker, in a temporary prefix;
+    http_extra: more directives for the http block."""
 
-    def __init__(self, module: Path, mongo_uri: str, files_dir: Path, prefix: Path, db: str):
+    def __init__(self, module: Path, mongo_uri: str, files_dir: Path, prefix: Path, db: str,
+                 http_extra: str = "", threads: int = 8):
         self.prefix = prefix
         prefix.chmod(0o755)  # the html root must be readable by the worker, as in a real install
         self.port = free_port()
@@ -84,8 +86,9 @@ worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {self.error_log} info;
 load_module {module};
-thread_pool gridfs threads=8;
-events {{ worker_connections 1024; }}
+thread_pool gridfs threads={threads};
+worker_rlimit_nofile 8192;
+events {{ worker_connections 4096; }}
 http {{
     include /etc/nginx/mime.types;
     default_type application/octet-stream;
@@ -101,6 +104,7 @@ http {{
     scgi_temp_path {prefix}/tmp/scgi;
     mongo "{mongo_uri}";
     gridfs_thread_pool gridfs;
+    {http_extra}
     server {{
         listen 127.0.0.1:{self.port};
         location /files/ {{ gridfs {db} root_collection=fs field=filename type=string; }}
@@ -128,6 +132,14 @@ http {{
 
     def log(self) -> str:
         return self.error_log.read_text(errors="replace")
+
+    def worker_status(self, field: str) -> int:
+        """A /proc/<worker>/status figure in KiB (VmRSS, VmHWM...)."""
+        (pid,) = self.worker_pids()
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise KeyError(field)
 
     def stop(self) -> None:
         stop_process(self.proc)

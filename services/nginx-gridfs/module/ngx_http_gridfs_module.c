@@ -5,9 +5,28 @@
  * Driver calls never run on the event loop: every MongoDB round trip is a
  * job posted to an nginx thread pool, using a client from a per-worker
  * mongoc_client_pool_t.  A response is streamed one window of chunks at a
- * time: a job fills the window, the loop sends it, and the next job is
+ * time: a job reads the window, the loop sends it, and the next job is
  * posted only once the output has drained, so a request holds at most one
- * window (about 1 MiB) whatever the file size.
+ * window, ceil(gridfs_buffer_size / chunkSize) whole chunks, that is less
+ * than gridfs_buffer_size plus one chunk, whatever the file size.  The
+ * first window is read before the headers are sent, so that a failure
+ * there is a 5xx, not a truncated 200.
+ *
+ * A response of several windows holds a client of the pool while the pool
+ * has spare ones (at most half of maxPoolSize per worker): one cursor,
+ * continued with a getMore per window through that client (so under the
+ * same implicit session, as MongoDB requires), and the window is sent
+ * straight from the driver's reply, one buffer per chunk.  The drivers read
+ * a file that way; a query per window costs much more on servers that do
+ * not push the n range down (FerretDB reads every chunk of the file per
+ * query).  Without a spare client, each window is a query of its own,
+ * copied into a buffer of the request.
+ *
+ * Failing fast: a connection failure marks the deployment unavailable in
+ * this worker; requests then answer 503 at once, without queueing, while a
+ * background ping finds out when it is back.  A job that waited in the
+ * thread pool's queue longer than gridfs_queue_timeout, or whose client has
+ * gone, answers without querying.
  *
  * Conditional requests and ranges are left to nginx's own not_modified and
  * range filters; the handler only predicts which range the range filter
@@ -31,8 +50,26 @@
 #define NGX_HTTP_GRIDFS_FIND           0
 #define NGX_HTTP_GRIDFS_READ           1
 
-/* bytes of chunk data a request holds at once (at least one chunk) */
+/* default bytes of chunk data a request holds at once (rounded up to
+ * whole chunks), and the most it may be set to: a window of several chunks
+ * is then under 16 MiB, one reply */
 #define NGX_HTTP_GRIDFS_WINDOW         (1024 * 1024)
+#define NGX_HTTP_GRIDFS_MAX_WINDOW     (8 * 1024 * 1024)
+
+/* a window sent from the driver's reply takes one buffer per chunk: with
+ * more chunks than this (tiny chunkSize), it is copied instead */
+#define NGX_HTTP_GRIDFS_MAX_PARTS      64
+
+#define NGX_HTTP_GRIDFS_POOL_SIZE      100     /* libmongoc's maxPoolSize */
+#define NGX_HTTP_GRIDFS_CURSOR_GONE    43      /* CursorNotFound */
+
+#define NGX_HTTP_GRIDFS_QUEUE_MS       1000
+/* while unavailable: the pause between two background pings */
+#define NGX_HTTP_GRIDFS_PROBE_MS       250
+
+/* stored values longer than these are not sent as headers */
+#define NGX_HTTP_GRIDFS_MAX_TYPE       255
+#define NGX_HTTP_GRIDFS_MAX_MD5        64
 
 /* applied when the URI does not set them: fail fast instead of hanging */
 #define NGX_HTTP_GRIDFS_CONNECT_MS     2000
@@ -45,9 +82,40 @@
 /* one MongoDB deployment; its client pool lives in each worker */
 typedef struct {
     ngx_str_t                    key;
+    ngx_str_t                    display;     /* for logs: no credentials */
     mongoc_uri_t                *uri;
     mongoc_client_pool_t        *pool;
+    ngx_thread_pool_t           *thread_pool;
+
+    /* set by a job that could not reach the deployment, cleared by a ping
+     * that could: read by the loop and by jobs */
+    ngx_atomic_t                 down;
+
+    /* loop only */
+    ngx_thread_task_t           *probe;
+    ngx_msec_t                   next_probe;
+    unsigned                     probing:1;
+
+    /* loop only: responses holding a client of the pool, and how many may
+     * (half the pool: jobs of the other responses, at most one client per
+     * thread, find the rest) */
+    ngx_uint_t                   streams;
+    ngx_uint_t                   max_streams;
 } ngx_http_gridfs_conn_t;
+
+
+/* a client of the pool held by one response, and its cursor: on the heap,
+ * since giving it back may need a job (killCursors) that outlives the
+ * request.  Touched by the jobs of that response, and by the loop only
+ * while none is in flight */
+typedef struct {
+    ngx_thread_task_t            task;        /* gives the client back */
+    ngx_http_gridfs_conn_t      *conn;
+    mongoc_client_t             *client;      /* NULL: none was spare */
+    mongoc_collection_t         *coll;
+    mongoc_cursor_t             *cursor;
+    int64_t                      next_n;      /* the cursor's next chunk */
+} ngx_http_gridfs_stream_t;
 
 
 typedef struct {
@@ -66,6 +134,8 @@ typedef struct {
 
     ngx_str_t                    mongo;
     ngx_str_t                    thread_pool_name;
+    ngx_msec_t                   queue_timeout;
+    size_t                       buffer_size;
 
     ngx_thread_pool_t           *thread_pool;
     ngx_http_gridfs_conn_t      *conn;
@@ -92,10 +162,25 @@ typedef struct {
     int64_t                      last_n;
     int64_t                      from;
     int64_t                      to;
-    u_char                      *dest;
+    u_char                      *dest;        /* copied there, or */
+    ngx_http_gridfs_stream_t    *stream;      /* read from its cursor, */
+    ngx_str_t                   *parts;       /* one part per chunk */
+    ngx_uint_t                   nparts;
+    int64_t                      end_n;       /* the response's last chunk */
+    int64_t                      batch;       /* chunks per window */
+    unsigned                     opened:1;    /* a cursor was opened */
+    unsigned                     no_client:1; /* none was spare */
+
+    /* when it was posted, and how long it may wait (0: no limit) */
+    int64_t                      posted_ms;
+    ngx_msec_t                   max_wait;
+
+    /* set by the loop when the client has gone: skip the query */
+    ngx_atomic_t                 abandoned;
 
     /* outcome: 0, or the HTTP status to answer and the cause */
     ngx_uint_t                   status;
+    unsigned                     unreachable:1;
     bson_error_t                 error;
 } ngx_http_gridfs_job_t;
 
@@ -108,17 +193,27 @@ typedef struct {
     bson_value_t                 files_id;
     unsigned                     has_files_id:1;
     unsigned                     job_done:1;
+    unsigned                     header_sent:1;
+    unsigned                     unsafe_logged:1;
 
     int64_t                      length;
     int64_t                      chunk_size;
     int64_t                      per_window;      /* chunks */
+    off_t                        range_start;     /* predicted */
     off_t                        send_pos;
     off_t                        send_end;
 
     u_char                      *window;
     size_t                       window_size;
-    ngx_buf_t                   *buf;
-    ngx_chain_t                  out;
+
+    ngx_http_gridfs_stream_t    *stream;
+    unsigned                     stream_tried:1;
+    ngx_str_t                   *parts;
+
+    /* one buffer and link per part sent: one, or one per chunk */
+    ngx_buf_t                   *bufs;
+    ngx_chain_t                 *out;
+    ngx_uint_t                   nbufs;
 } ngx_http_gridfs_ctx_t;
 
 
@@ -126,19 +221,38 @@ static ngx_int_t ngx_http_gridfs_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_gridfs_not_allowed(ngx_http_request_t *r);
 static ngx_int_t ngx_http_gridfs_parse_key(ngx_http_request_t *r,
     ngx_http_gridfs_loc_conf_t *glcf, ngx_http_gridfs_job_t *job);
+static ngx_int_t ngx_http_gridfs_available(ngx_http_request_t *r,
+    ngx_http_gridfs_loc_conf_t *glcf);
 static ngx_int_t ngx_http_gridfs_post(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_test_reading(ngx_http_request_t *r);
 static void ngx_http_gridfs_job_event_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_wake_handler(ngx_http_request_t *r);
-static void ngx_http_gridfs_send_header(ngx_http_request_t *r,
+static void ngx_http_gridfs_found(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_first_window(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_send_header(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_alloc_window(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_stream_start(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream);
+static void ngx_http_gridfs_stream_done(ngx_event_t *ev);
+static void ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
+    ngx_http_gridfs_job_t *job, const char *what);
 static ngx_int_t ngx_http_gridfs_set_headers(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static ngx_int_t ngx_http_gridfs_set_etag(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx, int64_t upload_ms, const char *md5);
 static ngx_int_t ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
-static off_t ngx_http_gridfs_range_start(ngx_http_request_t *r);
+static ngx_int_t ngx_http_gridfs_safe_value(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx, const char *field, const u_char *value,
+    size_t len, size_t max, ngx_uint_t etag);
+static ngx_int_t ngx_http_gridfs_predict_range(ngx_http_request_t *r,
+    off_t *start, off_t *end);
 static ngx_int_t ngx_http_gridfs_content_range(ngx_http_request_t *r,
     off_t *start, off_t *end);
 static void ngx_http_gridfs_fetch_window(ngx_http_request_t *r,
@@ -155,9 +269,21 @@ static void ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client);
 static void ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client);
+static void ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job);
+static mongoc_cursor_t *ngx_http_gridfs_chunks_query(
+    ngx_http_gridfs_job_t *job, mongoc_collection_t *coll, int64_t last_n,
+    ngx_uint_t single);
+static ngx_int_t ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job,
+    const bson_t *doc, int64_t n, ngx_str_t *part, int64_t *offset);
+static void ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log);
+static void ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream);
 static void ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job,
     ngx_uint_t status, const char *fmt, ...);
-static ngx_uint_t ngx_http_gridfs_error_status(const bson_error_t *error);
+static void ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
+    mongoc_cursor_t *cursor);
+static int64_t ngx_http_gridfs_now_ms(void);
+static void ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log);
+static void ngx_http_gridfs_probe_done(ngx_event_t *ev);
 
 static char *ngx_http_gridfs(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_gridfs_mongo(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -169,6 +295,8 @@ static char *ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent,
 static ngx_int_t ngx_http_gridfs_add_conn(ngx_conf_t *cf,
     ngx_http_gridfs_loc_conf_t *glcf);
 static void ngx_http_gridfs_uri_cleanup(void *data);
+static void ngx_http_gridfs_redact(ngx_str_t *uri, ngx_str_t *out,
+    ngx_pool_t *pool);
 static u_char *ngx_http_gridfs_cstr(ngx_pool_t *pool, ngx_str_t *s);
 static ngx_int_t ngx_http_gridfs_init_process(ngx_cycle_t *cycle);
 static void ngx_http_gridfs_exit_process(ngx_cycle_t *cycle);
@@ -197,6 +325,20 @@ static ngx_command_t  ngx_http_gridfs_commands[] = {
       ngx_conf_set_str_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_gridfs_loc_conf_t, thread_pool_name),
+      NULL },
+
+    { ngx_string("gridfs_queue_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_gridfs_loc_conf_t, queue_timeout),
+      NULL },
+
+    { ngx_string("gridfs_buffer_size"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_gridfs_loc_conf_t, buffer_size),
       NULL },
 
       ngx_null_command
@@ -261,7 +403,11 @@ ngx_http_gridfs_handler(ngx_http_request_t *r)
     if (glcf->conn->pool == NULL) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: no MongoDB client pool for \"%V\"",
-                      &glcf->mongo);
+                      &glcf->conn->display);
+        return NGX_HTTP_SERVICE_UNAVAILABLE;
+    }
+
+    if (ngx_http_gridfs_available(r, glcf) != NGX_OK) {
         return NGX_HTTP_SERVICE_UNAVAILABLE;
     }
 
@@ -424,11 +570,23 @@ bad_int:
 static ngx_int_t
 ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_http_gridfs_job_t       *job;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
-    ctx->job->status = 0;
+    job = ctx->job;
+    job->status = 0;
+    job->unreachable = 0;
+    job->abandoned = 0;
+    job->nparts = 0;
+    job->opened = 0;
+    job->no_client = 0;
+    job->posted_ms = ngx_http_gridfs_now_ms();
+
+    /* once the headers are out, a late window beats a cut response */
+    job->max_wait = ctx->header_sent ? 0 : glcf->queue_timeout;
+
     ctx->job_done = 0;
 
     if (ngx_thread_task_post(glcf->thread_pool, ctx->task) != NGX_OK) {
@@ -439,7 +597,63 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     r->aio = 1;
     r->write_event_handler = ngx_http_gridfs_wake_handler;
 
+    /* notice a client that leaves while the job waits */
+    r->read_event_handler = ngx_http_gridfs_test_reading;
+
     return NGX_OK;
+}
+
+
+/* the deployment is marked unavailable: answer 503 at once, and let a
+ * single background ping find out when it is back */
+
+static ngx_int_t
+ngx_http_gridfs_available(ngx_http_request_t *r,
+    ngx_http_gridfs_loc_conf_t *glcf)
+{
+    ngx_http_gridfs_conn_t  *conn;
+
+    conn = glcf->conn;
+
+    if (!conn->down) {
+        return NGX_OK;
+    }
+
+    if (!conn->probing
+        && (ngx_msec_int_t) (ngx_current_msec - conn->next_probe) >= 0
+        && conn->probe != NULL)
+    {
+        if (ngx_thread_task_post(conn->thread_pool, conn->probe) == NGX_OK) {
+            conn->probing = 1;
+        }
+    }
+
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "gridfs: MongoDB unavailable, looking up \"%V\" in "
+                  "%V.%V: %V did not answer recently, retrying in the "
+                  "background", &r->uri, &glcf->db, &glcf->files,
+                  &conn->display);
+
+    return NGX_DECLINED;
+}
+
+
+/* ngx_http_test_reading() finalizes the request if the client has closed
+ * the connection; the request stays allocated while a job is in flight
+ * (r->main->blocked), and the job is told to skip its query */
+
+static void
+ngx_http_gridfs_test_reading(ngx_http_request_t *r)
+{
+    ngx_http_gridfs_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
+
+    ngx_http_test_reading(r);
+
+    if (ctx && r->connection->error) {
+        ctx->job->abandoned = 1;
+    }
 }
 
 
@@ -457,6 +671,10 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 
     r->main->blocked--;
     r->aio = 0;
+
+    if (r->read_event_handler == ngx_http_gridfs_test_reading) {
+        r->read_event_handler = ngx_http_block_reading;
+    }
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
     if (ctx) {
@@ -481,6 +699,7 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 static void
 ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
 {
+    ngx_uint_t              no_client;
     ngx_http_gridfs_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
@@ -497,7 +716,39 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
     ctx->job_done = 0;
 
     if (ctx->job->op == NGX_HTTP_GRIDFS_FIND) {
-        ngx_http_gridfs_send_header(r, ctx);
+        ngx_http_gridfs_found(r, ctx);
+        return;
+    }
+
+    if (ctx->stream && ctx->stream->client == NULL) {
+        /* none was spare, or the job gave it back after an error */
+        no_client = ctx->job->no_client;
+
+        ngx_http_gridfs_stream_release(ctx->stream);
+        ctx->stream = NULL;
+
+        if (no_client) {
+            ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "gridfs no spare client: a query per window");
+
+            if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
+                ngx_http_finalize_request(r, NGX_ERROR);
+                return;
+            }
+
+            ngx_http_gridfs_fetch_window(r, ctx);
+            return;
+        }
+    }
+
+    if (ctx->job->opened) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "gridfs cursor opened at chunk %L",
+                       ctx->job->first_n);
+    }
+
+    if (!ctx->header_sent) {
+        ngx_http_gridfs_first_window(r, ctx);
 
     } else {
         ngx_http_gridfs_send_window(r, ctx);
@@ -505,76 +756,154 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
 }
 
 
+/* the files document is here: headers built, then the first window read
+ * before they are sent, unless the answer may have no body */
+
 static void
-ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
-    off_t                   predicted, start, end;
+    off_t                   start, end;
     ngx_int_t               rc;
     ngx_http_gridfs_job_t  *job;
 
     job = ctx->job;
 
+    start = 0;
+    end = 0;
+
     ctx->file = job->file;
     job->file = NULL;
 
     if (job->status) {
-        switch (job->status) {
-
-        case NGX_HTTP_NOT_FOUND:
-            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "gridfs: \"%V\" not found in %V.%V",
-                          &job->key, &job->conf->db, &job->conf->files);
-            break;
-
-        case NGX_HTTP_SERVICE_UNAVAILABLE:
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "gridfs: MongoDB unavailable, looking up \"%V\" "
-                          "in %V.%V: %s", &job->key, &job->conf->db,
-                          &job->conf->files, job->error.message);
-            break;
-
-        default:
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "gridfs: looking up \"%V\" in %V.%V failed: %s",
-                          &job->key, &job->conf->db, &job->conf->files,
-                          job->error.message);
-        }
-
+        ngx_http_gridfs_log_job_error(r, job, "looking up");
         ngx_http_finalize_request(r, job->status);
         return;
     }
 
     rc = ngx_http_gridfs_set_headers(r, ctx);
 
+    /* everything the response needs has been copied out of it */
+    bson_destroy(ctx->file);
+    ctx->file = NULL;
+
     if (rc != NGX_OK) {
         ngx_http_finalize_request(r, rc);
         return;
     }
 
+    rc = ngx_http_gridfs_predict_range(r, &start, &end);
+
     /* the range filter serves its range from content_offset on */
-    predicted = ngx_http_gridfs_range_start(r);
-    r->headers_out.content_offset = predicted;
+    ctx->range_start = (rc == NGX_OK) ? start : 0;
+
+    if (rc == NGX_HTTP_RANGE_NOT_SATISFIABLE
+        || r->header_only
+        || ctx->length == 0
+        || r->headers_in.if_modified_since
+        || r->headers_in.if_unmodified_since
+        || r->headers_in.if_match
+        || r->headers_in.if_none_match)
+    {
+        /* 416, HEAD, or perhaps a 304/412: no body to read ahead */
+        if (ngx_http_gridfs_send_header(r, ctx) != NGX_OK) {
+            return;
+        }
+
+        if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
+            ngx_http_finalize_request(r, NGX_ERROR);
+            return;
+        }
+
+        ngx_http_gridfs_fetch_window(r, ctx);
+        return;
+    }
+
+    ctx->send_pos = ctx->range_start;
+    ctx->send_end = (rc == NGX_OK) ? end : ctx->length;
+
+    if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
+
+    ngx_http_gridfs_fetch_window(r, ctx);
+}
+
+
+/* the first window has been read: now the status is known */
+
+static void
+ngx_http_gridfs_first_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
+    ngx_http_gridfs_job_t  *job;
+
+    job = ctx->job;
+
+    if (job->status) {
+        ngx_http_gridfs_log_job_error(r, job, "reading");
+        ngx_http_finalize_request(r, job->status >= NGX_HTTP_SPECIAL_RESPONSE
+                                     ? job->status
+                                     : NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    if (ngx_http_gridfs_send_header(r, ctx) != NGX_OK) {
+        return;
+    }
+
+    if (job->from == ctx->send_pos) {
+        ngx_http_gridfs_send_window(r, ctx);
+        return;
+    }
+
+    /* the range filter chose another range than predicted */
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "gridfs read ahead from %L, sending from %O",
+                   job->from, ctx->send_pos);
+
+    if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
+
+    ngx_http_gridfs_fetch_window(r, ctx);
+}
+
+
+/* sets send_pos and send_end to the bytes the body carries; NGX_OK if there
+ * are some, else the request has been finalized */
+
+static ngx_int_t
+ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
+    off_t      start, end;
+    ngx_int_t  rc;
+
+    r->headers_out.content_offset = ctx->range_start;
+
+    ctx->header_sent = 1;
 
     rc = ngx_http_send_header(r);
 
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
         ngx_http_finalize_request(r, rc);
-        return;
+        return NGX_DONE;
     }
 
     if (r->headers_out.status == NGX_HTTP_PARTIAL_CONTENT) {
 
         if (ngx_http_gridfs_content_range(r, &start, &end) != NGX_OK
-            || predicted > start)
+            || ctx->range_start > start)
         {
             ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                           "gridfs: range from %O predicted, but the range "
-                          "filter chose another one", predicted);
+                          "filter chose another one", ctx->range_start);
             ngx_http_finalize_request(r, NGX_ERROR);
-            return;
+            return NGX_DONE;
         }
 
-        ctx->send_pos = predicted;
+        ctx->send_pos = ctx->range_start;
         ctx->send_end = end + 1;
 
     } else if (r->headers_out.status == NGX_HTTP_OK) {
@@ -586,27 +915,205 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
                       "gridfs: unexpected status %ui after headers",
                       r->headers_out.status);
         ngx_http_finalize_request(r, NGX_ERROR);
-        return;
+        return NGX_DONE;
     }
 
     if (ctx->send_pos >= ctx->send_end) {
         ngx_http_finalize_request(r, ngx_http_send_special(r, NGX_HTTP_LAST));
-        return;
+        return NGX_DONE;
     }
 
-    ctx->per_window = ngx_max(NGX_HTTP_GRIDFS_WINDOW / ctx->chunk_size, 1);
-    ctx->window_size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
-                                        ctx->per_window * ctx->chunk_size);
+    return NGX_OK;
+}
 
-    ctx->window = ngx_palloc(r->pool, ctx->window_size);
-    ctx->buf = ngx_calloc_buf(r->pool);
 
-    if (ctx->window == NULL || ctx->buf == NULL) {
-        ngx_http_finalize_request(r, NGX_ERROR);
-        return;
+/* gridfs_buffer_size rounded up to whole chunks: less than the buffer
+ * plus one chunk, and a file no larger than that is one query */
+
+static ngx_int_t
+ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
+    size_t                       size;
+    ngx_uint_t                   nbufs;
+    ngx_http_gridfs_loc_conf_t  *glcf;
+
+    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+
+    ctx->per_window = ((int64_t) glcf->buffer_size + ctx->chunk_size - 1)
+                      / ctx->chunk_size;
+
+    if (ngx_http_gridfs_stream_start(r, ctx) != NGX_OK) {
+        return NGX_ERROR;
     }
 
-    ngx_http_gridfs_fetch_window(r, ctx);
+    nbufs = ctx->stream ? (ngx_uint_t) ctx->per_window : 1;
+
+    if (ctx->nbufs < nbufs) {
+        ctx->bufs = ngx_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
+        ctx->out = ngx_palloc(r->pool, nbufs * sizeof(ngx_chain_t));
+
+        if (ctx->bufs == NULL || ctx->out == NULL) {
+            return NGX_ERROR;
+        }
+
+        ctx->nbufs = nbufs;
+    }
+
+    if (ctx->stream) {
+        /* sent from the driver's reply */
+        return NGX_OK;
+    }
+
+    size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
+                            ctx->per_window * ctx->chunk_size);
+
+    if (ctx->window && ctx->window_size >= size) {
+        return NGX_OK;
+    }
+
+    if (ctx->window) {
+        ngx_pfree(r->pool, ctx->window);
+    }
+
+    ctx->window_size = size;
+    ctx->window = ngx_palloc(r->pool, size);
+
+    if (ctx->window == NULL) {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* a response of more than one window holds a client, if the pool has one
+ * to spare (its first job takes it: no pop on the event loop), while fewer
+ * than half the pool's clients are held so; the other responses, and every
+ * lookup, keep finding clients for their jobs */
+
+static ngx_int_t
+ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
+    int64_t                      chunks;
+    ngx_http_gridfs_conn_t      *conn;
+    ngx_http_gridfs_stream_t    *stream;
+    ngx_http_gridfs_loc_conf_t  *glcf;
+
+    if (ctx->stream_tried || ctx->send_pos >= ctx->send_end) {
+        return NGX_OK;
+    }
+
+    ctx->stream_tried = 1;
+
+    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+    conn = glcf->conn;
+
+    chunks = (ctx->send_end - 1) / ctx->chunk_size
+             - ctx->send_pos / ctx->chunk_size + 1;
+
+    if (chunks <= ctx->per_window
+        || ctx->per_window > NGX_HTTP_GRIDFS_MAX_PARTS
+        || conn->streams >= conn->max_streams)
+    {
+        return NGX_OK;
+    }
+
+    ctx->parts = ngx_palloc(r->pool, ctx->per_window * sizeof(ngx_str_t));
+    if (ctx->parts == NULL) {
+        return NGX_ERROR;
+    }
+
+    stream = ngx_calloc(sizeof(ngx_http_gridfs_stream_t), r->connection->log);
+    if (stream == NULL) {
+        return NGX_ERROR;
+    }
+
+    stream->conn = conn;
+    stream->task.ctx = stream;
+    stream->task.handler = ngx_http_gridfs_stream_handler;
+    stream->task.event.data = stream;
+    stream->task.event.handler = ngx_http_gridfs_stream_done;
+    stream->task.event.log = ngx_cycle->log;
+
+    conn->streams++;
+    ctx->stream = stream;
+
+    return NGX_OK;
+}
+
+
+/* the client goes back to the pool: on the loop when no server cursor is
+ * left (nothing to wait for), else in a job that kills the cursor */
+
+static void
+ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
+{
+    ngx_http_gridfs_conn_t  *conn;
+
+    conn = stream->conn;
+
+    if (stream->cursor && mongoc_cursor_get_id(stream->cursor) != 0) {
+
+        if (ngx_thread_task_post(conn->thread_pool, &stream->task) == NGX_OK) {
+            return;
+        }
+
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "gridfs: killing a cursor on the event loop: the "
+                      "thread pool's queue is full");
+    }
+
+    ngx_http_gridfs_stream_put(stream);
+    ngx_http_gridfs_stream_done(&stream->task.event);
+}
+
+
+static void
+ngx_http_gridfs_stream_done(ngx_event_t *ev)
+{
+    ngx_http_gridfs_stream_t  *stream = ev->data;
+
+    stream->conn->streams--;
+    ngx_free(stream);
+}
+
+
+static void
+ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
+    ngx_http_gridfs_job_t *job, const char *what)
+{
+    ngx_str_t  *coll;
+
+    coll = (job->op == NGX_HTTP_GRIDFS_FIND) ? &job->conf->files
+                                             : &job->conf->chunks;
+
+    switch (job->status) {
+
+    case NGX_HTTP_NOT_FOUND:
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "gridfs: \"%V\" not found in %V.%V",
+                      &job->key, &job->conf->db, coll);
+        break;
+
+    case NGX_HTTP_CLIENT_CLOSED_REQUEST:
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "gridfs: client left before %s \"%V\"",
+                      what, &job->key);
+        break;
+
+    case NGX_HTTP_SERVICE_UNAVAILABLE:
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "gridfs: MongoDB unavailable, %s \"%V\" in %V.%V: %s",
+                      what, &job->key, &job->conf->db, coll,
+                      job->error.message);
+        break;
+
+    default:
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "gridfs: %s \"%V\" in %V.%V failed: %s",
+                      what, &job->key, &job->conf->db, coll,
+                      job->error.message);
+    }
 }
 
 
@@ -709,9 +1216,13 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
     etag->hash = 1;
     ngx_str_set(&etag->key, "ETag");
 
-    if (md5 && md5[0] != '\0') {
-        len = ngx_strlen(md5);
+    len = md5 ? ngx_strlen(md5) : 0;
 
+    if (len
+        && ngx_http_gridfs_safe_value(r, ctx, "md5", (u_char *) md5, len,
+                                      NGX_HTTP_GRIDFS_MAX_MD5, 1)
+           == NGX_OK)
+    {
         etag->value.data = ngx_pnalloc(r->pool, len + 2);
         if (etag->value.data == NULL) {
             return NGX_ERROR;
@@ -786,7 +1297,11 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
         type = bson_iter_utf8(&iter, &len);
     }
 
-    if (type && len) {
+    if (type && len
+        && ngx_http_gridfs_safe_value(r, ctx, "contentType", (u_char *) type,
+                                      len, NGX_HTTP_GRIDFS_MAX_TYPE, 0)
+           == NGX_OK)
+    {
         p = ngx_pnalloc(r->pool, len);
         if (p == NULL) {
             return NGX_ERROR;
@@ -820,8 +1335,14 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
         }
 
         if (p[-1] == '.') {
-            r->exten.data = p;
+            /* a copy: the files document is freed before the response */
             r->exten.len = name + len - p;
+            r->exten.data = ngx_pnalloc(r->pool, r->exten.len);
+            if (r->exten.data == NULL) {
+                return NGX_ERROR;
+            }
+
+            ngx_memcpy(r->exten.data, p, r->exten.len);
             break;
         }
     }
@@ -830,15 +1351,82 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
 }
 
 
-/* mirrors ngx_http_range_header_filter() and ngx_http_range_parse() with
- * r->single_range set: the start of the range that filter will serve, or 0
- * when it will serve the whole file (or none of it) */
+/* a stored value about to become a header: printable ASCII only (no CR,
+ * LF, NUL or other controls: they would split or forge the response), and
+ * no '"' in an entity tag; otherwise the caller falls back to its own
+ * value, and the first refusal of the request is logged, escaped */
 
-static off_t
-ngx_http_gridfs_range_start(ngx_http_request_t *r)
+static ngx_int_t
+ngx_http_gridfs_safe_value(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
+    const char *field, const u_char *value, size_t len, size_t max,
+    ngx_uint_t etag)
+{
+    u_char  *p, *last, *escaped;
+    size_t   i, shown;
+
+    if (len <= max) {
+        for (i = 0; i < len; i++) {
+            if (value[i] < 0x20 || value[i] > 0x7e
+                || (etag && (value[i] == '"' || value[i] == ' ')))
+            {
+                break;
+            }
+        }
+
+        if (i == len) {
+            return NGX_OK;
+        }
+    }
+
+    if (ctx->unsafe_logged) {
+        return NGX_DECLINED;
+    }
+
+    ctx->unsafe_logged = 1;
+
+    shown = ngx_min(len, 64);
+
+    escaped = ngx_pnalloc(r->pool, shown * 4);
+    if (escaped == NULL) {
+        return NGX_DECLINED;
+    }
+
+    p = escaped;
+    last = escaped + shown * 4;
+
+    for (i = 0; i < shown; i++) {
+        if (value[i] >= 0x20 && value[i] < 0x7f && value[i] != '\\'
+            && value[i] != '"')
+        {
+            *p++ = value[i];
+
+        } else {
+            p = ngx_slprintf(p, last, "\\x%02xd", value[i]);
+        }
+    }
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "gridfs: \"%V\": ignoring the stored %s \"%*s%s\" (%uz "
+                  "bytes): not a safe header value",
+                  &ctx->job->key, field, (size_t) (p - escaped), escaped,
+                  len > shown ? "..." : "", len);
+
+    return NGX_DECLINED;
+}
+
+
+/* mirrors ngx_http_range_header_filter() and ngx_http_range_parse() with
+ * r->single_range set: NGX_OK and the range [start, end) that filter will
+ * serve, NGX_DECLINED when it will serve the whole file, or 416.  A wrong
+ * guess costs a read, never a wrong answer: the range chosen is checked */
+
+static ngx_int_t
+ngx_http_gridfs_predict_range(ngx_http_request_t *r, off_t *pstart,
+    off_t *pend)
 {
     u_char                    *p;
-    off_t                      start, end, first, length, cutoff, cutlim;
+    off_t                      start, end, first, last, length, cutoff,
+                               cutlim;
     time_t                     if_range_time;
     ngx_str_t                 *if_range, *etag;
     ngx_uint_t                 suffix, ranges;
@@ -854,7 +1442,7 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
                            (u_char *) "bytes=", 6)
            != 0)
     {
-        return 0;
+        return NGX_DECLINED;
     }
 
     if (r->headers_in.if_range) {
@@ -867,18 +1455,18 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
             if (if_range->len != etag->len
                 || ngx_strncmp(if_range->data, etag->data, etag->len) != 0)
             {
-                return 0;
+                return NGX_DECLINED;
             }
 
         } else {
             if (r->headers_out.last_modified_time == (time_t) -1) {
-                return 0;
+                return NGX_DECLINED;
             }
 
             if_range_time = ngx_parse_http_time(if_range->data, if_range->len);
 
             if (if_range_time != r->headers_out.last_modified_time) {
-                return 0;
+                return NGX_DECLINED;
             }
         }
     }
@@ -886,6 +1474,7 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
     p = r->headers_in.range->value.data + 6;
     length = r->headers_out.content_length_n;
     first = 0;
+    last = 0;
     ranges = 0;
 
     cutoff = NGX_MAX_OFF_T_VALUE / 10;
@@ -900,12 +1489,12 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
 
         if (*p != '-') {
             if (*p < '0' || *p > '9') {
-                return 0;
+                return NGX_HTTP_RANGE_NOT_SATISFIABLE;
             }
 
             while (*p >= '0' && *p <= '9') {
                 if (start >= cutoff && (start > cutoff || *p - '0' > cutlim)) {
-                    return 0;
+                    return NGX_HTTP_RANGE_NOT_SATISFIABLE;
                 }
 
                 start = start * 10 + (*p++ - '0');
@@ -914,7 +1503,7 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
             while (*p == ' ') { p++; }
 
             if (*p++ != '-') {
-                return 0;
+                return NGX_HTTP_RANGE_NOT_SATISFIABLE;
             }
 
             while (*p == ' ') { p++; }
@@ -930,12 +1519,12 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
         }
 
         if (*p < '0' || *p > '9') {
-            return 0;
+            return NGX_HTTP_RANGE_NOT_SATISFIABLE;
         }
 
         while (*p >= '0' && *p <= '9') {
             if (end >= cutoff && (end > cutoff || *p - '0' > cutlim)) {
-                return 0;
+                return NGX_HTTP_RANGE_NOT_SATISFIABLE;
             }
 
             end = end * 10 + (*p++ - '0');
@@ -944,7 +1533,7 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
         while (*p == ' ') { p++; }
 
         if (*p != ',' && *p != '\0') {
-            return 0;
+            return NGX_HTTP_RANGE_NOT_SATISFIABLE;
         }
 
         if (suffix) {
@@ -963,13 +1552,14 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
 
         if (start < end) {
             if (ranges++ == 1) {
-                return 0;
+                return NGX_DECLINED;
             }
 
             first = start;
+            last = end;
 
         } else if (start == 0) {
-            return 0;
+            return NGX_DECLINED;
         }
 
         if (*p++ != ',') {
@@ -977,7 +1567,14 @@ ngx_http_gridfs_range_start(ngx_http_request_t *r)
         }
     }
 
-    return first;
+    if (ranges == 0) {
+        return NGX_HTTP_RANGE_NOT_SATISFIABLE;
+    }
+
+    *pstart = first;
+    *pend = last;
+
+    return NGX_OK;
 }
 
 
@@ -1039,6 +1636,10 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     job->from = ctx->send_pos;
     job->to = ngx_min(ctx->send_end, (job->last_n + 1) * ctx->chunk_size);
     job->dest = ctx->window;
+    job->stream = ctx->stream;
+    job->parts = ctx->parts;
+    job->end_n = (ctx->send_end - 1) / ctx->chunk_size;
+    job->batch = ctx->per_window;
 
     /* job->to - job->from <= min(remaining, per_window * chunk_size) */
 
@@ -1057,8 +1658,12 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 static void
 ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
+    off_t                   len;
+    size_t                  size;
     ngx_int_t               rc;
     ngx_buf_t              *b;
+    ngx_str_t               whole, *parts;
+    ngx_uint_t              i, n, nparts;
     ngx_http_gridfs_job_t  *job;
 
     job = ctx->job;
@@ -1073,25 +1678,59 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         return;
     }
 
-    b = ctx->buf;
-    ngx_memzero(b, sizeof(ngx_buf_t));
+    /* a window read ahead may reach past the range finally chosen */
+    ctx->send_pos = ngx_min(job->to, ctx->send_end);
+    len = ctx->send_pos - job->from;
 
-    b->pos = ctx->window;
-    b->last = ctx->window + (job->to - job->from);
-    b->memory = 1;
+    if (job->nparts) {
+        /* chunks in the driver's reply, valid until the next job */
+        parts = job->parts;
+        nparts = job->nparts;
+
+    } else {
+        whole.data = ctx->window;
+        whole.len = (size_t) len;
+        parts = &whole;
+        nparts = 1;
+    }
+
+    b = NULL;
+
+    for (i = 0, n = 0; i < nparts && len > 0 && n < ctx->nbufs; i++, n++) {
+        size = (size_t) ngx_min((off_t) parts[i].len, len);
+        len -= size;
+
+        b = &ctx->bufs[n];
+        ngx_memzero(b, sizeof(ngx_buf_t));
+
+        b->pos = parts[i].data;
+        b->last = parts[i].data + size;
+        b->memory = 1;
+
+        ctx->out[n].buf = b;
+        ctx->out[n].next = NULL;
+
+        if (n) {
+            ctx->out[n - 1].next = &ctx->out[n];
+        }
+    }
+
+    if (b == NULL || len > 0) {
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "gridfs: window of \"%V\" short of %O bytes",
+                      &job->key, len);
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
+
     b->flush = 1;
-
-    ctx->send_pos = job->to;
 
     if (ctx->send_pos == ctx->send_end) {
         b->last_buf = (r == r->main) ? 1 : 0;
         b->last_in_chain = 1;
     }
 
-    ctx->out.buf = b;
-    ctx->out.next = NULL;
-
-    rc = ngx_http_output_filter(r, &ctx->out);
+    rc = ngx_http_output_filter(r, ctx->out);
 
     if (rc == NGX_ERROR || ctx->send_pos == ctx->send_end) {
         ngx_http_finalize_request(r, rc);
@@ -1122,7 +1761,7 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     c = r->connection;
     wev = c->write;
 
-    if (ctx->buf == NULL) {
+    if (ctx->bufs == NULL) {
         return;
     }
 
@@ -1198,6 +1837,12 @@ ngx_http_gridfs_cleanup(void *data)
     if (ctx->has_files_id) {
         bson_value_destroy(&ctx->files_id);
     }
+
+    /* no job is in flight: r->main->blocked kept the request till now */
+    if (ctx->stream) {
+        ngx_http_gridfs_stream_release(ctx->stream);
+        ctx->stream = NULL;
+    }
 }
 
 
@@ -1208,19 +1853,107 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
 {
     ngx_http_gridfs_job_t  *job = data;
 
-    mongoc_client_t  *client;
+    int64_t                  waited;
+    mongoc_client_t         *client;
+    ngx_http_gridfs_conn_t  *conn;
 
-    /* blocks only when every client of the pool is in use */
-    client = mongoc_client_pool_pop(job->conf->conn->pool);
+    conn = job->conf->conn;
 
-    if (job->op == NGX_HTTP_GRIDFS_FIND) {
-        ngx_http_gridfs_find_file(job, client);
-
-    } else {
-        ngx_http_gridfs_read_chunks(job, client);
+    if (job->abandoned) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_CLIENT_CLOSED_REQUEST,
+                                   "the client has gone");
+        return;
     }
 
-    mongoc_client_pool_push(job->conf->conn->pool, client);
+    waited = ngx_http_gridfs_now_ms() - job->posted_ms;
+
+    if (job->max_wait && waited > (int64_t) job->max_wait) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                   "waited %" PRId64 " ms for a thread, more "
+                                   "than gridfs_queue_timeout", waited);
+        return;
+    }
+
+    if (conn->down) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                   "%s did not answer recently, retrying in "
+                                   "the background", conn->display.data);
+        return;
+    }
+
+    if (job->op == NGX_HTTP_GRIDFS_READ && job->stream) {
+        ngx_http_gridfs_stream_chunks(job);
+
+    } else {
+        /* blocks only when every client of the pool is in use */
+        client = mongoc_client_pool_pop(conn->pool);
+
+        if (job->op == NGX_HTTP_GRIDFS_FIND) {
+            ngx_http_gridfs_find_file(job, client);
+
+        } else {
+            ngx_http_gridfs_read_chunks(job, client);
+        }
+
+        mongoc_client_pool_push(conn->pool, client);
+    }
+
+    if (job->unreachable) {
+        conn->down = 1;
+    }
+}
+
+
+/* a ping, while the deployment is marked unavailable */
+
+static void
+ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log)
+{
+    ngx_http_gridfs_conn_t  **connp = data;
+
+    bson_t                   ping;
+    bson_error_t             error;
+    mongoc_client_t         *client;
+    ngx_http_gridfs_conn_t  *conn;
+
+    conn = *connp;
+
+    bson_init(&ping);
+    BSON_APPEND_INT32(&ping, "ping", 1);
+
+    client = mongoc_client_pool_pop(conn->pool);
+
+    if (mongoc_client_command_simple(client, "admin", &ping, NULL, NULL,
+                                     &error))
+    {
+        conn->down = 0;
+        ngx_log_error(NGX_LOG_NOTICE, log, 0,
+                      "gridfs: %V answers again", &conn->display);
+    }
+
+    mongoc_client_pool_push(conn->pool, client);
+    bson_destroy(&ping);
+}
+
+
+static void
+ngx_http_gridfs_probe_done(ngx_event_t *ev)
+{
+    ngx_http_gridfs_conn_t  *conn = ev->data;
+
+    conn->probing = 0;
+    conn->next_probe = ngx_current_msec + NGX_HTTP_GRIDFS_PROBE_MS;
+}
+
+
+static int64_t
+ngx_http_gridfs_now_ms(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 
@@ -1262,6 +1995,19 @@ ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
     }
 
     BSON_APPEND_INT64(&opts, "limit", 1);
+    BSON_APPEND_BOOL(&opts, "singleBatch", true);
+
+    /* only what the headers need: metadata may be large */
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &sort);
+    BSON_APPEND_INT32(&sort, "_id", 1);
+    BSON_APPEND_INT32(&sort, "length", 1);
+    BSON_APPEND_INT32(&sort, "chunkSize", 1);
+    BSON_APPEND_INT32(&sort, "uploadDate", 1);
+    BSON_APPEND_INT32(&sort, "md5", 1);
+    BSON_APPEND_INT32(&sort, "contentType", 1);
+    BSON_APPEND_INT32(&sort, "metadata.contentType", 1);
+    BSON_APPEND_INT32(&sort, "filename", 1);
+    bson_append_document_end(&opts, &sort);
 
     if (ngx_strcmp(conf->field.data, "_id") != 0) {
         /* several revisions may share a filename: the newest wins */
@@ -1284,7 +2030,7 @@ ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
         }
 
     } else if (mongoc_cursor_error(cursor, &job->error)) {
-        job->status = ngx_http_gridfs_error_status(&job->error);
+        ngx_http_gridfs_cursor_failed(job, cursor);
 
     } else {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_NOT_FOUND, "no such file");
@@ -1297,19 +2043,156 @@ ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
 }
 
 
+/* one query for the window, copied into the request's buffer */
+
 static void
 ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client)
 {
-    int64_t               n, expect, chunk_start, chunk_len, from, to;
-    uint32_t              len;
-    bson_t                filter, opts, sub;
-    bson_iter_t           iter;
-    bson_subtype_t        subtype;
+    int64_t               n, offset;
+    ngx_str_t             part;
     const bson_t         *doc;
-    const uint8_t        *data;
     mongoc_cursor_t      *cursor;
     mongoc_collection_t  *coll;
+
+    coll = mongoc_client_get_collection(client, (char *) job->conf->db.data,
+                                        (char *) job->conf->chunks.data);
+
+    cursor = ngx_http_gridfs_chunks_query(job, coll, job->last_n, 1);
+
+    for (n = job->first_n; n <= job->last_n; n++) {
+
+        if (!mongoc_cursor_next(cursor, &doc)) {
+            if (mongoc_cursor_error(cursor, &job->error)) {
+                ngx_http_gridfs_cursor_failed(job, cursor);
+
+            } else {
+                ngx_http_gridfs_job_failed(job,
+                                           NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                           "chunk %" PRId64 " is missing", n);
+            }
+
+            break;
+        }
+
+        if (ngx_http_gridfs_chunk_data(job, doc, n, &part, &offset)
+            != NGX_OK)
+        {
+            break;
+        }
+
+        ngx_memcpy(job->dest + offset, part.data, part.len);
+    }
+
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(coll);
+}
+
+
+/* the window from the response's cursor: opened by the first job (with
+ * the client, if one is spare), continued by a getMore per window, and
+ * left on the reply's last document, so that the window can be sent from
+ * the reply; after an error the client goes back to the pool */
+
+static void
+ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job)
+{
+    int64_t                    n, offset;
+    ngx_uint_t                 retried;
+    const bson_t              *doc;
+    ngx_http_gridfs_stream_t  *stream;
+
+    stream = job->stream;
+
+    if (stream->client == NULL) {
+        /* never waits: without one, the loop falls back to a query per
+         * window */
+        stream->client = mongoc_client_pool_try_pop(job->conf->conn->pool);
+
+        if (stream->client == NULL) {
+            job->no_client = 1;
+            return;
+        }
+
+        stream->coll = mongoc_client_get_collection(stream->client,
+                                               (char *) job->conf->db.data,
+                                               (char *) job->conf->chunks.data);
+    }
+
+    if (stream->cursor && stream->next_n != job->first_n) {
+        /* the range filter chose another range than predicted */
+        mongoc_cursor_destroy(stream->cursor);
+        stream->cursor = NULL;
+    }
+
+    retried = 0;
+
+again:
+
+    if (stream->cursor == NULL) {
+        stream->cursor = ngx_http_gridfs_chunks_query(job, stream->coll,
+                                                      job->end_n, 0);
+        stream->next_n = job->first_n;
+        job->opened = 1;
+    }
+
+    for (n = job->first_n; n <= job->last_n; n++) {
+
+        if (mongoc_cursor_next(stream->cursor, &doc)) {
+
+            if (ngx_http_gridfs_chunk_data(job, doc, n,
+                                           &job->parts[job->nparts], &offset)
+                != NGX_OK)
+            {
+                goto failed;
+            }
+
+            job->nparts++;
+            continue;
+        }
+
+        if (!mongoc_cursor_error(stream->cursor, &job->error)) {
+            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                       "chunk %" PRId64 " is missing", n);
+            goto failed;
+        }
+
+        if ((job->error.domain == MONGOC_ERROR_SERVER
+             || job->error.domain == MONGOC_ERROR_QUERY)
+            && job->error.code == NGX_HTTP_GRIDFS_CURSOR_GONE
+            && n == job->first_n && !retried)
+        {
+            /* the server dropped it, idle while a slow client drained */
+            retried = 1;
+            mongoc_cursor_destroy(stream->cursor);
+            stream->cursor = NULL;
+            goto again;
+        }
+
+        ngx_http_gridfs_cursor_failed(job, stream->cursor);
+        goto failed;
+    }
+
+    stream->next_n = job->last_n + 1;
+
+    return;
+
+failed:
+
+    job->nparts = 0;
+    ngx_http_gridfs_stream_put(stream);
+}
+
+
+/* chunks first_n to last_n of the file, in order: in a single reply, or
+ * from a cursor in batches of a window */
+
+static mongoc_cursor_t *
+ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
+    mongoc_collection_t *coll, int64_t last_n, ngx_uint_t single)
+{
+    bson_t            filter, opts, sub;
+    mongoc_cursor_t  *cursor;
 
     bson_init(&filter);
     bson_init(&opts);
@@ -1317,12 +2200,24 @@ ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     BSON_APPEND_VALUE(&filter, "files_id", job->files_id);
     BSON_APPEND_DOCUMENT_BEGIN(&filter, "n", &sub);
     BSON_APPEND_INT64(&sub, "$gte", job->first_n);
-    BSON_APPEND_INT64(&sub, "$lte", job->last_n);
+    BSON_APPEND_INT64(&sub, "$lte", last_n);
     bson_append_document_end(&filter, &sub);
 
     BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sub);
     BSON_APPEND_INT32(&sub, "n", 1);
     bson_append_document_end(&opts, &sub);
+
+    /* the server closes the cursor with the last chunk */
+    BSON_APPEND_INT64(&opts, "limit", last_n - job->first_n + 1);
+
+    if (single) {
+        /* the whole window in one reply, and no cursor left on the server */
+        BSON_APPEND_INT64(&opts, "batchSize", last_n - job->first_n + 1);
+        BSON_APPEND_BOOL(&opts, "singleBatch", true);
+
+    } else {
+        BSON_APPEND_INT64(&opts, "batchSize", job->batch);
+    }
 
     BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &sub);
     BSON_APPEND_INT32(&sub, "_id", 0);
@@ -1330,79 +2225,104 @@ ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     BSON_APPEND_INT32(&sub, "data", 1);
     bson_append_document_end(&opts, &sub);
 
-    coll = mongoc_client_get_collection(client, (char *) job->conf->db.data,
-                                        (char *) job->conf->chunks.data);
-
+    /* the cursor keeps copies of both */
     cursor = mongoc_collection_find_with_opts(coll, &filter, &opts, NULL);
 
-    expect = job->first_n;
-
-    while (mongoc_cursor_next(cursor, &doc)) {
-
-        if (!bson_iter_init_find(&iter, doc, "n")
-            || !BSON_ITER_HOLDS_NUMBER(&iter))
-        {
-            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       "chunk without n after chunk %"
-                                       PRId64, expect - 1);
-            goto done;
-        }
-
-        n = bson_iter_as_int64(&iter);
-
-        if (n != expect) {
-            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       "chunk %" PRId64 " is missing", expect);
-            goto done;
-        }
-
-        if (!bson_iter_init_find(&iter, doc, "data")
-            || !BSON_ITER_HOLDS_BINARY(&iter))
-        {
-            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       "chunk %" PRId64 " has no binary data",
-                                       n);
-            goto done;
-        }
-
-        bson_iter_binary(&iter, &subtype, &len, &data);
-
-        chunk_start = n * job->chunk_size;
-        chunk_len = ngx_min(job->chunk_size, job->length - chunk_start);
-
-        if ((int64_t) len != chunk_len) {
-            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       "chunk %" PRId64 " has %u bytes, "
-                                       "%" PRId64 " expected",
-                                       n, len, chunk_len);
-            goto done;
-        }
-
-        from = ngx_max(job->from, chunk_start);
-        to = ngx_min(job->to, chunk_start + chunk_len);
-
-        if (from < to) {
-            ngx_memcpy(job->dest + (from - job->from),
-                       data + (from - chunk_start), (size_t) (to - from));
-        }
-
-        expect++;
-    }
-
-    if (mongoc_cursor_error(cursor, &job->error)) {
-        job->status = ngx_http_gridfs_error_status(&job->error);
-
-    } else if (expect != job->last_n + 1) {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                   "chunk %" PRId64 " is missing", expect);
-    }
-
-done:
-
-    mongoc_cursor_destroy(cursor);
-    mongoc_collection_destroy(coll);
     bson_destroy(&opts);
     bson_destroy(&filter);
+
+    return cursor;
+}
+
+
+/* chunk n, checked against the files document: its bytes within the
+ * window [from, to) as part, at offset in the window; or the job fails */
+
+static ngx_int_t
+ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job, const bson_t *doc,
+    int64_t n, ngx_str_t *part, int64_t *offset)
+{
+    int64_t          chunk_start, chunk_len, from, to;
+    uint32_t         len;
+    bson_iter_t      iter;
+    bson_subtype_t   subtype;
+    const uint8_t   *data;
+
+    if (!bson_iter_init_find(&iter, doc, "n")
+        || !BSON_ITER_HOLDS_NUMBER(&iter))
+    {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk without n after chunk %" PRId64,
+                                   n - 1);
+        return NGX_ERROR;
+    }
+
+    if (bson_iter_as_int64(&iter) != n) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " is missing", n);
+        return NGX_ERROR;
+    }
+
+    if (!bson_iter_init_find(&iter, doc, "data")
+        || !BSON_ITER_HOLDS_BINARY(&iter))
+    {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " has no binary data", n);
+        return NGX_ERROR;
+    }
+
+    bson_iter_binary(&iter, &subtype, &len, &data);
+
+    chunk_start = n * job->chunk_size;
+    chunk_len = ngx_min(job->chunk_size, job->length - chunk_start);
+
+    if ((int64_t) len != chunk_len) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " has %u bytes, "
+                                   "%" PRId64 " expected", n, len, chunk_len);
+        return NGX_ERROR;
+    }
+
+    /* every chunk of the window overlaps it */
+    from = ngx_max(job->from, chunk_start);
+    to = ngx_min(job->to, chunk_start + chunk_len);
+
+    part->data = (u_char *) data + (from - chunk_start);
+    part->len = (size_t) (to - from);
+    *offset = from - job->from;
+
+    return NGX_OK;
+}
+
+
+/* the response is over: its cursor killed if still open on the server */
+
+static void
+ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log)
+{
+    ngx_http_gridfs_stream_t  *stream = data;
+
+    ngx_http_gridfs_stream_put(stream);
+}
+
+
+static void
+ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream)
+{
+    if (stream->cursor) {
+        mongoc_cursor_destroy(stream->cursor);
+        stream->cursor = NULL;
+    }
+
+    if (stream->coll) {
+        mongoc_collection_destroy(stream->coll);
+        stream->coll = NULL;
+    }
+
+    if (stream->client) {
+        mongoc_client_pool_push(stream->conn->pool, stream->client);
+        stream->client = NULL;
+    }
 }
 
 
@@ -1420,22 +2340,60 @@ ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job, ngx_uint_t status,
 }
 
 
-/* the server answered with an error: ours; anything else (no server
- * selectable, connection refused or timed out): MongoDB is unavailable */
+/* connection failures and the server's transient errors (a primary
+ * stepping down, a shutdown) are 503, and the former mark the deployment
+ * unavailable; any other error of the server is 500 */
 
-static ngx_uint_t
-ngx_http_gridfs_error_status(const bson_error_t *error)
+static void
+ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
+    mongoc_cursor_t *cursor)
 {
-    switch (error->domain) {
+    switch (job->error.domain) {
+
+    case MONGOC_ERROR_CLIENT:
+        if (job->error.code != MONGOC_ERROR_CLIENT_AUTHENTICATE) {
+            job->status = NGX_HTTP_INTERNAL_SERVER_ERROR;
+            return;
+        }
+
+        /* fall through */
+
+    case MONGOC_ERROR_SERVER_SELECTION:
+    case MONGOC_ERROR_STREAM:
+        job->status = NGX_HTTP_SERVICE_UNAVAILABLE;
+        job->unreachable = 1;
+        return;
 
     case MONGOC_ERROR_SERVER:
     case MONGOC_ERROR_QUERY:
-    case MONGOC_ERROR_BSON:
-    case MONGOC_ERROR_CURSOR:
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        break;
 
     default:
-        return NGX_HTTP_SERVICE_UNAVAILABLE;
+        job->status = NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return;
+    }
+
+    switch (job->error.code) {
+
+    case 6:        /* HostUnreachable */
+    case 7:        /* HostNotFound */
+    case 89:       /* NetworkTimeout */
+    case 91:       /* ShutdownInProgress */
+    case 189:      /* PrimarySteppedDown */
+    case 262:      /* ExceededTimeLimit */
+    case 9001:     /* SocketException */
+    case 10107:    /* NotWritablePrimary */
+    case 11600:    /* InterruptedAtShutdown */
+    case 11602:    /* InterruptedDueToReplStateChange */
+    case 13435:    /* NotPrimaryNoSecondaryOk */
+    case 13436:    /* NotPrimaryOrSecondary */
+        job->status = NGX_HTTP_SERVICE_UNAVAILABLE;
+        job->unreachable = (job->error.code == 91
+                            || job->error.code == 11600);
+        return;
+
+    default:
+        job->status = NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 }
 
@@ -1685,6 +2643,9 @@ ngx_http_gridfs_create_loc_conf(ngx_conf_t *cf)
         return NULL;
     }
 
+    conf->queue_timeout = NGX_CONF_UNSET_MSEC;
+    conf->buffer_size = NGX_CONF_UNSET_SIZE;
+
     return conf;
 }
 
@@ -1699,6 +2660,21 @@ ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                              "mongodb://" NGX_HTTP_GRIDFS_DEFAULT_MONGO "/");
     ngx_conf_merge_str_value(conf->thread_pool_name, prev->thread_pool_name,
                              "default");
+    ngx_conf_merge_msec_value(conf->queue_timeout, prev->queue_timeout,
+                              NGX_HTTP_GRIDFS_QUEUE_MS);
+    ngx_conf_merge_size_value(conf->buffer_size, prev->buffer_size,
+                              NGX_HTTP_GRIDFS_WINDOW);
+
+    if (conf->buffer_size == 0
+        || conf->buffer_size > NGX_HTTP_GRIDFS_MAX_WINDOW)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "gridfs_buffer_size must be between 1 and %uz "
+                           "bytes, not %uz",
+                           (size_t) NGX_HTTP_GRIDFS_MAX_WINDOW,
+                           conf->buffer_size);
+        return NGX_CONF_ERROR;
+    }
 
     /* the gridfs directive itself is not inherited */
     if (conf->db.data == NULL || conf->conn) {
@@ -1724,7 +2700,7 @@ static ngx_int_t
 ngx_http_gridfs_add_conn(ngx_conf_t *cf, ngx_http_gridfs_loc_conf_t *glcf)
 {
     u_char                        *p, *user, *pass;
-    ngx_str_t                      key;
+    ngx_str_t                      key, display;
     ngx_uint_t                     i;
     bson_error_t                   error;
     mongoc_uri_t                  *uri;
@@ -1769,12 +2745,19 @@ ngx_http_gridfs_add_conn(ngx_conf_t *cf, ngx_http_gridfs_loc_conf_t *glcf)
 
     ngx_sprintf(p, "%V%Z", &glcf->mongo);
 
+    ngx_http_gridfs_redact(&glcf->mongo, &display, cf->pool);
+    if (display.data == NULL) {
+        return NGX_ERROR;
+    }
+
     uri = mongoc_uri_new_with_error((char *) p, &error);
 
     if (uri == NULL) {
+        /* the driver's message may quote the URI: not logged */
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid mongo URI \"%V\": %s",
-                           &glcf->mongo, error.message);
+                           "invalid mongo URI \"%V\" (credentials and "
+                           "options not shown): the driver refused it",
+                           &display);
         return NGX_ERROR;
     }
 
@@ -1837,7 +2820,9 @@ ngx_http_gridfs_add_conn(ngx_conf_t *cf, ngx_http_gridfs_loc_conf_t *glcf)
     }
 
     conn->key = key;
+    conn->display = display;
     conn->uri = uri;
+    conn->thread_pool = glcf->thread_pool;
     *connp = conn;
 
     glcf->conn = conn;
@@ -1852,6 +2837,58 @@ ngx_http_gridfs_uri_cleanup(void *data)
     mongoc_uri_t  *uri = data;
 
     mongoc_uri_destroy(uri);
+}
+
+
+/* the URI as logs show it: scheme, hosts and database, NUL-terminated;
+ * never the userinfo (user:password@) nor the options.  A '@' in a
+ * password should be escaped; cutting at the last one is safe either way */
+
+static void
+ngx_http_gridfs_redact(ngx_str_t *uri, ngx_str_t *out, ngx_pool_t *pool)
+{
+    u_char      *scheme_end, *hosts, *p, *last;
+    ngx_uint_t   userinfo;
+
+    last = uri->data + uri->len;
+    scheme_end = NULL;
+
+    for (p = uri->data; p + 3 <= last; p++) {
+        if (p[0] == ':' && p[1] == '/' && p[2] == '/') {
+            scheme_end = p + 3;
+            break;
+        }
+    }
+
+    out->data = ngx_pnalloc(pool,
+                            uri->len + sizeof("(not a URI)<credentials>@"));
+    if (out->data == NULL) {
+        return;
+    }
+
+    if (scheme_end == NULL) {
+        out->len = ngx_sprintf(out->data, "(not a URI)%Z") - out->data - 1;
+        return;
+    }
+
+    hosts = scheme_end;
+    userinfo = 0;
+
+    for (p = last; p > scheme_end; p--) {
+        if (p[-1] == '@') {
+            hosts = p;
+            userinfo = 1;
+            break;
+        }
+    }
+
+    for (p = hosts; p < last && *p != '?'; p++) { /* void */ }
+
+    out->len = ngx_sprintf(out->data, "%*s%s%*s%Z",
+                           (size_t) (scheme_end - uri->data), uri->data,
+                           userinfo ? "<credentials>@" : "",
+                           (size_t) (p - hosts), hosts)
+               - out->data - 1;
 }
 
 
@@ -1879,6 +2916,7 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
 {
     ngx_uint_t                     i;
     bson_error_t                   error;
+    ngx_thread_task_t             *probe;
     ngx_http_gridfs_conn_t       **connp;
     ngx_http_gridfs_main_conf_t   *gmcf;
 
@@ -1901,13 +2939,33 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
         if (connp[i]->pool == NULL) {
             /* requests answer 503 and say why; the worker keeps running */
             ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
-                          "gridfs: cannot create a client pool for \"%s\": %s",
-                          mongoc_uri_get_string(connp[i]->uri), error.message);
+                          "gridfs: cannot create a client pool for \"%V\": "
+                          "%s", &connp[i]->display, error.message);
             continue;
         }
 
         mongoc_client_pool_set_error_api(connp[i]->pool,
                                          MONGOC_ERROR_API_VERSION_2);
+
+        connp[i]->max_streams = ngx_max(mongoc_uri_get_option_as_int32(
+                                            connp[i]->uri,
+                                            MONGOC_URI_MAXPOOLSIZE,
+                                            NGX_HTTP_GRIDFS_POOL_SIZE), 0)
+                                / 2;
+
+        probe = ngx_thread_task_alloc(cycle->pool,
+                                      sizeof(ngx_http_gridfs_conn_t *));
+        if (probe == NULL) {
+            return NGX_ERROR;
+        }
+
+        *(ngx_http_gridfs_conn_t **) probe->ctx = connp[i];
+        probe->handler = ngx_http_gridfs_probe_handler;
+        probe->event.data = connp[i];
+        probe->event.handler = ngx_http_gridfs_probe_done;
+        probe->event.log = cycle->log;
+
+        connp[i]->probe = probe;
     }
 
     return NGX_OK;
@@ -1949,7 +3007,10 @@ static void
 ngx_http_gridfs_mongoc_log(mongoc_log_level_t level, const char *domain,
     const char *message, void *data)
 {
-    ngx_uint_t  nlevel;
+    ngx_uint_t                     i, nlevel;
+    const char                    *password;
+    ngx_http_gridfs_conn_t       **connp;
+    ngx_http_gridfs_main_conf_t   *gmcf;
 
     switch (level) {
 
@@ -1964,6 +3025,26 @@ ngx_http_gridfs_mongoc_log(mongoc_log_level_t level, const char *domain,
 
     default:
         return;
+    }
+
+    /* the configuration is read-only in workers: safe from any thread */
+    gmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
+                                               ngx_http_gridfs_module);
+    if (gmcf == NULL) {
+        return;
+    }
+
+    connp = gmcf->conns.elts;
+
+    for (i = 0; i < gmcf->conns.nelts; i++) {
+        password = mongoc_uri_get_password(connp[i]->uri);
+
+        if (password && password[0] && strstr(message, password)) {
+            ngx_log_error(nlevel, ngx_cycle->log, 0,
+                          "gridfs: mongoc %s: (a message quoting a password, "
+                          "not logged)", domain);
+            return;
+        }
     }
 
     ngx_log_error(nlevel, ngx_cycle->log, 0, "gridfs: mongoc %s: %s",

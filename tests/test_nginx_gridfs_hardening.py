@@ -1,0 +1,401 @@
+"""The nginx GridFS module under hostile data and failures (issue 13): unsafe
+stored header values, credentials in the URI, MongoDB stopped under load,
+chunks larger than the window, clients that leave mid-stream. Real nginx,
+real FerretDB, real sockets."""
+import http.client
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import gridfs
+import pymongo
+import pytest
+import requests
+
+from nginx_gridfs_build import NGINX_BIN, Nginx, build_module
+from processes import free_port
+
+DB = "nginx_gridfs_hardening"
+TIMEOUT = 30
+BIG_CHUNK = 16 * 1024 * 1024  # the largest chunkSize the module accepts
+PASSWORD = "S3cret-h13-pw"
+
+
+@pytest.fixture(scope="module")
+def stored(mongo_uri):
+    client = pymongo.MongoClient(mongo_uri)
+    client.drop_database(DB)
+    bucket = gridfs.GridFSBucket(client[DB])
+    data = {"1KB.bin": os.urandom(1024), "1MB.bin": os.urandom(1_000_000),
+            "10MB.bin": os.urandom(10_000_000), "big-chunks.bin": os.urandom(2 * BIG_CHUNK + 123)}
+    for name in ("1KB.bin", "1MB.bin", "10MB.bin"):
+        bucket.upload_from_stream(name, data[name])
+    bucket.upload_from_stream("big-chunks.bin", data["big-chunks.bin"], chunk_size_bytes=BIG_CHUNK)
+    # Values a writer (or an attacker with write access) may have stored.
+    for name, fields in {
+        "crlf-type.html": {"contentType": "text/html\r\nSet-Cookie: owned=1"},
+        # PostgreSQL (under FerretDB) cannot store NUL: another control byte
+        "ctl-type.txt": {"contentType": "text/plain\x0bevil\x7f"},
+        "quote-md5.bin": {"md5": 'abc"\r\nX-Injected: 1'},
+    }.items():
+        file_id = bucket.upload_from_stream(name, b"<p>payload</p>")
+        client[DB]["fs.files"].update_one({"_id": file_id}, {"$set": fields})
+    files_dir = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-files-"))
+    files_dir.chmod(0o755)
+    yield data
+    client.drop_database(DB)
+    client.close()
+    shutil.rmtree(files_dir, ignore_errors=True)
+
+
+def start_nginx(uri: str, http_extra: str = "", threads: int = 8) -> Nginx:
+    prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+    files_dir = prefix / "files"
+    files_dir.mkdir()
+    return Nginx(build_module(), uri, files_dir, prefix, DB, http_extra, threads)
+
+
+def stop_nginx(server: Nginx) -> None:
+    server.stop()
+    shutil.rmtree(server.prefix, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def nginx(stored, mongo_uri):
+    server = start_nginx(mongo_uri)
+    yield server
+    stop_nginx(server)
+
+
+def get(nginx, path, **headers):
+    return requests.get(nginx.url(path), headers=headers, timeout=TIMEOUT)
+
+
+def raw_get(port: int, path: str) -> bytes:
+    """The response as bytes on the wire: requests would hide a split."""
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+# --- 1. safe headers ---
+
+@pytest.mark.parametrize("name,expected_type", [("crlf-type.html", "text/html"), ("ctl-type.txt", "text/plain")])
+def test_unsafe_content_type_falls_back_to_the_extension(nginx, stored, name, expected_type):
+    wire = raw_get(nginx.port, f"/files/{name}")
+    head, _, body = wire.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert body == b"<p>payload</p>"
+    assert b"Set-Cookie" not in head and b"evil" not in head and b"\x0b" not in head
+    content_type = re.search(rb"\r\nContent-Type: ([^\r\n]*)", head).group(1).decode()
+    assert content_type.startswith(expected_type)
+
+
+def test_unsafe_md5_falls_back_to_the_modules_etag(nginx, stored):
+    wire = raw_get(nginx.port, "/files/quote-md5.bin")
+    head = wire.partition(b"\r\n\r\n")[0]
+    assert b"X-Injected" not in head
+    etag = re.search(rb"\r\nETag: ([^\r\n]*)", head).group(1).decode()
+    assert re.fullmatch(r'"[0-9a-f]{24}-[0-9a-f]+-[0-9a-f]+"', etag), etag
+
+
+def test_unsafe_values_are_logged_once_per_request_and_escaped(nginx, stored):
+    before = nginx.log().count("not a safe header value")
+    raw_get(nginx.port, "/files/crlf-type.html")
+    time.sleep(0.2)
+    log = nginx.log()
+    lines = [line for line in log.splitlines() if "not a safe header value" in line]
+    assert len(lines) == before + 1
+    assert "text/html\\x0d\\x0aSet-Cookie: owned=1" in lines[-1]
+    # the raw CR/LF never reached the log: no line starts with the payload
+    assert not any(line.startswith("Set-Cookie") for line in log.splitlines())
+
+
+# --- 2. no secrets in logs ---
+
+def all_log_text(server: Nginx) -> str:
+    return "".join(p.read_text(errors="replace") for p in server.prefix.rglob("*.log"))
+
+
+def test_password_in_the_uri_never_reaches_a_log(stored):
+    dead = free_port()  # nothing listens: every request fails and is logged
+    server = start_nginx(f"mongodb://labuser:{PASSWORD}@127.0.0.1:{dead}/?authSource=admin",
+                         http_extra="error_log stderr debug;")
+    try:
+        statuses = {get(server, "/files/1KB.bin").status_code for _ in range(3)}
+        assert statuses == {503}
+        time.sleep(0.5)
+    finally:
+        server.stop()
+    stderr = server.proc.stderr.read().decode(errors="replace")
+    text = all_log_text(server) + stderr
+    assert "gridfs: MongoDB unavailable" in text, "the failures are logged"
+    assert f"127.0.0.1:{dead}" in text, "hosts are logged"
+    assert PASSWORD not in text
+    assert "labuser" not in text
+    shutil.rmtree(server.prefix, ignore_errors=True)
+
+
+def test_password_in_an_invalid_uri_is_not_in_the_config_error(tmp_path):
+    module = build_module()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(f"""
+pid {tmp_path}/nginx.pid;
+error_log {tmp_path}/error.log;
+load_module {module};
+events {{ }}
+http {{
+    mongo "mongodb://labuser:{PASSWORD}@127.0.0.1:notaport/";
+    server {{ listen 127.0.0.1:{free_port()}; location /f/ {{ gridfs lab; }} }}
+}}
+""")
+    result = subprocess.run([NGINX_BIN, "-t", "-p", str(tmp_path), "-c", str(conf), "-e", str(tmp_path / "e.log")],
+                            capture_output=True, text=True, timeout=30)
+    output = result.stdout + result.stderr + "".join(p.read_text() for p in tmp_path.glob("*.log"))
+    assert result.returncode != 0
+    assert "invalid mongo URI" in output and "<credentials>@127.0.0.1:notaport" in output, output
+    assert PASSWORD not in output and "labuser" not in output
+
+
+# --- 3. fail fast ---
+
+def test_mongodb_stopped_under_load_fails_fast_and_recovers(nginx, stored, ferretdb):
+    assert get(nginx, "/files/1KB.bin").status_code == 200
+    results = []  # (start, end, status)
+    stop = threading.Event()
+
+    def load():
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                status = get(nginx, "/files/1KB.bin").status_code
+            except requests.RequestException as exc:
+                status = repr(exc)
+            results.append((started, time.monotonic(), status))
+
+    workers = [threading.Thread(target=load) for _ in range(8)]
+    for w in workers:
+        w.start()
+    restarted = None
+    try:
+        time.sleep(1)
+        ferretdb.stop()
+        time.sleep(4)
+        ferretdb.start()
+        restarted = time.monotonic()
+        time.sleep(6)
+    finally:
+        if restarted is None:
+            ferretdb.start()
+        stop.set()
+        for w in workers:
+            w.join(60)
+    failures = [r for r in results if r[2] != 200]
+    assert failures, "the outage was not seen"
+    assert {r[2] for r in failures} == {503}, {r[2] for r in failures}
+    first_failure = min(end for _, end, _ in failures)
+    during = [r for r in results if first_failure <= r[0] and r[1] <= restarted]
+    slowest = max(end - start for start, end, _ in during)
+    print(f"\noutage: {len(during)} answers after the first 503, slowest {slowest * 1000:.0f} ms")
+    assert during and all(status == 503 for _, _, status in during)
+    assert slowest < 1.0, f"a 503 took {slowest:.2f} s"
+    recovered = min((end for start, end, status in results if status == 200 and start >= restarted), default=None)
+    assert recovered is not None, "no 200 after MongoDB came back"
+    print(f"recovery: first 200 {recovered - restarted:.2f} s after MongoDB was back")
+    assert recovered - restarted < 5.0
+
+
+def test_queue_deadline_answers_503_without_querying(stored, mongo_uri, ferretdb):
+    # One thread, a frozen database: the first job holds the thread, the
+    # others wait in the queue past gridfs_queue_timeout.
+    server = start_nginx(mongo_uri, "gridfs_queue_timeout 300ms;", threads=1)
+    try:
+        assert get(server, "/files/1KB.bin").status_code == 200
+        ferretdb.pause()
+        try:
+            with ThreadPoolExecutor(12) as pool:
+                statuses = list(pool.map(lambda _: get(server, "/files/1KB.bin").status_code, range(12)))
+        finally:
+            ferretdb.resume()
+        assert 503 in statuses
+        assert "more than gridfs_queue_timeout" in server.log()
+    finally:
+        stop_nginx(server)
+
+
+def test_unreachable_deployment_is_503_before_any_header(stored):
+    # Read before the headers: a failure is a 5xx with a complete body.
+    server = start_nginx(f"mongodb://127.0.0.1:{free_port()}/")
+    try:
+        wire = raw_get(server.port, "/files/1MB.bin")
+        assert wire.startswith(b"HTTP/1.1 503")
+    finally:
+        stop_nginx(server)
+
+
+# --- 4. bounded memory ---
+
+def test_chunks_larger_than_the_window_right_bytes_bounded_memory(nginx, stored):
+    before = nginx.worker_status("VmHWM")
+    r = get(nginx, "/files/big-chunks.bin")
+    assert r.status_code == 200 and r.content == stored["big-chunks.bin"]
+    ranged = get(nginx, "/files/big-chunks.bin", Range=f"bytes={BIG_CHUNK - 5}-{BIG_CHUNK + 4}")
+    assert ranged.content == stored["big-chunks.bin"][BIG_CHUNK - 5:BIG_CHUNK + 5]
+    growth_mib = (nginx.worker_status("VmHWM") - before) / 1024
+    print(f"\n32 MiB file in 16 MiB chunks: worker peak RSS grew {growth_mib:.0f} MiB")
+    # One chunk in the window, plus the driver's transient buffers for one
+    # reply (its read buffer, grown by doubling, and the document's copy):
+    # about 4 chunks, against 8 if the module read the file whole.
+    assert growth_mib < 5 * BIG_CHUNK / 2**20
+
+
+def test_window_is_gridfs_buffer_size_rounded_up_to_whole_chunks(stored, mongo_uri):
+    server = start_nginx(mongo_uri, "gridfs_buffer_size 300k;")
+    try:
+        server.debug_log.write_text("")
+        assert get(server, "/traced/1MB.bin").content == stored["1MB.bin"]
+        windows = [(int(a), int(b)) for a, b in
+                   re.findall(r"gridfs read chunks (\d+)-(\d+)", server.debug_log.read_text())]
+        # 300 KiB is 1.2 chunks of 255 KiB: two chunks a window, less than
+        # the buffer plus one chunk
+        assert windows == [(0, 1), (2, 3)]
+    finally:
+        stop_nginx(server)
+
+
+def test_without_a_spare_client_each_window_is_a_query(stored, mongo_uri, slow_reader):
+    # maxPoolSize=2: one response at a time may hold a client (half the
+    # pool); the others read a window per query, with the same bytes.
+    server = start_nginx(mongo_uri + "?maxPoolSize=2")
+    try:
+        server.debug_log.write_text("")
+        holder = slow_reader(server.port, "/traced/10MB.bin")
+        deadline = time.monotonic() + TIMEOUT
+        while "gridfs cursor opened" not in server.debug_log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "gridfs cursor opened" in server.debug_log.read_text()
+        server.debug_log.write_text("")
+        assert get(server, "/traced/10MB.bin").content == stored["10MB.bin"]
+        log = server.debug_log.read_text()
+        assert "gridfs cursor opened" not in log
+        assert len(re.findall(r"gridfs read chunks", log)) == 8
+        holder.close()
+        # the held client went back to the pool: the next response streams
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            server.debug_log.write_text("")
+            assert get(server, "/traced/10MB.bin").content == stored["10MB.bin"]
+            if "gridfs cursor opened" in server.debug_log.read_text():
+                break
+            time.sleep(0.2)
+        assert "gridfs cursor opened" in server.debug_log.read_text()
+    finally:
+        stop_nginx(server)
+
+
+@pytest.fixture
+def slow_reader():
+    sockets = []
+
+    def start(port: int, path: str) -> socket.socket:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(TIMEOUT)
+        s.connect(("127.0.0.1", port))
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        sockets.append(s)
+        return s
+
+    yield start
+    for s in sockets:
+        s.close()
+
+
+# --- 6. clients leaving mid-stream ---
+
+def leave_mid_stream(port: int, path: str, reset: bool) -> None:
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    s.recv(100_000)
+    if reset:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()
+
+
+def open_fds(nginx, db_port: int) -> tuple[int, int]:
+    """The worker's descriptors: those that are not connections to the
+    database, and those that are (the driver's pool keeps its clients'
+    connections open, up to maxPoolSize: not a leak)."""
+    (pid,) = nginx.worker_pids()
+    to_db = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == db_port:
+                to_db.add(fields[9])  # inode
+    fds = os.listdir(f"/proc/{pid}/fd")
+    db = 0
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        db += target.startswith("socket:[") and target[8:-1] in to_db
+    return len(fds) - db, db
+
+
+@pytest.fixture
+def patient_nginx(stored, mongo_uri):
+    """No load shedding: 30 clients of 10 MB files queue past 1 s on FerretDB."""
+    server = start_nginx(mongo_uri, "gridfs_queue_timeout 60s;")
+    yield server
+    stop_nginx(server)
+
+
+def test_clients_leaving_mid_stream_under_load(patient_nginx, stored, mongo_uri):
+    nginx = patient_nginx
+    db_port = int(mongo_uri.rsplit(":", 1)[1].strip("/"))
+    # Warm up: every thread busy at once, so the driver's pool has opened
+    # all the database connections it will keep.
+    with ThreadPoolExecutor(16) as pool:
+        assert all(pool.map(lambda _: get(nginx, "/files/1MB.bin").content == stored["1MB.bin"], range(32)))
+    fds_before, _ = open_fds(nginx, db_port)
+    log_before = len(nginx.log())
+    with ThreadPoolExecutor(30) as pool:
+        list(pool.map(lambda i: leave_mid_stream(nginx.port, "/files/10MB.bin", i % 2 == 0), range(90),
+                      timeout=120))
+    # Every request ends (its jobs complete, its sockets close).
+    deadline = time.monotonic() + 30
+    while open_fds(nginx, db_port)[0] > fds_before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    fds_after, db_connections = open_fds(nginx, db_port)
+    print(f"\nworker descriptors: {fds_before} before, {fds_after} after; {db_connections} database connections")
+    assert fds_after <= fds_before, "descriptors leaked"
+    assert db_connections <= 100, "more database connections than the pool's clients"
+    r = get(nginx, "/files/10MB.bin")
+    assert r.content == stored["10MB.bin"]
+    new_log = nginx.log()[log_before:]
+    assert "[alert]" not in new_log and "[crit]" not in new_log and "[emerg]" not in new_log
+    assert "exited on signal" not in new_log
+    assert not re.search(r"\[error\].*gridfs", new_log), new_log[-2000:]
+    # every response that held a client gave it back: more than half the
+    # pool's clients (50) have come and gone, and responses still stream
+    nginx.debug_log.write_text("")
+    assert get(nginx, "/traced/10MB.bin").content == stored["10MB.bin"]
+    assert "gridfs cursor opened at chunk 0" in nginx.debug_log.read_text()
+
+
+def test_worker_never_crashed(nginx):
+    log = nginx.log()
+    assert "exited on signal" not in log
+    assert "[alert]" not in log and "[emerg]" not in log
