@@ -69,6 +69,9 @@ build_base
 build_cadvisor
 build_derived python "$PREFIX/python:3.11"
 build_derived node "$PREFIX/node:18"
+"$here/golang/build-local-image.sh" "$PREFIX/debian:$SUITE" "$PREFIX/golang:bookworm"
+build_derived postgres "$PREFIX/postgres:15"
+build_derived httpd "$PREFIX/httpd:2.4"
 ferretdb_bin=$("$root/tools/build-ferretdb.sh")
 cp "$ferretdb_bin" "$LAB_CACHE/ferretdb"
 build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2" "$LAB_CACHE/ferretdb"

@@ -57,7 +57,7 @@ def lab():
     results = REPO / "results" / f"e2e-{os.getpid()}"
     results.mkdir(parents=True)
     env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
-           "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "0.5",
+           "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
            "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_OPEN_LOOP": "0.5",
            "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "0.5", "BENCH_PROFILE": "full"}
     compose("down", "-v", "--remove-orphans", "-t", "2", env=env, timeout=300)  # an interrupted run's

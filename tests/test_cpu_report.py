@@ -217,3 +217,18 @@ def test_chart_is_a_png_per_target_with_every_repetition_shaded(tmp_path):
     path = tmp_path / "cpu.png"
     assert cpu_chart(results, TARGET, DATABASE, LOADGEN, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_caching_paths_hits_are_counted_and_a_missing_cache_is_flagged():
+    from bench.cache_log import counts
+    from bench.usage import CACHE_MISSED
+    words = ["HIT"] * 990 + ["MISS"] * 9 + ["EXPIRED"]
+    c = counts(words)
+    assert (c["hits"], c["misses"], c["other"], c["requests"]) == (990, 9, {"EXPIRED": 1}, 1000)
+    assert c["hit_ratio"] == 0.99
+    run = repeated_run("nginx-cache", "1KB.bin", 1024, 5, with_target([rep(1000, 1, 0.1)], "nginx-cache"))
+    run.cache = counts(["HIT"] * 90 + ["MISS"] * 10)
+    run.flags.append(CACHE_MISSED)
+    report = render_markdown(results_of([run]))
+    assert "| nginx-cache | 1KB | 5 | 90 | 10 | 0 | 0.9000 |" in report
+    assert "◇ `cache-missed`" in report

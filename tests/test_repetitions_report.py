@@ -15,7 +15,7 @@ from bench.report import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
 from bench.settings import from_env
 from bench.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from bench.timing import Measurement, ab_measurement, vegeta_measurement, wrk_measurement
+from bench.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
 from bench.usage import LOADGEN_BOUND, tool_bound
 from bench.vegeta_output import VegetaOutputError, parse as parse_vegeta
 
@@ -116,7 +116,12 @@ def test_the_plan_of_a_run_counts_every_tool_run():
     bare = 2 * 3 * (2 * (2 + 12) + 24 + 4)
     assert bare < planned_seconds(cfg, 2, 3) < bare * 1.3
     quick = from_env({"BENCH_TARGETS": "a", "BENCH_PROFILE": "quick"})
-    assert planned_seconds(quick, 8, 3) < 180  # the quick look: three minutes for eight paths
+    assert planned_seconds(quick, 8, 3) < 150  # the quick look: under three minutes for eight paths, start-up included
+
+
+def test_ab_is_given_whole_seconds():
+    # ab reads -t with atoi: "0.5" would be 0, no time limit at all
+    assert [_seconds(s) for s in (0.4, 1, 2.5, 10.2)] == ["1", "1", "2", "10"]
 
 
 def results(**extra) -> Results:

@@ -47,7 +47,7 @@ def two_nginx():
 
 def test_rounds_rotate_and_a_target_that_dies_is_failed_not_timed(two_nginx, vegeta, tmp_path):
     first, second = two_nginx
-    cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "1", "BENCH_WARMUP": "0.5",
+    cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
                     "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_CONCURRENCY": "2 4",
                     "BENCH_MIN_REQUESTS": "0", "BENCH_OPEN_LOOP": "0.2", "CADVISOR_URL": ""})
     targets = [TargetResult("a", first.url, True), TargetResult("b", second.url, True)]

@@ -11,6 +11,7 @@ APT_PACKAGES=(
   nginx nginx-dev pkg-config build-essential libmongoc-dev libbson-dev  # native module tests
   postgresql                  # FerretDB's backend in native tests
   apache2-utils wrk aria2 curl  # load and resume clients in tests
+  apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)
 )
 
 install_packages() {
@@ -38,7 +39,7 @@ start_docker() {
 make_venv() {
   local venv="$root/.venv" stamp="$root/.venv/.requirements.sha256"
   local want; want=$(cat "$root"/tests/requirements.txt "$root"/services/flask/requirements.txt \
-    "$root"/loadgen/requirements.txt | sha256sum)
+    "$root"/services/flask-postgres/requirements.txt "$root"/loadgen/requirements.txt | sha256sum)
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
   say "installing test dependencies into .venv"
   python3 -m venv "$venv"

@@ -2,18 +2,19 @@
 rotating through the targets; ab -k against wrk; latency at a fixed rate;
 the concurrency sweep. A target that dies is marked, its remaining cases
 failed, and the others go on."""
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import usage
+from . import cache_log, usage
 from .monitor import Monitor, MonitorError, read_proc_stat
 from .progress import OVERHEAD_S, Progress, say
 from .results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
 from .settings import SLOW_CASE_STRETCH
 from .timing import Measurement, TimingError, run_ab, run_vegeta, run_wrk
-from .usage import LOADGEN_BOUND, tool_bound
+from .usage import CACHE_MISSED, LOADGEN_BOUND, tool_bound
 from .verify import VerificationError, wait_until_healthy
 
 SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate was at its own limit
@@ -29,7 +30,7 @@ def case_seconds(cfg, warmup: Measurement | None) -> float:
     SLOW_CASE_STRETCH times as long)."""
     if warmup is None or warmup.rps <= 0 or not cfg.min_requests:
         return cfg.duration
-    return min(max(cfg.duration, cfg.min_requests / warmup.rps), cfg.duration * SLOW_CASE_STRETCH)
+    return min(max(cfg.duration, math.ceil(cfg.min_requests / warmup.rps)), cfg.duration * SLOW_CASE_STRETCH)
 
 
 class Timer:
@@ -41,6 +42,29 @@ class Timer:
         self.cfg, self.run_dir, self.results, self.monitor = cfg, run_dir, results, monitor
         self.allowance, self.progress = allowance, progress
         self.down: dict[str, str] = {}  # target -> why it stopped answering
+        self.cache_logs: dict[str, bool] = {}  # target -> it serves GET /cache-log
+
+    def cache_offset(self, target: TargetResult) -> int | None:
+        """Where the target's cache log ends now (None: it has none)."""
+        if self.cache_logs.get(target.name) is False:
+            return None
+        try:
+            found = cache_log.new_words(target.url, 0)
+        except cache_log.CacheLogError as e:
+            say(f"{target.name}: cache log not read: {e}")
+            found = None
+        self.cache_logs[target.name] = found is not None
+        return found[1] if found else None
+
+    def cache_counts(self, target: TargetResult, offset: int | None) -> dict | None:
+        if offset is None:
+            return None
+        try:
+            found = cache_log.new_words(target.url, offset)
+        except cache_log.CacheLogError as e:
+            self.results.warnings.append(f"{target.name}: cache hits not counted: {e}")
+            return None
+        return cache_log.counts(found[0]) if found else None
 
     # --- one tool run, measured -------------------------------------------
     def measured(self, target: str, run) -> dict:
@@ -95,6 +119,8 @@ class Timer:
                 errors[t.name] = f"warm-up failed: {e}"
                 self.health(t)
             self.progress.advance(self.cfg.warmup + OVERHEAD_S)
+        # a caching path's log, from after its warm-up: the counted requests only
+        offsets = {t.name: self.cache_offset(t) for t in targets if t.name not in self.down and t.name not in errors}
         for i in range(1, self.cfg.repetitions + 1):
             for t in targets:
                 if t.name in self.down or t.name in errors:
@@ -120,6 +146,9 @@ class Timer:
             run = repeated_run(t.name, f["name"], f["size"], c, reps[t.name], seconds.get(t.name))
             if t.conforming is False:
                 run.flags.append("nonconforming")
+            run.cache = self.cache_counts(t, offsets.get(t.name))
+            if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
+                run.flags.append(CACHE_MISSED)
             runs.append(run)
             say(describe(run))
         return runs
@@ -244,6 +273,8 @@ def describe(run: Run) -> str:
         note += "".join(f" {role} {u['cpu_ms_per_request']:.3f}" for role, u in run.cpu.items()
                         if role != run.target and u.get("cpu_ms_per_request") is not None)
     spread = f" ±{run.spread['half_range']:.1%}" if run.spread and len(run.repetitions) > 1 else ""
+    if run.cache:
+        note += f"; cache hit ratio {run.cache['hit_ratio']}"
     return (f"{case_name(run.target, run.file, run.concurrency)}: {run.rps:.0f} req/s{spread} over "
             f"{len(run.repetitions)} x {run.duration_s or 0:.1f} s, p99 {run.p99_ms:.1f} ms{note}"
             + (f" [{', '.join(run.flags)}]" if run.flags else ""))

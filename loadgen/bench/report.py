@@ -7,8 +7,8 @@ against wrk, the sweep, every case, what the run cost). A failed case reads
 from . import seed000
 from .results import NOISY, OpenLoop, Results, Run
 from .stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from .usage import (CORE_SATURATED, CORE_SATURATED_SHARE, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, SHORT_WINDOW,
-                    THROTTLED)
+from .usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE,
+                    SHORT_WINDOW, THROTTLED)
 
 BASELINE = "nginx-static"
 NONCONFORMING = "nonconforming"
@@ -20,7 +20,7 @@ STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
 
 # One mark per flag, the same in every table; the legend says what each means.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
-         NONCONFORMING: "✗"}
+         CACHE_MISSED: "◇", NONCONFORMING: "✗"}
 BASELINE_MARK = "†"
 LEGEND = {
     LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
@@ -31,6 +31,8 @@ LEGEND = {
     NOISY: f"the repetitions' requests per second lie more than ±{NOISY_HALF_RANGE:.0%} from their median",
     THROTTLED: "the target's CFS quota throttled it",
     SHORT_WINDOW: "the run held fewer than two of cAdvisor's readings: cores and CPU per request are rough",
+    CACHE_MISSED: "a caching path answered fewer than 99% of the case's counted requests from its cache: the row "
+                  "measures its upstream too",
     NONCONFORMING: "the target failed the conformance suite and was timed anyway (BENCH_ALLOW_NONCONFORMING=1)",
 }
 BASELINE_NOTE = f"{BASELINE_MARK} a ratio taken against a flagged nginx-static figure"
@@ -376,6 +378,19 @@ def _open_loop(results: Results) -> list[str]:
                      "flags"], rows), ""]
 
 
+def _cache(results: Results) -> list[str]:
+    cached = [r for r in results.runs if r.cache]
+    if not cached:
+        return []
+    rows = [[r.target, _size(r.file), str(r.concurrency), str(r.cache["hits"]), str(r.cache["misses"]),
+             str(sum(r.cache["other"].values())), f"{r.cache['hit_ratio']:.4f}" if r.cache["hit_ratio"] is not None
+             else "-"] for r in cached]
+    return ["## Cache hits", "",
+            "What a caching path's own log says of each case's counted requests (warm-up excluded); below "
+            "0.99 the row is flagged `cache-missed`: it measures the upstream too.", "",
+            *_table(["target", "size", "concurrency", "hits", "misses", "other", "hit ratio"], rows), ""]
+
+
 def _peak_memory(results: Results) -> list[str]:
     peaks: dict[str, int] = {}
     for r in results.runs:
@@ -498,7 +513,7 @@ def render_markdown(results: Results) -> str:
         lines += _requests_per_second(results)
         if any(r.cpu for r in results.runs):
             lines += _cpu_per_request(results) + _cpu_by_case(results)
-        lines += _open_loop(results)
+        lines += _open_loop(results) + _cache(results)
         if any(r.cpu for r in results.runs):
             lines += _peak_memory(results)
         if results.charts:

@@ -64,6 +64,9 @@ class Run:
     # half_range, noisy}, half_range = (max - min) / 2 / median, printed ±.
     spread: dict | None = None
     duration_s: float | None = None  # what each repetition was asked to last
+    # A caching path's own count over the counted repetitions (bench.cache_log):
+    # {hits, misses, other, requests, hit_ratio}; None for paths without a cache log.
+    cache: dict | None = None
 
     @property
     def ok(self) -> bool:

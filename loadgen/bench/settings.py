@@ -5,13 +5,14 @@ from dataclasses import dataclass, replace
 
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.
 RECORDED = [
-    "MONGO_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "CADVISOR_IMAGE", "GO_IMAGE",
+    "MONGO_IMAGE", "POSTGRES_IMAGE", "NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "GO_IMAGE",
+    "CADVISOR_IMAGE",
     "FILE_SIZES", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
     "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
-    "NGINX_WORKERS", "GUNICORN_WORKERS",
-    "MONGO_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
-    "MONGO_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
+    "NGINX_WORKERS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
+    "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
+    "MONGO_MEM", "POSTGRES_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
 ]
 
 # Count-based knobs of earlier versions: a run is timed in seconds now.
@@ -23,7 +24,7 @@ RETIRED = {
 
 # BENCH_PROFILE=quick: a first look in about three minutes, whatever the
 # other knobs say (their effective values are what results.json records).
-QUICK = {"duration": 1.0, "warmup": 0.5, "repetitions": 1, "tools": ("ab",), "sweep": (),
+QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep": (),
          "min_requests": 0}
 
 
@@ -41,15 +42,15 @@ class Settings:
     results_dir: str
     target_port: int
     cadvisor_url: str  # empty: CPU and memory are not measured
-    duration: float = 4.0         # seconds of each counted repetition
-    warmup: float = 1.0           # seconds of load before a case's repetitions, not counted
+    duration: int = 4             # seconds of each counted repetition
+    warmup: int = 1               # seconds of load before a case's repetitions, not counted
     # A case whose warm-up rate would give fewer requests than this in
     # `duration` runs longer, up to SLOW_CASE_STRETCH x duration.
     min_requests: int = 200
     repetitions: int = 3          # counted runs of each case, rotating through the targets
     tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk at the highest concurrency
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
-    sweep_duration: float = 1.0   # seconds per level and tool
+    sweep_duration: int = 1       # seconds per level and tool
     open_loop: float = 0.5        # fixed rate as a share of the case's capacity; 0: none
     profile: str = "full"
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
@@ -137,12 +138,13 @@ def from_env(env=os.environ) -> Settings:
         results_dir=env.get("RESULTS_DIR", "/results"),
         target_port=int(env.get("TARGET_PORT", "8080")),
         cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
-        duration=_one(env, "BENCH_DURATION", "4", float, 0.5, 3600),
-        warmup=_one(env, "BENCH_WARMUP", "1", float, 0, 600),
+        # whole seconds: ab's -t (and wrk's -d) take no fraction
+        duration=_one(env, "BENCH_DURATION", "4", int, 1, 3600),
+        warmup=_one(env, "BENCH_WARMUP", "1", int, 0, 600),
         min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
         repetitions=_one(env, "BENCH_REPETITIONS", "3", int, 1, 100),
         tools=_tools(env), sweep=_sweep(env),
-        sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", float, 0.5, 600),
+        sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
         open_loop=_one(env, "BENCH_OPEN_LOOP", "0.5", float, 0, 0.95),
         profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
     )

@@ -131,7 +131,8 @@ def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, 
 
 
 def _seconds(seconds: float) -> str:
-    return f"{max(seconds, 0.1):g}"
+    """ab's -t takes whole seconds (a fraction would read as 0: no limit)."""
+    return str(max(1, round(seconds)))
 
 
 def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = None,
@@ -144,10 +145,12 @@ def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = No
            "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency), "-e", str(csv_path), url]
     p = _run(cmd, seconds + GRACE_S, out_dir, name)
     try:
-        return ab_measurement(p.stdout, csv_path.read_text() if out_dir else None, keepalive, p.cpu_seconds,
+        # ab writes no -e file when it completed no request
+        csv_text = csv_path.read_text() if out_dir else None
+        return ab_measurement(p.stdout, csv_text, keepalive, p.cpu_seconds,
                               f"{name}.txt" if out_dir else None, p.started_ns, p.ended_ns)
-    except AbOutputError as e:
-        raise TimingError(str(e)) from e
+    except (AbOutputError, OSError) as e:
+        raise TimingError(f"ab's output unreadable: {e}") from e
 
 
 def wrk_threads(concurrency: int) -> int:

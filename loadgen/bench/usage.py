@@ -15,6 +15,7 @@ LOADGEN_BOUND = "loadgen-bound"   # the load generator used >= 90% of its CPU al
 CORE_SATURATED = "core-saturated"  # a core that two of the case's containers share was > 90% busy
 THROTTLED = "throttled"           # the target's CFS quota throttled it
 SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings: cores are rough
+CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
 LOADGEN_BOUND_SHARE = 0.9
 CORE_SATURATED_SHARE = 0.9
 
