@@ -32,7 +32,7 @@ def labelled_burner():
 
 
 def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F811
-    monitor = Monitor(CadvisorClient(cadvisor_url), ["burner"], "no-database")
+    monitor = Monitor(CadvisorClient(cadvisor_url), ["burner"], ["no-database"])
     warnings = monitor.connect(time.monotonic() + 10, own_id=None)
     assert len(warnings) == 1 and "no-database" in warnings[0]  # what it could not find, it says
     assert monitor.ids == {"burner": labelled_burner}
@@ -41,19 +41,20 @@ def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F
     monitor.start_sampling()
     try:
         time.sleep(2)  # past the container's first seconds
-        # a "run" of 4 s: the window is read after it, from cAdvisor's stored stats
+        # a "run" of 6 s: the window is read after it, from cAdvisor's stored stats
         run = WindowInput(time.time_ns(), 0, 100, 25.0, 0.0, 1)
-        time.sleep(4)
+        time.sleep(6)
         run.end_ns = time.time_ns()
         cpu, flags, figures = monitor.window("burner", run, loadgen_allowance=1.0)
     finally:
         monitor.stop_sampling()
 
     used = cpu["burner"]
-    assert used["inner_window"] and 2.0 <= used["window_seconds"] <= 4.0  # readings inside the run only
-    # loose: over a few readings (the 0.5 +- 0.05 cores check is test_cadvisor_local's)
-    assert used["cores"] == pytest.approx(BURNER_CPUS, rel=0.15)
-    assert used["cores"] <= BURNER_CPUS * 1.02  # never above its allowance
+    # readings inside the run only: at least two (1-2 s apart), never past its 6 s
+    assert used["inner_window"] and 2.0 <= used["window_seconds"] <= 6.0, used
+    # It ran, and never above its quota; how close to it depends on what else
+    # the machine runs (the 0.5 +- 0.05 cores check is test_cadvisor_local's).
+    assert BURNER_CPUS / 2 <= used["cores"] <= BURNER_CPUS * 1.02, used
     assert used["cpu_ms_per_request"] == pytest.approx(used["cores"] * 1000 / 25.0, rel=1e-3)
     assert used["throttled_periods"] > 0 and THROTTLED in flags
     assert LOADGEN_BOUND not in flags  # no load generator watched
@@ -69,7 +70,7 @@ def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F
 
 
 def test_no_cadvisor_answering_is_an_error_not_a_hang():
-    monitor = Monitor(CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1), ["burner"], "mongo")
+    monitor = Monitor(CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1), ["burner"], ["mongo"])
     began = time.monotonic()
     with pytest.raises(MonitorError, match="never answered"):
         monitor.connect(time.monotonic() + 2, own_id=None)
@@ -77,7 +78,7 @@ def test_no_cadvisor_answering_is_an_error_not_a_hang():
 
 
 def test_a_missing_service_is_a_warning(cadvisor_url):  # noqa: F811
-    monitor = Monitor(CadvisorClient(cadvisor_url), ["no-such-service"], "no-such-database")
+    monitor = Monitor(CadvisorClient(cadvisor_url), ["no-such-service"], ["no-such-database"])
     warnings = monitor.connect(time.monotonic() + 2, own_id=None)
     assert len(warnings) == 2 and "no-such-service" in warnings[0] and "no-such-database" in warnings[1]
     assert monitor.ids == {}

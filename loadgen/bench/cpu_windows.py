@@ -10,8 +10,17 @@ from .results import Results
 
 
 def database_service(cfg) -> str:
-    """The database's compose service: the host of MONGO_URI."""
+    """The GridFS database's compose service: the host of MONGO_URI."""
     return urlsplit(cfg.mongo_uri).hostname or "mongo"
+
+
+def database_services(cfg) -> list[str]:
+    """Every store's compose service whose CPU a run is charged: MongoDB's,
+    and PostgreSQL's when POSTGRES_URL names one."""
+    found = [database_service(cfg)]
+    if cfg.postgres_url:
+        found.append(urlsplit(cfg.postgres_url).hostname or "postgres")
+    return found
 
 
 def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
@@ -20,7 +29,7 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
     if not cfg.cadvisor_url:
         results.warnings.append("CADVISOR_URL is empty: CPU and memory were not measured.")
         return None
-    monitor = Monitor(CadvisorClient(cfg.cadvisor_url), cfg.targets, database_service(cfg))
+    monitor = Monitor(CadvisorClient(cfg.cadvisor_url), cfg.targets, database_services(cfg))
     try:
         warnings = monitor.connect(max(deadline, time.monotonic() + 10), own_id())
     except MonitorError as e:

@@ -71,10 +71,10 @@ def read_proc_stat() -> str | None:
 
 
 class Monitor:
-    def __init__(self, client: CadvisorClient, targets: list[str], database: str):
+    def __init__(self, client: CadvisorClient, targets: list[str], databases: list[str]):
         self.client = client
-        self.database = database
-        self.services = [*targets, database]  # compose services to watch besides bench
+        self.databases = list(databases)
+        self.services = [*targets, *databases]  # compose services to watch besides bench
         self.ids: dict[str, str] = {}     # role -> container id
         self.allowance: dict[str, float | None] = {}
         self.cpusets: dict[str, tuple[int, ...]] = {}
@@ -133,10 +133,10 @@ class Monitor:
         while True:
             containers = {c.id: c for c in self.client.containers(num_stats=entries)}
             machine = self.client.machine(num_stats=entries)
-            # A run's cost: its target's, the database's and bench's; the other
+            # A run's cost: its target's, the databases' and bench's; the other
             # targets sit idle and are left out.
             series = {role: list(containers[i].stats) for role, i in self.ids.items()
-                      if role in (target, self.database, LOADGEN) and i in containers}
+                      if (role in (target, LOADGEN) or role in self.databases) and i in containers}
             waiting = [role for role, s in series.items() if usage.edges(s, run.start_ns, run.end_ns) is None]
             if not waiting or time.monotonic() >= give_up:
                 break

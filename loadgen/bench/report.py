@@ -309,8 +309,11 @@ def _requests_per_second(results: Results) -> list[str]:
 
 
 def _database_role(run) -> str | None:
-    """The role in run.cpu that is neither the target nor the load generator."""
-    return next((role for role in run.cpu or {} if role not in (run.target, LOADGEN)), None)
+    """The database that served the row: of the roles in run.cpu that are
+    neither the target nor the load generator (mongo, postgres), the one
+    that spent the most CPU in it."""
+    roles = [role for role in run.cpu or {} if role not in (run.target, LOADGEN)]
+    return max(roles, key=lambda r: run.cpu[r].get("cpu_seconds") or 0, default=None)
 
 
 def _ms(usage: dict | None) -> str:
@@ -325,7 +328,9 @@ def _cpu_per_request(results: Results) -> list[str]:
             return "failed"
         if not run.cpu:
             return "-"
-        return f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(_database_role(run)))}{_marks(run.flags)}"
+        db = _database_role(run)
+        named = f" ({db})" if db and db != "mongo" else ""
+        return f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(db))}{named}{_marks(run.flags)}"
 
     return ["## CPU ms per request (target / database; lower is better)", "",
             "CPU time each container spent per request in the row's repetition: its cores over the timed",

@@ -53,6 +53,7 @@ class Settings:
     sweep_duration: int = 1       # seconds per level and tool
     open_loop: float = 0.5        # fixed rate as a share of the case's capacity; 0: none
     profile: str = "full"
+    postgres_url: str = ""        # flask-postgres's store, watched by cAdvisor like mongo; empty: none
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
 
@@ -147,6 +148,7 @@ def from_env(env=os.environ) -> Settings:
         sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
         open_loop=_one(env, "BENCH_OPEN_LOOP", "0.5", float, 0, 0.95),
         profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
+        postgres_url=env.get("POSTGRES_URL", ""),
     )
     return replace(settings, **QUICK) if profile == "quick" else settings
 
