@@ -16,6 +16,7 @@ PROJECT = "gridfs-lab-e2e"  # fixed, so its images are reused from run to run
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks
 CONCURRENCY = [1, 8]
 GRIDFS_TARGETS = {"nginx-gridfs", "flask", "node"}
+EVERY_PATH = GRIDFS_TARGETS | {"nginx-static", "httpd-static", "nginx-cache", "flask-postgres"}
 
 
 def env_value(name: str) -> str:
@@ -74,7 +75,7 @@ def test_bench_exits_zero_with_every_target_verified_and_timed(lab):
     up, data, results, _ = lab
     assert up.returncode == 0, bench_lines(up) + up.stderr[-2000:]
     targets = env_value("BENCH_TARGETS").split()
-    assert GRIDFS_TARGETS | {"nginx-static"} <= set(targets)
+    assert EVERY_PATH <= set(targets)
     assert [t["name"] for t in data["targets"]] == targets
     assert all(t["verified"] and t["error"] is None for t in data["targets"]), data["targets"]
     cases = {(r["target"], r["file"], r["concurrency"]) for r in data["runs"]}
@@ -106,6 +107,10 @@ def test_cadvisor_measured_cpu_of_each_target_and_of_mongo_within_their_allowanc
         assert run["cpu"]["bench"]["cpu_seconds"] > 0, run
         if run["target"] in GRIDFS_TARGETS:
             assert run["cpu"]["mongo"]["cpu_seconds"] > 0, run
+        if run["target"] == "flask-postgres":
+            assert run["cpu"]["postgres"]["cpu_seconds"] > 0, run
+        if run["target"] == "nginx-cache":  # warmed: every counted request a hit
+            assert run["cache"]["hit_ratio"] >= 0.99 and "cache-missed" not in run["flags"], run
         for rep in run["repetitions"]:
             for role, used in (rep["cpu"] or {}).items():
                 assert used["cores"] <= used["allowance_cores"] * 1.05, (run["target"], role, used)
