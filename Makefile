@@ -27,8 +27,10 @@ lab: setup
 lab-local: local-images
 	$(COMPOSE_LOCAL) up --build --exit-code-from bench bench
 
-# Every test, including the compose end-to-end run on local images.
+# Every test, including the compose end-to-end run on local images; first the
+# FUSE filesystem's Go unit tests (chunk arithmetic, names).
 test: local-images
+	cd services/gridfs-fuse && timeout 900 go test ./...
 	.venv/bin/pytest tests $(PYTEST_ARGS)
 
 clean:

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-e2e"  # fixed, so its images are reused from run to run
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks
 CONCURRENCY = [1, 8]
-GRIDFS_TARGETS = {"nginx-gridfs", "flask", "node"}
+GRIDFS_TARGETS = {"nginx-gridfs", "flask", "node", "gridfs-fuse"}
 EVERY_PATH = GRIDFS_TARGETS | {"nginx-static", "httpd-static", "nginx-cache", "flask-postgres"}
 
 
@@ -60,7 +60,7 @@ def lab():
     env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
            "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_OPEN_LOOP": "0.5",
-           "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "0.5", "BENCH_PROFILE": "full"}
+           "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "1", "BENCH_PROFILE": "full"}
     compose("down", "-v", "--remove-orphans", "-t", "2", env=env, timeout=300)  # an interrupted run's
     try:
         up = compose("up", "--build", "--exit-code-from", "bench", "bench", env=env, timeout=2400)

@@ -12,6 +12,7 @@ APT_PACKAGES=(
   postgresql                  # FerretDB's backend in native tests
   apache2-utils wrk aria2 curl  # load and resume clients in tests
   apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)
+  fuse3                       # gridfs-fuse's native tests (fusermount3)
 )
 
 install_packages() {

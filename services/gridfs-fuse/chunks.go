@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// layout is where a GridFS file's bytes are: chunk n holds bytes
+// [n*chunkSize, min((n+1)*chunkSize, length)).
+type layout struct {
+	length    int64
+	chunkSize int64
+}
+
+// maxChunkSize bounds the memory one chunk may take (GridFS's default is
+// 255 KiB; BSON documents stop at 16 MiB).
+const maxChunkSize = 16 << 20
+
+// errCorrupt marks a file whose chunks do not match its files document.
+var errCorrupt = errors.New("chunks do not match the files document")
+
+func (l layout) valid() error {
+	switch {
+	case l.length < 0:
+		return fmt.Errorf("negative length %d", l.length)
+	case l.length > 0 && (l.chunkSize <= 0 || l.chunkSize > maxChunkSize):
+		return fmt.Errorf("chunkSize %d outside 1..%d", l.chunkSize, maxChunkSize)
+	}
+	return nil
+}
+
+// chunkCount is how many chunks the file has (0 for an empty file).
+func (l layout) chunkCount() int64 {
+	if l.length == 0 {
+		return 0
+	}
+	return (l.length + l.chunkSize - 1) / l.chunkSize
+}
+
+// chunkLen is the length chunk n must have: chunkSize, less for the last.
+func (l layout) chunkLen(n int64) int64 {
+	if n < 0 || n >= l.chunkCount() {
+		return 0
+	}
+	return min(l.chunkSize, l.length-n*l.chunkSize)
+}
+
+// span is the first and last chunk holding bytes [off, off+size) clipped to
+// the file; ok is false when nothing is there (past the end, size 0).
+func (l layout) span(off int64, size int) (first, last int64, ok bool) {
+	if off < 0 || size <= 0 || off >= l.length {
+		return 0, 0, false
+	}
+	end := min(off+int64(size), l.length) // exclusive
+	return off / l.chunkSize, (end - 1) / l.chunkSize, true
+}
+
+// chunkFetcher returns the data of chunks first..last, in order, each of the
+// length the layout says (the store checks).
+type chunkFetcher func(ctx context.Context, first, last int64) ([][]byte, error)
+
+// chunkReader reads one open file at any offset, fetching only the chunks a
+// read needs. It keeps the last few chunks it fetched, and when reads are
+// sequential it fetches `readahead` chunks per round trip, so that a whole
+// file costs ceil(chunks / readahead) queries rather than one per chunk.
+type chunkReader struct {
+	layout    layout
+	fetch     chunkFetcher
+	readahead int
+
+	mu       sync.Mutex
+	cache    []cachedChunk // at most readahead+1, oldest first
+	nextRead int64         // the chunk after the last one read: sequential reads start there
+}
+
+type cachedChunk struct {
+	n    int64
+	data []byte
+}
+
+func newChunkReader(l layout, fetch chunkFetcher, readahead int) *chunkReader {
+	return &chunkReader{layout: l, fetch: fetch, readahead: max(readahead, 1)}
+}
+
+func (r *chunkReader) cached(n int64) []byte {
+	for _, c := range r.cache {
+		if c.n == n {
+			return c.data
+		}
+	}
+	return nil
+}
+
+// remember keeps a chunk, dropping the oldest beyond the bound.
+func (r *chunkReader) remember(n int64, data []byte) {
+	if r.cached(n) != nil {
+		return
+	}
+	r.cache = append(r.cache, cachedChunk{n, data})
+	if excess := len(r.cache) - (r.readahead + 1); excess > 0 {
+		r.cache = append(r.cache[:0], r.cache[excess:]...)
+	}
+}
+
+// Prefetch loads the chunks a read from the start would need first; it is
+// also how an open learns, before any byte is promised, that MongoDB answers.
+func (r *chunkReader) Prefetch(ctx context.Context) error {
+	_, err := r.ReadAt(ctx, make([]byte, 1), 0)
+	return err
+}
+
+// ReadAt fills dest from offset off and returns how many bytes it copied:
+// fewer than len(dest) only at the end of the file, 0 past it.
+func (r *chunkReader) ReadAt(ctx context.Context, dest []byte, off int64) (int, error) {
+	first, last, ok := r.layout.span(off, len(dest))
+	if !ok {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fetched := map[int64][]byte{}
+	// The missing chunks are fetched as one range: from the first missing
+	// to the last missing, extended by the read-ahead when sequential.
+	missingFrom, missingTo := int64(-1), int64(-1)
+	for n := first; n <= last; n++ {
+		if r.cached(n) == nil {
+			if missingFrom < 0 {
+				missingFrom = n
+			}
+			missingTo = n
+		}
+	}
+	if missingFrom >= 0 {
+		if first == r.nextRead || first+1 == r.nextRead {
+			missingTo = min(max(missingTo, missingFrom+int64(r.readahead)-1), r.layout.chunkCount()-1)
+		}
+		chunks, err := r.fetch(ctx, missingFrom, missingTo)
+		if err != nil {
+			return 0, err
+		}
+		if int64(len(chunks)) != missingTo-missingFrom+1 {
+			return 0, fmt.Errorf("%w: asked for chunks %d..%d, got %d", errCorrupt, missingFrom, missingTo, len(chunks))
+		}
+		for i, data := range chunks {
+			n := missingFrom + int64(i)
+			if int64(len(data)) != r.layout.chunkLen(n) {
+				return 0, fmt.Errorf("%w: chunk %d has %d bytes, expected %d", errCorrupt, n, len(data), r.layout.chunkLen(n))
+			}
+			fetched[n] = data
+		}
+	}
+	copied := 0
+	for n := first; n <= last; n++ {
+		data := fetched[n]
+		if data == nil {
+			data = r.cached(n)
+		}
+		start := max(off+int64(copied)-n*r.layout.chunkSize, 0)
+		copied += copy(dest[copied:], data[start:])
+	}
+	// Keep the tail of what was read and fetched (the next read starts there).
+	for n := first; n <= missingTo || n <= last; n++ {
+		if data := fetched[n]; data != nil {
+			r.remember(n, data)
+		}
+	}
+	r.nextRead = last + 1
+	return copied, nil
+}

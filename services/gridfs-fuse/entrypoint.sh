@@ -1,0 +1,46 @@
+#!/bin/bash
+# Starts gridfs-fuse on /data/gridfs, waits until the mount answers, then
+# nginx on it. If either process dies the container exits non-zero, so that
+# compose shows a failed path rather than a half-working one.
+set -uo pipefail
+mountpoint=/data/gridfs
+say() { printf 'entrypoint: %s\n' "$*" >&2; }
+
+gridfs-fuse "$mountpoint" &
+fuse_pid=$!
+# The mount answers once the kernel sees it and a stat of its root returns
+# (the root needs no MongoDB, so this works while the database is down).
+for _ in $(seq 150); do
+  if ! kill -0 "$fuse_pid" 2>/dev/null; then
+    wait "$fuse_pid"; status=$?
+    say "gridfs-fuse exited with status $status before mounting $mountpoint"
+    exit $((status ? status : 1))
+  fi
+  mountpoint -q "$mountpoint" && timeout 2 stat "$mountpoint" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+if ! mountpoint -q "$mountpoint"; then
+  say "gridfs-fuse did not mount $mountpoint within 15 s"
+  kill -TERM "$fuse_pid"
+  exit 1
+fi
+
+# worker_processes from .env, as in nginx-static: `auto` would count the
+# host's cores, not the container's cpuset.
+nginx -g "daemon off; worker_processes ${NGINX_WORKERS:-1};" &
+nginx_pid=$!
+
+stop() {
+  kill -TERM "$nginx_pid" 2>/dev/null; wait "$nginx_pid"
+  kill -TERM "$fuse_pid" 2>/dev/null; wait "$fuse_pid"
+  exit 0
+}
+trap stop TERM INT
+
+wait -n "$fuse_pid" "$nginx_pid"
+status=$?
+if kill -0 "$nginx_pid" 2>/dev/null; then died=gridfs-fuse; else died=nginx; fi
+say "$died exited with status $status; stopping the container"
+kill -TERM "$nginx_pid" "$fuse_pid" 2>/dev/null
+wait
+exit $((status ? status : 1))

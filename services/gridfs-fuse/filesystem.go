@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// gridRoot is the mount's only directory: one entry per GridFS filename
+// (its newest revision). Everything is read-only.
+type gridRoot struct {
+	fs.Inode
+	store   *store
+	cfg     config
+	mounted time.Time
+	logger  *log.Logger
+	skipped sync.Map // names already logged as skipped, so a listing logs each once
+}
+
+var (
+	_ fs.NodeLookuper  = (*gridRoot)(nil)
+	_ fs.NodeReaddirer = (*gridRoot)(nil)
+	_ fs.NodeGetattrer = (*gridRoot)(nil)
+)
+
+// gridFile is one files document; GridFS files never change, so neither
+// do its attributes: a new revision is a new inode.
+type gridFile struct {
+	fs.Inode
+	root *gridRoot
+	info fileInfo
+}
+
+var (
+	_ fs.NodeGetattrer = (*gridFile)(nil)
+	_ fs.NodeOpener    = (*gridFile)(nil)
+)
+
+type fileHandle struct {
+	file   *gridFile
+	reader *chunkReader
+}
+
+var _ fs.FileReader = (*fileHandle)(nil)
+
+// inodeNumber is stable per files document, so a revision keeps its inode.
+func inodeNumber(info fileInfo) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte{byte(info.ID.Type)})
+	h.Write(info.ID.Value)
+	ino := h.Sum64() &^ (1 << 63) // below go-fuse's automatic numbers
+	if ino < 2 {
+		ino += 2 // 1 is the root
+	}
+	return ino
+}
+
+// fail logs why a kernel request failed and answers EIO: a MongoDB outage
+// or a damaged file must never look like a missing one.
+func (r *gridRoot) fail(op, name string, err error) syscall.Errno {
+	if errors.Is(err, errUnavailable) {
+		r.logger.Printf("%s %q: %v", op, name, err) // err starts "MongoDB unavailable"
+	} else {
+		r.logger.Printf("%s %q: error: %v", op, name, err)
+	}
+	return syscall.EIO
+}
+
+func (r *gridRoot) skip(info fileInfo, why string) {
+	if _, seen := r.skipped.LoadOrStore(info.Name, true); !seen {
+		r.logger.Printf("skipping GridFS file %q (_id %s): %s", info.Name, info.ID, why)
+	}
+}
+
+func (r *gridRoot) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = fuse.S_IFDIR | 0o555
+	out.Nlink = 2
+	out.SetTimes(nil, &r.mounted, &r.mounted)
+	return 0
+}
+
+func (r *gridRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if invalidName(name) != "" {
+		return nil, syscall.ENOENT // the listing skips such names too
+	}
+	info, err := r.store.lookup(ctx, name)
+	if err != nil {
+		return nil, r.fail("lookup", name, err)
+	}
+	if info == nil {
+		return nil, syscall.ENOENT
+	}
+	if err := info.layout().valid(); err != nil {
+		r.logger.Printf("lookup %q: files document %s is invalid: %v", name, info.ID, err)
+		return nil, syscall.EIO
+	}
+	file := &gridFile{root: r, info: *info}
+	file.fill(&out.Attr)
+	return r.NewInode(ctx, file, fs.StableAttr{Mode: fuse.S_IFREG, Ino: inodeNumber(*info)}), 0
+}
+
+func (r *gridRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	all, err := r.store.list(ctx)
+	if err != nil {
+		return nil, r.fail("readdir", "/", err)
+	}
+	newest := map[string]fileInfo{}
+	for _, info := range all {
+		if why := invalidName(info.Name); why != "" {
+			r.skip(info, why)
+			continue
+		}
+		if have, ok := newest[info.Name]; !ok || info.UploadDate.After(have.UploadDate) {
+			newest[info.Name] = info
+		}
+	}
+	entries := make([]fuse.DirEntry, 0, len(newest))
+	for name, info := range newest {
+		entries = append(entries, fuse.DirEntry{Name: name, Mode: fuse.S_IFREG, Ino: inodeNumber(info)})
+	}
+	return fs.NewListDirStream(entries), 0
+}
+
+func (f *gridFile) fill(attr *fuse.Attr) {
+	attr.Mode = fuse.S_IFREG | 0o444
+	attr.Nlink = 1
+	attr.Size = uint64(f.info.Length)
+	attr.Blocks = (attr.Size + 511) / 512
+	attr.Blksize = 4096
+	t := f.info.UploadDate
+	attr.SetTimes(&t, &t, &t)
+}
+
+func (f *gridFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	f.fill(&out.Attr)
+	return 0
+}
+
+// Open reads the file's first chunks before answering (unless the kernel
+// keeps its page cache), so that a MongoDB outage fails the open, which nginx
+// turns into a 503, instead of a read after nginx has sent a 200.
+func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	id := f.info.ID
+	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
+		return f.root.store.chunkRange(ctx, id, first, last)
+	}
+	h := &fileHandle{file: f, reader: newChunkReader(f.info.layout(), fetch, f.root.cfg.ReadaheadChunks)}
+	if f.root.cfg.KernelCache {
+		return h, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	if err := h.reader.Prefetch(ctx); err != nil {
+		return nil, 0, f.root.fail("open", f.info.Name, err)
+	}
+	return h, 0, 0
+}
+
+func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.reader.ReadAt(ctx, dest, off)
+	if err != nil {
+		return nil, h.file.root.fail(fmt.Sprintf("read [%d, +%d) of", off, len(dest)), h.file.info.Name, err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}

@@ -1,0 +1,76 @@
+// gridfs-fuse mounts one GridFS bucket as a read-only directory: one file
+// per filename (its newest revision), read chunk by chunk on demand.
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+func main() {
+	logger := log.New(os.Stderr, "gridfs-fuse: ", log.LstdFlags)
+	cfg, err := loadConfig(os.Args[1:], os.Getenv)
+	if err != nil {
+		logger.Printf("configuration: %v", err)
+		os.Exit(2)
+	}
+	logger.Printf("settings %s", cfg.summary())
+	st, err := openStore(cfg)
+	if err != nil {
+		logger.Printf("configuration: %v", err)
+		os.Exit(2)
+	}
+	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger}
+	negative := cfg.EntryTimeout
+	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
+		EntryTimeout:    &cfg.EntryTimeout,
+		AttrTimeout:     &cfg.AttrTimeout,
+		NegativeTimeout: &negative,
+		MountOptions: fuse.MountOptions{
+			FsName: fmt.Sprintf("gridfs:%s.%s", cfg.Database, cfg.Bucket),
+			Name:   "gridfs",
+			// nginx's workers are not root.
+			AllowOther: true,
+			Options:    []string{"ro"},
+			// As root (the container, the tests) mount(2) directly; else fusermount3.
+			DirectMount: true,
+			// Reads of up to 1 MiB: fewer kernel round trips per file.
+			MaxWrite:      1 << 20,
+			MaxReadAhead:  1 << 20,
+			DisableXAttrs: true,
+		},
+	})
+	if err != nil {
+		// In a container FUSE needs the device, CAP_SYS_ADMIN and, under
+		// AppArmor, an unconfined profile.
+		logger.Printf("mount %s: %v (a container needs devices [/dev/fuse], cap_add [SYS_ADMIN] "+
+			"and security_opt [apparmor:unconfined])", cfg.Mountpoint, err)
+		os.Exit(1)
+	}
+	logger.Printf("mounted GridFS %s.%s on %s", cfg.Database, cfg.Bucket, cfg.Mountpoint)
+
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-signals
+		logger.Printf("%v: unmounting %s", sig, cfg.Mountpoint)
+		if err := server.Unmount(); err != nil {
+			// Busy (a reader still has a file open): detach now, the
+			// kernel finishes when the last file is closed.
+			logger.Printf("unmount: %v; detaching", err)
+			if err := syscall.Unmount(cfg.Mountpoint, syscall.MNT_DETACH); err != nil {
+				logger.Printf("detach: %v", err)
+				os.Exit(1)
+			}
+		}
+	}()
+	server.Wait()
+	logger.Printf("unmounted %s", cfg.Mountpoint)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/gridfs"
+	"go.mongodb.org/mongo-driver/mongo/options"
+)
+
+// fileInfo is the newest revision of one GridFS filename.
+type fileInfo struct {
+	ID         bson.RawValue `bson:"_id"`
+	Name       string        `bson:"filename"`
+	Length     int64         `bson:"length"`
+	ChunkSize  int64         `bson:"chunkSize"`
+	UploadDate time.Time     `bson:"uploadDate"`
+}
+
+func (f fileInfo) layout() layout { return layout{length: f.Length, chunkSize: f.ChunkSize} }
+
+// errUnavailable wraps every failure to reach MongoDB in time.
+var errUnavailable = errors.New("MongoDB unavailable")
+
+// store reads one GridFS bucket. Every call has a deadline (MONGO_TIMEOUT),
+// and server selection gives up sooner, so a MongoDB outage turns into a
+// quick error instead of a hung kernel request.
+type store struct {
+	client  *mongo.Client
+	files   *mongo.Collection
+	chunks  *mongo.Collection
+	timeout time.Duration
+}
+
+var fileProjection = bson.D{{Key: "filename", Value: 1}, {Key: "length", Value: 1},
+	{Key: "chunkSize", Value: 1}, {Key: "uploadDate", Value: 1}}
+
+func openStore(c config) (*store, error) {
+	selection := min(c.MongoTimeout, time.Second)
+	opts := options.Client().ApplyURI(c.MongoURI).
+		SetServerSelectionTimeout(selection).
+		SetConnectTimeout(selection).
+		SetTimeout(c.MongoTimeout).
+		SetAppName("gridfs-fuse")
+	// Connect does not wait for a server: the mount comes up while MongoDB
+	// is down and answers EIO until it is back.
+	client, err := mongo.Connect(context.Background(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("MONGO_URI=%q: %v", redactURI(c.MongoURI), err)
+	}
+	bucket, err := gridfs.NewBucket(client.Database(c.Database), options.GridFSBucket().SetName(c.Bucket))
+	if err != nil {
+		return nil, fmt.Errorf("GRIDFS_BUCKET=%q: %v", c.Bucket, err)
+	}
+	return &store{client: client, files: bucket.GetFilesCollection(),
+		chunks: bucket.GetChunksCollection(), timeout: c.MongoTimeout}, nil
+}
+
+func (s *store) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// unavailable classifies a driver error: reaching the server failed
+// (network, selection, deadline) or the server answered with an error.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var cmd mongo.CommandError
+	if errors.As(err, &cmd) && !cmd.HasErrorLabel("NetworkError") {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errUnavailable, err)
+}
+
+// lookup finds the newest revision of name; nil when there is none.
+func (s *store) lookup(ctx context.Context, name string) (*fileInfo, error) {
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	var info fileInfo
+	err := s.files.FindOne(ctx, bson.D{{Key: "filename", Value: name}},
+		options.FindOne().SetSort(bson.D{{Key: "uploadDate", Value: -1}}).SetProjection(fileProjection)).Decode(&info)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return &info, nil
+}
+
+// list returns every files document (name, length, dates); the caller
+// keeps the newest per name.
+func (s *store) list(ctx context.Context) ([]fileInfo, error) {
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	cursor, err := s.files.Find(ctx, bson.D{}, options.Find().SetProjection(fileProjection))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	var all []fileInfo
+	if err := cursor.All(ctx, &all); err != nil {
+		return nil, unavailable(err)
+	}
+	return all, nil
+}
+
+// chunkRange returns the data of chunks first..last of one file, in order;
+// a missing chunk is errCorrupt.
+func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last int64) ([][]byte, error) {
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	filter := bson.D{{Key: "files_id", Value: id}, {Key: "n", Value: bson.D{{Key: "$gte", Value: first}, {Key: "$lte", Value: last}}}}
+	cursor, err := s.chunks.Find(ctx, filter, options.Find().
+		SetSort(bson.D{{Key: "n", Value: 1}}).
+		SetProjection(bson.D{{Key: "n", Value: 1}, {Key: "data", Value: 1}}))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer cursor.Close(context.Background())
+	out := make([][]byte, 0, last-first+1)
+	for cursor.Next(ctx) {
+		var chunk struct {
+			N    int64  `bson:"n"`
+			Data []byte `bson:"data"`
+		}
+		if err := cursor.Decode(&chunk); err != nil {
+			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+		if want := first + int64(len(out)); chunk.N != want {
+			return nil, fmt.Errorf("%w: chunk %d missing (next is %d)", errCorrupt, want, chunk.N)
+		}
+		out = append(out, chunk.Data)
+	}
+	if err := cursor.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	if int64(len(out)) != last-first+1 {
+		return nil, fmt.Errorf("%w: chunk %d missing", errCorrupt, first+int64(len(out)))
+	}
+	return out, nil
+}

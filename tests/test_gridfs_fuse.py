@@ -1,0 +1,441 @@
+"""gridfs-fuse mounted natively (the host's Go builds it) against the test
+FerretDB: every file's bytes and random ranges through the mount, listing and
+attributes, hostile GridFS names skipped, a MongoDB outage (EIO quickly,
+recovery), the kernel cache setting, and nginx (services/gridfs-fuse/nginx.conf)
+on the mount put through the serving-paths suite."""
+import errno
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import gridfs
+import pytest
+import requests
+from pymongo import MongoClient
+
+from processes import free_port, stop_process, wait_for_port
+from service_processes import NGINX
+# The serving-paths suite, run here against nginx-on-FUSE through the
+# `service` fixture below. Not imported: the checks that GridFS paths answer
+# two ranges with 200 and share one ETag format (nginx on a mount answers as
+# nginx-static does: multipart, and its own mtime-size ETag).
+from test_serving_paths import (  # noqa: F401  (fixtures and tests collected here)
+    DB_NAME, files, get, nginx, restart, seeded, sha256,
+    test_aria2c_segmented_download, test_body_is_the_stored_bytes,
+    test_conditional_requests_match_nginx, test_content_type_guessed_from_extension_like_nginx,
+    test_curl_resumes_a_partial_download, test_head_sends_headers_only, test_headers_match_nginx,
+    test_health_does_not_touch_mongodb, test_hostile_names_are_refused, test_if_range,
+    test_longest_name_is_looked_up, test_missing_file_is_404, test_mongodb_outage_is_503_then_recovers,
+    test_newest_revision_is_served, test_other_files_have_other_etags, test_other_methods_are_405,
+    test_range_matches_nginx, test_unsatisfiable_range_is_416_with_length)
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = REPO / "services" / "gridfs-fuse"
+CACHE = Path(os.environ.get("LAB_CACHE", "/var/cache/gridfs-lab"))
+# GridFS filenames that cannot be file names: skipped by the mount, logged.
+HOSTILE_NAMES = ["a/b", "../escape", ".", "..", "", "x" * 256]
+
+
+def go_binary() -> str:
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not os.access(go, os.X_OK):
+        pytest.fail("no Go toolchain: tools/setup.sh installs it (/usr/local/go)")
+    return go
+
+
+@pytest.fixture(scope="session")
+def fuse_binary() -> Path:
+    """The daemon built by the host's Go, cached by a hash of its source."""
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE.glob("*.go")) + [SOURCE / "go.mod", SOURCE / "go.sum"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    binary = CACHE / f"gridfs-fuse-{digest.hexdigest()[:16]}"
+    if not binary.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        partial = binary.with_suffix(".partial")
+        subprocess.run([go_binary(), "build", "-trimpath", "-o", str(partial), "."], cwd=SOURCE,
+                       check=True, timeout=600, env={**os.environ, "CGO_ENABLED": "0"})
+        partial.rename(binary)
+        for stale in CACHE.glob("gridfs-fuse-*"):  # builds of earlier sources
+            if stale != binary:
+                stale.unlink(missing_ok=True)
+    return binary
+
+
+def is_mounted(path: Path) -> bool:
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1] == str(path) for line in mounts)
+
+
+def force_unmount(path: Path) -> None:
+    for command in (["fusermount3", "-u", "-z", str(path)], ["umount", "-l", str(path)]):
+        if not is_mounted(path):
+            return
+        subprocess.run(command, capture_output=True, timeout=10)
+
+
+class GridFSMount:
+    """The daemon on a temporary mount point; stop() always leaves no mount."""
+
+    def __init__(self, binary: Path, mongo_uri: str, db: str, **settings: str):
+        self.binary, self.env = binary, {"MONGO_URI": mongo_uri, "GRIDFS_DB": db, "GRIDFS_BUCKET": "fs",
+                                          **settings}
+        self.root = Path(tempfile.mkdtemp(prefix="lab-gridfs-fuse-"))
+        self.root.chmod(0o755)  # nginx's workers (nobody) walk through it
+        self.path = self.root / "mnt"
+        self.path.mkdir()
+        self.log_path = self.root / "gridfs-fuse.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "GridFSMount":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([str(self.binary), str(self.path)], env={**os.environ, **self.env},
+                                         stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 15
+        while not is_mounted(self.path):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"gridfs-fuse did not mount {self.path}; log:\n{self.log()}")
+            time.sleep(0.05)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def stop(self) -> None:
+        try:
+            stop_process(self.proc)
+        finally:
+            force_unmount(self.path)
+            if not is_mounted(self.path):
+                shutil.rmtree(self.root, ignore_errors=True)
+
+
+class NginxOnFuse:
+    """services/gridfs-fuse/nginx.conf, rewritten to run in a temporary
+    prefix on a free 127.0.0.1 port and serve the mount; shaped like the
+    serving paths of tests/service_processes.py (url, port, log())."""
+
+    def __init__(self, mount: GridFSMount):
+        self.mount = mount
+        self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-fuse-"))
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def config(self) -> str:
+        text = (SOURCE / "nginx.conf").read_text()
+        replacements = {
+            "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
+            "alias /data/gridfs/;": f"alias {self.mount.path}/;",
+            "error_log /dev/stderr warn;": f"error_log {self.prefix}/error.log warn;",
+        }
+        for old, new in replacements.items():
+            if old not in text:
+                raise RuntimeError(f"services/gridfs-fuse/nginx.conf no longer contains {old!r}")
+            text = text.replace(old, new)
+        temp_paths = "".join(f"    {kind}_temp_path {self.prefix}/{kind};\n"
+                             for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        text = text.replace("http {\n", "http {\n" + temp_paths, 1)
+        return (f"daemon off;\nworker_processes 1;\npid {self.prefix}/nginx.pid;\n"
+                f"error_log {self.prefix}/error.log warn;\n" + text)
+
+    def start(self) -> "NginxOnFuse":
+        conf = self.prefix / "nginx.conf"
+        conf.write_text(self.config())
+        self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(conf)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, "nginx", self.proc)
+        return self
+
+    def log(self) -> str:
+        error_log = self.prefix / "error.log"
+        nginx_log = error_log.read_text(errors="replace")[-3000:] if error_log.exists() else ""
+        return self.mount.log() + "\n--- nginx ---\n" + nginx_log
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        shutil.rmtree(self.prefix, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def hostile_seeded(seeded, mongo_uri):
+    """The serving-paths files plus files whose names cannot be file names."""
+    client = MongoClient(mongo_uri)
+    bucket = gridfs.GridFSBucket(client[DB_NAME])
+    for name in HOSTILE_NAMES:
+        bucket.upload_from_stream(name, b"must not be served")
+    client.close()
+    return seeded
+
+
+@pytest.fixture(scope="module")
+def mount(fuse_binary, mongo_uri, hostile_seeded):
+    m = GridFSMount(fuse_binary, mongo_uri, DB_NAME).start()
+    yield m
+    m.stop()
+    assert not is_mounted(m.path)
+
+
+@pytest.fixture(scope="module")
+def fuse_service(mount):
+    server = NginxOnFuse(mount).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def service(fuse_service):
+    """What the imported serving-paths tests run against."""
+    return fuse_service
+
+
+@pytest.fixture
+def gridfs_service(fuse_service):
+    """The same, for the serving-paths tests only GridFS paths take (outage)."""
+    return fuse_service
+
+
+def files_documents(mongo_uri) -> dict:
+    client = MongoClient(mongo_uri)
+    try:
+        newest = {}
+        for doc in client[DB_NAME]["fs.files"].find({}, {"filename": 1, "length": 1, "uploadDate": 1}):
+            if doc["filename"] not in newest or doc["uploadDate"] > newest[doc["filename"]]["uploadDate"]:
+                newest[doc["filename"]] = doc
+        return newest
+    finally:
+        client.close()
+
+
+# --- the filesystem ------------------------------------------------------------
+
+def test_settings_are_printed_once(mount):
+    lines = [line for line in mount.log().splitlines() if "settings " in line]
+    assert len(lines) == 1
+    settings = json.loads(lines[0].split("settings ", 1)[1])
+    assert settings["fuse_kernel_cache"] == "off"
+    assert settings["fuse_attr_timeout_s"] == 1 and settings["fuse_entry_timeout_s"] == 1
+    assert settings["gridfs_db"] == DB_NAME and settings["gridfs_bucket"] == "fs"
+
+
+def test_listing_has_each_valid_name_once(mount, files):
+    assert sorted(os.listdir(mount.path)) == sorted(files)
+
+
+def test_hostile_names_are_skipped_and_logged(mount, files):
+    os.listdir(mount.path)
+    log = mount.log()
+    for name in HOSTILE_NAMES:
+        assert f"skipping GridFS file {json.dumps(name)}" in log, name
+    assert "x" * 256 not in os.listdir(mount.path)
+    with pytest.raises(FileNotFoundError):
+        os.stat(mount.path / ("x" * 256))
+    with pytest.raises(FileNotFoundError):
+        os.stat(mount.path / "escape")
+
+
+def test_stat_gives_length_and_upload_date(mount, files, mongo_uri):
+    documents = files_documents(mongo_uri)
+    for name, data in files.items():
+        st = os.stat(mount.path / name)
+        assert st.st_size == len(data), name
+        uploaded = documents[name]["uploadDate"]  # naive UTC, millisecond precision
+        expected_ns = (uploaded - datetime(1970, 1, 1)) // timedelta(milliseconds=1) * 1_000_000
+        assert st.st_mtime_ns == expected_ns, name
+        assert st.st_mode & 0o777 == 0o444
+
+
+def test_every_file_reads_back_whole(mount, files):
+    for name, data in files.items():
+        assert sha256((mount.path / name).read_bytes()) == sha256(data), name
+
+
+def test_random_ranges_match(mount, files):
+    rng = random.Random(7)
+    chunk = 255 * 1024
+    for name, data in files.items():
+        fd = os.open(mount.path / name, os.O_RDONLY)
+        try:
+            offsets = [0, max(len(data) - 1, 0), len(data), len(data) + 10, chunk - 1, chunk, chunk + 1]
+            offsets += [rng.randrange(len(data) + 1) for _ in range(20)]
+            for offset in offsets:
+                size = rng.choice([1, 2, 4096, chunk, chunk + 2, 3 * chunk])
+                assert os.pread(fd, size, offset) == data[offset:offset + size], (name, offset, size)
+        finally:
+            os.close(fd)
+
+
+def test_mount_is_read_only(mount):
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_CREAT):
+        with pytest.raises(OSError) as error:
+            os.open(mount.path / "1KB.bin", flags)
+        assert error.value.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    with pytest.raises(OSError):
+        (mount.path / "new.bin").write_bytes(b"x")
+
+
+def test_new_revision_appears_after_the_entry_timeout(mount, mongo_uri):
+    client = MongoClient(mongo_uri)
+    bucket = gridfs.GridFSBucket(client[DB_NAME])
+    try:
+        bucket.upload_from_stream("changing.txt", b"first")
+        deadline = time.monotonic() + 5
+        while not (mount.path / "changing.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (mount.path / "changing.txt").read_bytes() == b"first"
+        bucket.upload_from_stream("changing.txt", b"second revision")
+        time.sleep(1.5)  # FUSE_ENTRY_TIMEOUT=1
+        assert (mount.path / "changing.txt").read_bytes() == b"second revision"
+    finally:
+        for doc in client[DB_NAME]["fs.files"].find({"filename": "changing.txt"}, {"_id": 1}):
+            bucket.delete(doc["_id"])
+        client.close()
+
+
+def test_outage_is_eio_quickly_then_recovers(mount, ferretdb, files):
+    assert (mount.path / "1KB.bin").read_bytes() == files["1KB.bin"]
+    ferretdb.stop()
+    try:
+        for name in ("1KB.bin", "1MB.bin", "not-there.bin"):
+            started = time.monotonic()
+            with pytest.raises(OSError) as error:
+                (mount.path / name).read_bytes()
+            elapsed = time.monotonic() - started
+            assert error.value.errno == errno.EIO, name
+            assert elapsed < 5, f"{name}: EIO took {elapsed:.1f} s"
+        with pytest.raises(OSError) as error:
+            os.listdir(mount.path)
+        assert error.value.errno == errno.EIO
+        assert "MongoDB unavailable" in mount.log()
+    finally:
+        restart(ferretdb)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert (mount.path / "1MB.bin").read_bytes() == files["1MB.bin"]
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert sorted(os.listdir(mount.path)) == sorted(files)
+
+
+def test_paused_mongodb_is_eio_within_the_timeout(mount, ferretdb, files):
+    (mount.path / "1KB.bin").read_bytes()
+    ferretdb.pause()  # connections stay open, nothing answers: only deadlines help
+    try:
+        started = time.monotonic()
+        with pytest.raises(OSError) as error:
+            (mount.path / "1KB.bin").read_bytes()
+        elapsed = time.monotonic() - started
+        assert error.value.errno == errno.EIO
+        assert elapsed < 5, f"EIO took {elapsed:.1f} s"
+    finally:
+        ferretdb.resume()
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert (mount.path / "1KB.bin").read_bytes() == files["1KB.bin"]
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_mount_started_while_mongodb_is_down_recovers(fuse_binary, ferretdb, mongo_uri, files):
+    ferretdb.stop()
+    m = None
+    try:
+        m = GridFSMount(fuse_binary, mongo_uri, DB_NAME).start()  # mounts without MongoDB
+        with pytest.raises(OSError) as error:
+            (m.path / "1KB.bin").read_bytes()
+        assert error.value.errno == errno.EIO
+        restart(ferretdb)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert (m.path / "1KB.bin").read_bytes() == files["1KB.bin"]
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        if ferretdb.proc.poll() is not None:
+            restart(ferretdb)
+        if m is not None:
+            m.stop()
+            assert not is_mounted(m.path)
+
+
+def resident_bytes(path: Path) -> int:
+    """Bytes of the file in the page cache, by fincore (util-linux), which
+    opens the file itself: with the kernel cache off that open drops them."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                         check=True, capture_output=True, text=True, timeout=10).stdout
+    return int(out.strip())
+
+
+def test_kernel_cache_off_drops_pages_at_each_open(mount, files):
+    assert (mount.path / "1MB.bin").read_bytes() == files["1MB.bin"]
+    assert resident_bytes(mount.path / "1MB.bin") == 0
+
+
+def test_kernel_cache_on_keeps_pages_across_opens(fuse_binary, mongo_uri, files):
+    # Not "reads with MongoDB stopped": this machine's kernel evicts the odd
+    # clean page on its own, so only most pages can be expected to stay.
+    m = GridFSMount(fuse_binary, mongo_uri, DB_NAME, FUSE_KERNEL_CACHE="on").start()
+    try:
+        assert '"fuse_kernel_cache":"on"' in m.log()
+        assert (m.path / "1MB.bin").read_bytes() == files["1MB.bin"]
+        assert resident_bytes(m.path / "1MB.bin") >= 0.9 * len(files["1MB.bin"])
+        assert (m.path / "1MB.bin").read_bytes() == files["1MB.bin"]
+    finally:
+        m.stop()
+
+
+# --- nginx on the mount (beyond the imported serving-paths tests) ------------
+
+def test_two_ranges_answer_as_nginx_static(service, nginx):
+    ours, theirs = get(service.url, "1KB.bin", Range="bytes=0-1,5-6"), get(nginx.url, "1KB.bin", Range="bytes=0-1,5-6")
+    assert ours.status_code == theirs.status_code == 206
+    assert ours.headers["Content-Type"].startswith("multipart/byteranges")
+    body = ours.content
+    assert b"Content-Range: bytes 0-1/1024" in body and b"Content-Range: bytes 5-6/1024" in body
+
+
+def test_validators_are_nginx_static_s_for_the_same_mtime(service, mount, files):
+    for name in ("1KB.bin", "5MB.bin"):
+        st = os.stat(mount.path / name)
+        response = get(service.url, name)
+        assert response.headers["ETag"] == f'"{int(st.st_mtime):x}-{st.st_size:x}"'
+
+
+def test_directory_and_parent_are_not_served(service):
+    for target in ("/files/", "/files", "/", "/files/.."):
+        response = requests.get(service.url + target, timeout=10, allow_redirects=False)
+        assert response.status_code in (301, 404), target
+        assert "1KB.bin" not in response.text
+
+
+def test_bench_conformance_against_nginx_static(service, nginx, files):
+    """The lab's own contract (loadgen/bench/conformance.py), as bench runs it."""
+    from bench.conformance import check
+    chosen = ["1KB.bin", "255KiB-plus-1.bin", "1MB.bin"]
+    results = check(nginx.url, service.url, [{"name": name, "size": len(files[name])} for name in chosen])
+    failed = [f"{r.case}: expected {r.expected}, got {r.got}" for r in results if not r.passed]
+    assert not failed, "\n".join(failed[:20])
+    assert len(results) > 200
