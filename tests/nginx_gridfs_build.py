@@ -13,7 +13,9 @@ from pathlib import Path
 from processes import free_port, stop_process, wait_for_port
 
 REPO = Path(__file__).resolve().parent.parent
-MODULE_DIR = REPO / "services" / "nginx-gridfs" / "module"
+# NGINX_GRIDFS_MODULE_DIR: build another copy of the module (a previous
+# revision, say) instead, to compare figures before and after a change.
+MODULE_DIR = Path(os.environ.get("NGINX_GRIDFS_MODULE_DIR") or REPO / "services" / "nginx-gridfs" / "module")
 NGINX_SRC = Path("/usr/share/nginx/src")
 NGINX_BIN = "/usr/sbin/nginx"
 CACHE = Path(os.environ.get("LAB_CACHE", "/var/cache/gridfs-lab")) / "nginx-gridfs"

@@ -42,6 +42,10 @@
 
 #include <mongoc/mongoc.h>
 
+#if (NGX_LINUX)
+#include <malloc.h>
+#endif
+
 
 #define NGX_HTTP_GRIDFS_OBJECTID       0
 #define NGX_HTTP_GRIDFS_STRING         1
@@ -66,6 +70,11 @@
 #define NGX_HTTP_GRIDFS_QUEUE_MS       1000
 /* while unavailable: the pause between two background pings */
 #define NGX_HTTP_GRIDFS_PROBE_MS       250
+
+/* blocks from this size on are mapped and unmapped on their own (glibc's
+ * default, pinned): the driver's reply buffers, freed by other threads than
+ * the ones that made them, would otherwise stay in thread arenas */
+#define NGX_HTTP_GRIDFS_MMAP_THRESHOLD (128 * 1024)
 
 /* stored values longer than these are not sent as headers */
 #define NGX_HTTP_GRIDFS_MAX_TYPE       255
@@ -2928,6 +2937,14 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
 
     mongoc_init();
     mongoc_log_set_handler(ngx_http_gridfs_mongoc_log, NULL);
+
+#if (NGX_LINUX) && defined(M_MMAP_THRESHOLD)
+    /* windows and replies come and go: the worker's memory follows them */
+    if (mallopt(M_MMAP_THRESHOLD, NGX_HTTP_GRIDFS_MMAP_THRESHOLD) != 1) {
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                      "gridfs: mallopt(M_MMAP_THRESHOLD) failed");
+    }
+#endif
 
     connp = gmcf->conns.elts;
 
