@@ -172,9 +172,11 @@ def test_a_target_that_ignores_range_is_not_timed(lab):
 
 
 def test_cpu_accounting_agrees_with_the_host(lab):
-    """Over runs of several seconds, cAdvisor's machine-wide cores and the
-    sum over containers both agree with the host's /proc/stat within 5%
-    (on a machine doing nothing else, as CI's is)."""
+    """Over a run of several seconds, cAdvisor's machine-wide cores agree with
+    the host's /proc/stat within 5%, and the containers' sum stays within
+    the machine's (no container is overcounted) and above 90% of the host's:
+    the rest is Docker's own processes outside containers (dockerd, the shims,
+    the attached compose client), 4-5% measured here."""
     _, _, results, env = lab
     run = bench_again(env, "-e", "BENCH_TARGETS=nginx-static", "-e", "BENCH_CONCURRENCY=5",
                       "-e", "BENCH_DURATION=6", "-e", "BENCH_REPETITIONS=1", "-e", "BENCH_TOOLS=ab",
@@ -187,7 +189,7 @@ def test_cpu_accounting_agrees_with_the_host(lab):
     print(f"\nlongest window {longest['seconds']} s: host {host} cores, cAdvisor machine {machine}, "
           f"containers {longest['containers_cores']}")
     assert machine == pytest.approx(host, rel=0.05)
-    assert longest["containers_cores"] == pytest.approx(host, rel=0.05)
+    assert 0.9 * host <= longest["containers_cores"] <= machine * 1.02
 
 
 def test_repetitions_spread_tools_sweep_and_phases(lab):
