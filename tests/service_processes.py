@@ -122,6 +122,23 @@ def nginx_gridfs_service(mongo_uri: str, db: str) -> NginxGridFSService:
     return NginxGridFSService(mongo_uri, db)
 
 
+def native_nginx_config(source: Path, prefix: Path, replacements: dict[str, str]) -> str:
+    """A service's nginx.conf rewritten to run unprivileged in `prefix`:
+    each replacement must still match (else the service's config changed
+    under the test), the error log and temp paths move into the prefix."""
+    text = source.read_text()
+    replacements = {**replacements, "error_log /dev/stderr warn;": f"error_log {prefix}/error.log warn;"}
+    for old, new in replacements.items():
+        if old not in text:
+            raise RuntimeError(f"{source} no longer contains {old!r}")
+        text = text.replace(old, new)
+    temp_paths = "".join(f"    {kind}_temp_path {prefix}/{kind};\n"
+                         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    text = text.replace("http {\n", "http {\n" + temp_paths, 1)
+    return (f"daemon off;\nworker_processes 1;\npid {prefix}/nginx.pid;\n"
+            f"error_log {prefix}/error.log warn;\n" + text)
+
+
 class NginxStatic:
     """nginx with services/nginx-static/nginx.conf, rewritten to run
     unprivileged in a temporary prefix and serve `files_dir` at /files/."""
@@ -137,21 +154,10 @@ class NginxStatic:
         return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> str:
-        text = (SERVICES / "nginx-static" / "nginx.conf").read_text()
-        replacements = {
+        return native_nginx_config(SERVICES / "nginx-static" / "nginx.conf", self.prefix, {
             "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
             "alias /data/files/;": f"alias {self.files_dir}/;",
-            "error_log /dev/stderr warn;": f"error_log {self.prefix}/error.log warn;",
-        }
-        for old, new in replacements.items():
-            if old not in text:
-                raise RuntimeError(f"services/nginx-static/nginx.conf no longer contains {old!r}")
-            text = text.replace(old, new)
-        temp_paths = "".join(f"    {kind}_temp_path {self.prefix}/{kind};\n"
-                             for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        text = text.replace("http {\n", "http {\n" + temp_paths, 1)
-        return (f"daemon off;\nworker_processes 1;\npid {self.prefix}/nginx.pid;\n"
-                f"error_log {self.prefix}/error.log warn;\n" + text)
+        })
 
     def start(self) -> "NginxStatic":
         conf = self.prefix / "nginx.conf"

@@ -21,7 +21,7 @@ import requests
 from pymongo import MongoClient
 
 from processes import free_port, stop_process, wait_for_port
-from service_processes import NGINX
+from service_processes import NGINX, native_nginx_config
 # The serving-paths suite, run here against nginx-on-FUSE through the
 # `service` fixture below. Not imported: the checks that GridFS paths answer
 # two ranges with 200 and share one ETag format (nginx on a mount answers as
@@ -134,21 +134,10 @@ class NginxOnFuse:
         return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> str:
-        text = (SOURCE / "nginx.conf").read_text()
-        replacements = {
+        return native_nginx_config(SOURCE / "nginx.conf", self.prefix, {
             "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
             "alias /data/gridfs/;": f"alias {self.mount.path}/;",
-            "error_log /dev/stderr warn;": f"error_log {self.prefix}/error.log warn;",
-        }
-        for old, new in replacements.items():
-            if old not in text:
-                raise RuntimeError(f"services/gridfs-fuse/nginx.conf no longer contains {old!r}")
-            text = text.replace(old, new)
-        temp_paths = "".join(f"    {kind}_temp_path {self.prefix}/{kind};\n"
-                             for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        text = text.replace("http {\n", "http {\n" + temp_paths, 1)
-        return (f"daemon off;\nworker_processes 1;\npid {self.prefix}/nginx.pid;\n"
-                f"error_log {self.prefix}/error.log warn;\n" + text)
+        })
 
     def start(self) -> "NginxOnFuse":
         conf = self.prefix / "nginx.conf"

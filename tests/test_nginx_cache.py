@@ -23,7 +23,7 @@ import seed as seed_mod
 from bench import cache_log
 from bench.conformance import Server, check, functional_cases
 from processes import free_port, stop_process, wait_for_port
-from service_processes import NGINX, NginxStatic, flask_service, nginx_gridfs_service
+from service_processes import NGINX, NginxStatic, flask_service, native_nginx_config, nginx_gridfs_service
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICE = REPO / "services" / "nginx-cache"
@@ -54,22 +54,11 @@ class NginxCache:
         return self.prefix / "cache-status.log"
 
     def config(self) -> str:
-        text = (SERVICE / "nginx.conf").read_text()
-        replacements = {
+        return native_nginx_config(SERVICE / "nginx.conf", self.prefix, {
             "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
             "include /etc/nginx/cache-env.conf;": f"include {self.prefix}/cache-env.conf;",
             "/var/log/nginx/cache-status.log": str(self.status_log),
-            "error_log /dev/stderr warn;": f"error_log {self.prefix}/error.log warn;",
-        }
-        for old, new in replacements.items():
-            if old not in text:
-                raise RuntimeError(f"services/nginx-cache/nginx.conf no longer contains {old!r}")
-            text = text.replace(old, new)
-        temp_paths = "".join(f"    {kind}_temp_path {self.prefix}/{kind};\n"
-                             for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        text = text.replace("http {\n", "http {\n" + temp_paths, 1)
-        return (f"daemon off;\nworker_processes 1;\npid {self.prefix}/nginx.pid;\n"
-                f"error_log {self.prefix}/error.log warn;\n" + text)
+        })
 
     def start(self) -> "NginxCache":
         subprocess.run([str(SERVICE / "start.sh")], env=self.env, check=True, timeout=30)
