@@ -7,7 +7,7 @@
 # only checks the configuration.
 set -eu
 servers=${HTTPD_SERVERS:-1}
-threads=${HTTPD_THREADS:-64}
+threads=${HTTPD_THREADS:-256}
 for var in HTTPD_SERVERS HTTPD_THREADS; do
   eval "value=\${$var:-}"
   case $value in
