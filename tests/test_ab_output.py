@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ab_output import AbOutputError, parse_percentiles, parse_summary
+from bench.ab_output import AbOutputError, parse_percentiles, parse_summary, short_answers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ab"
 
@@ -70,3 +70,21 @@ def test_percentiles_past_the_last_sample_are_the_maximum():
     assert fixed[50] == raw[50]
     many = fixture("nginx-1KB-c5.csv")
     assert parse_percentiles(many, 500) == parse_percentiles(many)  # 500 requests: every row is a sample
+
+
+def test_a_run_that_completed_nothing_has_no_rates():
+    """ab -t 1 -c 100 on 1 MB through gridfs-fuse: every answer still arriving."""
+    s = parse_summary(fixture("fuse-1MB-c100-none-completed.txt"))
+    assert (s.complete, s.rps, s.transfer_kbps) == (0, 0.0, 0.0)
+    assert s.body_bytes == 7944 and short_answers(s, 1048576) == 0
+
+
+def test_answers_without_the_file_are_short_whatever_ab_counted():
+    """A server that closed every connection without answering: ab counted
+    100 complete requests, 0 failed, at 13760 per second."""
+    s = parse_summary(fixture("closed-without-answer-c10.txt"))
+    assert (s.complete, s.failed, s.body_bytes) == (100, 0, 0)
+    assert short_answers(s, 1048576) == 100
+    whole = parse_summary(fixture("nginx-1MB-c100.txt"))
+    assert short_answers(whole, 1048576) == 0
+    assert short_answers(s, 0) == 0  # no size known: nothing to check against

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cases import case_seconds
+from bench.cases import case_seconds, few_rounds
 from bench.progress import planned_seconds
 from bench.report import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
@@ -21,6 +21,7 @@ from bench.vegeta_output import VegetaOutputError, parse as parse_vegeta
 
 FIXTURES = Path(__file__).parent / "fixtures" / "repetitions"
 VEGETA = Path(__file__).parent / "fixtures" / "vegeta"
+AB = Path(__file__).parent / "fixtures" / "ab"
 RUNS = json.loads((FIXTURES / "loadgen-runs.json").read_text())
 
 
@@ -102,10 +103,29 @@ def test_vegeta_report_parses_latency_rate_and_failures():
 def test_a_slow_case_runs_longer_to_hold_its_minimum_of_requests():
     cfg = from_env({"BENCH_TARGETS": "a", "BENCH_DURATION": "4", "BENCH_MIN_REQUESTS": "200"})
     fast = replace(ab_rep("nginx-1KB-c5-r1"), rps=10000.0)
-    assert case_seconds(cfg, fast) == 4
-    assert case_seconds(cfg, replace(fast, rps=20.0)) == 10  # 200 requests at 20/s
-    assert case_seconds(cfg, replace(fast, rps=1.0)) == 16   # at most 4 x BENCH_DURATION
-    assert case_seconds(cfg, None) == 4
+    assert case_seconds(cfg, fast, 5) == 4
+    assert case_seconds(cfg, replace(fast, rps=20.0), 5) == 10  # 200 requests at 20/s
+    assert case_seconds(cfg, replace(fast, rps=1.0), 5) == 16   # at most 4 x BENCH_DURATION
+    assert case_seconds(cfg, None, 5) == 4
+
+
+def test_a_slow_case_at_high_concurrency_runs_for_rounds_of_its_clients():
+    """100 clients at 40 answers/s: 5 rounds are 500 requests, 12.5 s."""
+    cfg = from_env({"BENCH_TARGETS": "a", "BENCH_DURATION": "4", "BENCH_MIN_REQUESTS": "200"})
+    slow = replace(ab_rep("nginx-1KB-c5-r1"), rps=40.0)
+    assert case_seconds(cfg, slow, 5) == 5      # 200 requests
+    assert case_seconds(cfg, slow, 100) == 13   # 5 x 100 requests
+    assert few_rounds(499, 100) and not few_rounds(500, 100)
+
+
+def test_a_warm_up_that_completed_nothing_gives_the_longest_stretch():
+    """Captured: ab -t 1 -c 100 on 1 MB through gridfs-fuse stopped with
+    every answer still arriving; ab then prints no rates."""
+    cfg = from_env({"BENCH_TARGETS": "a", "BENCH_DURATION": "4", "BENCH_MIN_REQUESTS": "200"})
+    text = (AB / "fuse-1MB-c100-none-completed.txt").read_text()
+    warm = ab_measurement(text, None, expected_size=1048576)
+    assert warm.requests == 0 and warm.rps == 0 and warm.failed == 0
+    assert case_seconds(cfg, warm, 100) == 16
 
 
 def test_the_plan_of_a_run_counts_every_tool_run():

@@ -19,6 +19,7 @@ class AbSummary:
     transfer_kbps: float
     document_length: int
     seconds: float
+    body_bytes: int      # "HTML transferred": the bodies of every answer, whole or not
 
 
 def _field(text: str, pattern: str, convert=float, required: bool = True):
@@ -31,17 +32,34 @@ def _field(text: str, pattern: str, convert=float, required: bool = True):
 
 
 def parse_summary(text: str) -> AbSummary:
+    """ab prints no rates when no request completed (with -t it can stop
+    while every answer is still arriving): they read as 0."""
+    complete = _field(text, r"^Complete requests:\s+(\d+)", int)
+    rates = complete > 0
     return AbSummary(
-        complete=_field(text, r"^Complete requests:\s+(\d+)", int),
+        complete=complete,
         failed=_field(text, r"^Failed requests:\s+(\d+)", int),
         non_2xx=_field(text, r"^Non-2xx responses:\s+(\d+)", int, required=False) or 0,
-        rps=_field(text, r"^Requests per second:\s+([\d.]+)"),
-        time_per_request_concurrent_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$"),
-        time_per_request_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across"),
-        transfer_kbps=_field(text, r"^Transfer rate:\s+([\d.]+)"),
+        rps=_field(text, r"^Requests per second:\s+([\d.]+)", required=rates) or 0.0,
+        time_per_request_concurrent_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$",
+                                              required=rates) or 0.0,
+        time_per_request_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across",
+                                   required=rates) or 0.0,
+        transfer_kbps=_field(text, r"^Transfer rate:\s+([\d.]+)", required=rates) or 0.0,
         document_length=_field(text, r"^Document Length:\s+(\d+) bytes", int),
         seconds=_field(text, r"^Time taken for tests:\s+([\d.]+) seconds"),
+        body_bytes=_field(text, r"^HTML transferred:\s+(\d+) bytes", int),
     )
+
+
+def short_answers(summary: AbSummary, expected_size: int) -> int:
+    """Completed requests whose bodies cannot all have been the whole file.
+    ab counts an answer as complete when the server closes the connection,
+    even with no response at all, and checks lengths only against the first
+    answer's: the bytes it read are the check it cannot fool."""
+    if expected_size <= 0:
+        return 0
+    return max(0, summary.complete - summary.body_bytes // expected_size)
 
 
 def parse_percentiles(csv_text: str, complete: int | None = None) -> dict[int, float]:

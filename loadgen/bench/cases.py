@@ -14,7 +14,7 @@ from .results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResu
                       repeated_run, FAILED)
 from .settings import SLOW_CASE_STRETCH
 from .timing import Measurement, TimingError, run_ab, run_vegeta, run_wrk
-from .usage import CACHE_MISSED, LOADGEN_BOUND, tool_bound
+from .usage import CACHE_MISSED, FEW_ROUNDS, LOADGEN_BOUND, ROUNDS_WANTED, tool_bound
 from .verify import VerificationError, wait_until_healthy
 
 SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate was at its own limit
@@ -24,13 +24,24 @@ def case_name(target: str, file: str, c: int | None = None) -> str:
     return f"{target}-{file.removesuffix('.bin')}" + (f"-c{c}" if c is not None else "")
 
 
-def case_seconds(cfg, warmup: Measurement | None) -> float:
-    """Each repetition lasts BENCH_DURATION, longer for a slow case, so that it
-    holds BENCH_MIN_REQUESTS requests at the warm-up's rate (at most
-    SLOW_CASE_STRETCH times as long)."""
-    if warmup is None or warmup.rps <= 0 or not cfg.min_requests:
+def case_seconds(cfg, warmup: Measurement | None, concurrency: int) -> float:
+    """Each repetition lasts BENCH_DURATION, longer for a slow case (at most
+    SLOW_CASE_STRETCH times as long), so that at the warm-up's rate it holds
+    BENCH_MIN_REQUESTS requests and ROUNDS_WANTED rounds of the concurrency:
+    every client starts at once, so the first answers come after one round,
+    and a run of few rounds reads low. A warm-up that completed nothing was
+    slower than any rate it could give."""
+    if warmup is None or not cfg.min_requests:
         return cfg.duration
-    return min(max(cfg.duration, math.ceil(cfg.min_requests / warmup.rps)), cfg.duration * SLOW_CASE_STRETCH)
+    if warmup.requests == 0 or warmup.rps <= 0:
+        return cfg.duration * SLOW_CASE_STRETCH
+    wanted = max(cfg.min_requests, ROUNDS_WANTED * concurrency)
+    return min(max(cfg.duration, math.ceil(wanted / warmup.rps)), cfg.duration * SLOW_CASE_STRETCH)
+
+
+def few_rounds(requests: int, concurrency: int) -> bool:
+    """Each client completed fewer than ROUNDS_WANTED requests on average."""
+    return requests < ROUNDS_WANTED * concurrency
 
 
 class Timer:
@@ -113,8 +124,9 @@ class Timer:
             if t.name in self.down:
                 continue
             try:
-                warm = run_ab(self.url(t, f), self.cfg.warmup, c) if self.cfg.warmup else None
-                seconds[t.name] = case_seconds(self.cfg, warm)
+                warm = (run_ab(self.url(t, f), self.cfg.warmup, c, expected_size=f["size"], need_answers=False)
+                        if self.cfg.warmup else None)
+                seconds[t.name] = case_seconds(self.cfg, warm, c)
             except TimingError as e:
                 errors[t.name] = f"warm-up failed: {e}"
                 self.health(t)
@@ -128,7 +140,7 @@ class Timer:
                 name = f"{case_name(t.name, f['name'], c)}-r{i}"
                 try:
                     rep = self.measured(t.name, lambda: run_ab(self.url(t, f), seconds[t.name], c,
-                                                                self.run_dir, name))
+                                                                self.run_dir, name, expected_size=f["size"]))
                     reps[t.name].append(rep)
                     self.results.order.append(f"{t.name} {f['name']} c={c} r={i}")
                 except TimingError as e:
@@ -146,6 +158,8 @@ class Timer:
             run = repeated_run(t.name, f["name"], f["size"], c, reps[t.name], seconds.get(t.name))
             if t.conforming is False:
                 run.flags.append("nonconforming")
+            if few_rounds(run.requests, c):
+                run.flags.append(FEW_ROUNDS)
             run.cache = self.cache_counts(t, offsets.get(t.name))
             if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
                 run.flags.append(CACHE_MISSED)
@@ -166,7 +180,8 @@ class Timer:
                 seconds = self.case_duration(t.name, f["name"], c)
                 try:
                     reps[t.name]["ab -k"].append(self.measured(t.name, lambda: run_ab(
-                        self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}", keepalive=True)))
+                        self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}", keepalive=True,
+                        expected_size=f["size"])))
                     reps[t.name]["wrk"].append(self.measured(t.name, lambda: run_wrk(
                         self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}")))
                 except TimingError as e:
@@ -236,7 +251,8 @@ class Timer:
                 if target.name in self.down:
                     break
                 try:
-                    ms = [run_ab(self.url(target, f), self.cfg.sweep_duration, c, self.run_dir, name)]
+                    ms = [run_ab(self.url(target, f), self.cfg.sweep_duration, c, self.run_dir, name,
+                                 expected_size=f["size"])]
                     if "wrk" in self.cfg.tools:
                         ms.append(run_wrk(self.url(target, f), c, self.cfg.sweep_duration, self.run_dir,
                                           f"{name}-wrk"))

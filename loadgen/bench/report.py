@@ -7,8 +7,8 @@ against wrk, the sweep, every case, what the run cost). A failed case reads
 from . import seed000
 from .results import NOISY, OpenLoop, Results, Run
 from .stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from .usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE,
-                    SHORT_WINDOW, THROTTLED)
+from .usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
+                    LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
 
 BASELINE = "nginx-static"
 NONCONFORMING = "nonconforming"
@@ -20,7 +20,7 @@ STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
 
 # One mark per flag, the same in every table; the legend says what each means.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
-         CACHE_MISSED: "◇", NONCONFORMING: "✗"}
+         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗"}
 BASELINE_MARK = "†"
 LEGEND = {
     LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
@@ -31,6 +31,9 @@ LEGEND = {
     NOISY: f"the repetitions' requests per second lie more than ±{NOISY_HALF_RANGE:.0%} from their median",
     THROTTLED: "the target's CFS quota throttled it",
     SHORT_WINDOW: "the run held fewer than two of cAdvisor's readings: cores and CPU per request are rough",
+    FEW_ROUNDS: f"each client completed fewer than {ROUNDS_WANTED} requests on average, even with the slow case's "
+                "longest stretch: the clients all start at once and the first answers wait a whole round, so the "
+                "figure can read low by up to one round in that many",
     CACHE_MISSED: "a caching path answered fewer than 99% of the case's counted requests from its cache: the row "
                   "measures its upstream too",
     NONCONFORMING: "the target failed the conformance suite and was timed anyway (BENCH_ALLOW_NONCONFORMING=1)",

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ab_output import AbOutputError, parse_percentiles, parse_summary
+from .ab_output import AbOutputError, parse_percentiles, parse_summary, short_answers
 from .vegeta_output import VegetaOutputError, parse as parse_vegeta
 from .wrk_output import WrkOutputError, parse as parse_wrk
 
@@ -94,12 +94,16 @@ def _run(cmd: list[str], timeout: float, out_dir: Path | None, name: str | None,
 
 
 def ab_measurement(stdout: str, csv_text: str | None, keepalive: bool = False, cpu_seconds: float = 0.0,
-                   raw_output: str | None = None, started_ns: int = 0, ended_ns: int = 0) -> Measurement:
-    """Pure: ab's report and its -e CSV (None: no percentiles kept) as a Measurement."""
+                   raw_output: str | None = None, started_ns: int = 0, ended_ns: int = 0,
+                   expected_size: int = 0) -> Measurement:
+    """Pure: ab's report and its -e CSV (None: no percentiles kept) as a
+    Measurement. expected_size: the file's bytes; answers shorter than the
+    whole file are failed requests, whatever ab counted."""
     s = parse_summary(stdout)
     pct = parse_percentiles(csv_text, s.complete) if csv_text is not None else {50: 0.0, 90: 0.0, 99: 0.0, 100: 0.0}
     return Measurement(
-        tool=AB_KEEPALIVE if keepalive else AB, requests=s.complete, failed=s.failed + s.non_2xx,
+        tool=AB_KEEPALIVE if keepalive else AB, requests=s.complete,
+        failed=max(s.failed + s.non_2xx, short_answers(s, expected_size)),
         seconds=s.seconds, rps=s.rps, time_per_request_ms=s.time_per_request_ms, transfer_kbps=s.transfer_kbps,
         p50_ms=pct[50], p90_ms=pct[90], p99_ms=pct[99], max_ms=pct[100], threads=1,
         loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
@@ -136,21 +140,27 @@ def _seconds(seconds: float) -> str:
 
 
 def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = None,
-           name: str | None = None, keepalive: bool = False) -> Measurement:
+           name: str | None = None, keepalive: bool = False, expected_size: int = 0,
+           need_answers: bool = True) -> Measurement:
     """ab for `seconds` (-t; -n after it lifts ab's 50,000-request cap). With
     out_dir, writes <name>.txt and .csv. -r: a socket error is counted, not
-    fatal, so one bad reply cannot hide the rest of the run."""
+    fatal, so one bad reply cannot hide the rest of the run. need_answers:
+    a run in which no request completed is an error (a warm-up's is not:
+    slow answers can all still be arriving when -t ends)."""
     csv_path = (out_dir / f"{name}.csv") if out_dir else Path("/dev/null")
     cmd = ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []), "-t", _seconds(seconds),
            "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency), "-e", str(csv_path), url]
     p = _run(cmd, seconds + GRACE_S, out_dir, name)
     try:
         # ab writes no -e file when it completed no request
-        csv_text = csv_path.read_text() if out_dir else None
-        return ab_measurement(p.stdout, csv_text, keepalive, p.cpu_seconds,
-                              f"{name}.txt" if out_dir else None, p.started_ns, p.ended_ns)
+        csv_text = (csv_path.read_text() if csv_path.exists() else None) if out_dir else None
+        m = ab_measurement(p.stdout, csv_text, keepalive, p.cpu_seconds,
+                           f"{name}.txt" if out_dir else None, p.started_ns, p.ended_ns, expected_size)
     except (AbOutputError, OSError) as e:
         raise TimingError(f"ab's output unreadable: {e}") from e
+    if need_answers and m.requests == 0:
+        raise TimingError(f"no request completed within {m.seconds:.1f} s (at -c {concurrency})")
+    return m
 
 
 def wrk_threads(concurrency: int) -> int:

@@ -15,8 +15,12 @@ LOADGEN_BOUND = "loadgen-bound"   # the load generator used >= 90% of its CPU al
 CORE_SATURATED = "core-saturated"  # a core that two of the case's containers share was > 90% busy
 THROTTLED = "throttled"           # the target's CFS quota throttled it
 SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings: cores are rough
+FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANTED requests: the figure reads low
 CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
 LOADGEN_BOUND_SHARE = 0.9
+# Every client starts at once, so no answer comes before the first round
+# ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.
+ROUNDS_WANTED = 5
 CORE_SATURATED_SHARE = 0.9
 
 # /proc/stat "cpu" columns that are work, not waiting: user nice system idle
