@@ -9,11 +9,12 @@ from pathlib import Path
 
 from . import cache_log, usage
 from .monitor import Monitor, MonitorError, read_proc_stat
-from .progress import OVERHEAD_S, Progress, say
+from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say
+from .quiet import wait_until_quiet
 from .results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
 from .settings import SLOW_CASE_STRETCH
-from .timing import Measurement, TimingError, run_ab, run_vegeta, run_wrk
+from .timing import Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk
 from .usage import CACHE_MISSED, FEW_ROUNDS, LOADGEN_BOUND, ROUNDS_WANTED, tool_bound
 from .verify import VerificationError, wait_until_healthy
 
@@ -79,8 +80,13 @@ class Timer:
 
     # --- one tool run, measured -------------------------------------------
     def measured(self, target: str, run) -> dict:
-        """Runs run() (a tool returning a Measurement) and returns it as a
-        dict with the CPU, flags and window of the interval it ran in."""
+        """Runs run() (a tool returning a Measurement), once the machine is
+        quiet, and returns it as a dict with the CPU, flags and window of the
+        interval it ran in."""
+        waited, quiet = wait_until_quiet()
+        if not quiet:
+            self.results.warnings.append(f"{target}: a run started on a busy machine (still busy after "
+                                         f"{waited:.0f} s of waiting)")
         before = read_proc_stat()
         m = run()
         after = read_proc_stat()
@@ -88,6 +94,7 @@ class Timer:
         busy = usage.busy_shares(usage.parse_proc_stat(before), usage.parse_proc_stat(after)) \
             if before and after else {}
         rep["cpu"], rep["flags"], rep["cpu_window"] = None, [], {"busy_shares": busy}
+        rep["quiet_wait_s"] = round(waited, 2)
         if tool_bound(m.loadgen_cores, m.threads, self.allowance):
             rep["flags"].append(LOADGEN_BOUND)  # the tool's own rusage says so, cAdvisor or not
         if self.monitor is not None:
@@ -130,7 +137,7 @@ class Timer:
             except TimingError as e:
                 errors[t.name] = f"warm-up failed: {e}"
                 self.health(t)
-            self.progress.advance(self.cfg.warmup + OVERHEAD_S)
+            self.progress.advance(self.cfg.warmup + OVERHEAD_S if self.cfg.warmup else 0.0)
         # a caching path's log, from after its warm-up: the counted requests only
         offsets = {t.name: self.cache_offset(t) for t in targets if t.name not in self.down and t.name not in errors}
         for i in range(1, self.cfg.repetitions + 1):
@@ -147,7 +154,7 @@ class Timer:
                     errors[t.name] = f"repetition {i}: {e}"
                     say(f"{name}: FAILED: {e}")
                     self.health(t)
-                self.progress.advance(self.cfg.duration + OVERHEAD_S)
+                self.progress.advance(self.cfg.duration + MEASURED_OVERHEAD_S)
                 self.progress.report(f"{name} done")
         runs = []
         for t in targets:
@@ -189,7 +196,7 @@ class Timer:
                     self.results.warnings.append(f"{case}: ab -k / wrk not compared: {e}")
                     say(f"{case}: ab -k / wrk FAILED: {e}")
                     self.health(t)
-                self.progress.advance(2 * (self.cfg.duration + OVERHEAD_S))
+                self.progress.advance(2 * (self.cfg.duration + MEASURED_OVERHEAD_S))
                 self.progress.report(f"{case} ab -k / wrk r{i} done")
         comparisons = []
         for t in targets:
@@ -216,10 +223,18 @@ class Timer:
         if target.name in self.down:
             result.status, result.error = FAILED, self.down[target.name]
             return result
+        def attack():
+            return run_vegeta(self.url(target, f), rate, best.duration_s or self.cfg.duration, self.run_dir, name)
+
         try:
-            rep = self.measured(target.name, lambda: run_vegeta(self.url(target, f), rate,
-                                                                best.duration_s or self.cfg.duration,
-                                                                self.run_dir, name))
+            try:
+                rep = self.measured(target.name, attack)
+            except ToolTimeout as e:
+                # once in a full run vegeta hung on a path that answered every other
+                # run, and would not again: one more try, on the record
+                self.results.warnings.append(f"{name}: tried again: {e}")
+                say(f"{name}: {e}; trying once more")
+                rep = self.measured(target.name, attack)
         except TimingError as e:
             result.status, result.error = FAILED, str(e)
             say(f"{name}: FAILED: {e}")

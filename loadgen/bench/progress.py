@@ -2,6 +2,8 @@
 expected to take from its settings, with the time left as it goes."""
 import time
 
+from .quiet import QUIET_SAMPLE_S
+
 
 def say(message: str) -> None:
     print(f"[bench] {message}", flush=True)
@@ -12,8 +14,10 @@ def clock(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-# Per tool run, besides its own seconds: starting the tool, reading cAdvisor.
+# Per tool run, besides its own seconds: starting the tool, reading cAdvisor;
+# a measured run first waits for a quiet machine (at least one reading).
 OVERHEAD_S = 0.5
+MEASURED_OVERHEAD_S = OVERHEAD_S + QUIET_SAMPLE_S
 
 
 def planned_seconds(cfg, targets: int, files: int) -> float:
@@ -21,8 +25,9 @@ def planned_seconds(cfg, targets: int, files: int) -> float:
     run's seconds plus a little overhead each. Slow cases (fewer than
     BENCH_MIN_REQUESTS requests in BENCH_DURATION) stretch past it."""
     levels = len(cfg.concurrency)
-    per_case = cfg.warmup + cfg.repetitions * cfg.duration + (1 + cfg.repetitions) * OVERHEAD_S
-    compared = 2 * cfg.repetitions * (cfg.duration + OVERHEAD_S) if "wrk" in cfg.tools else 0.0
+    warmup = cfg.warmup + OVERHEAD_S if cfg.warmup else 0.0
+    per_case = warmup + cfg.repetitions * (cfg.duration + MEASURED_OVERHEAD_S)
+    compared = 2 * cfg.repetitions * (cfg.duration + MEASURED_OVERHEAD_S) if "wrk" in cfg.tools else 0.0
     open_loop = cfg.duration + OVERHEAD_S if cfg.open_loop else 0.0
     sweep = len(cfg.sweep) * len(cfg.tools) * (cfg.sweep_duration + OVERHEAD_S)
     return targets * files * (levels * per_case + compared + open_loop + sweep)

@@ -28,6 +28,10 @@ class TimingError(Exception):
     pass
 
 
+class ToolTimeout(TimingError):
+    """The tool outlived its duration plus every request's timeout: killed."""
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One run of one tool against one URL at one concurrency (or rate)."""
@@ -81,7 +85,7 @@ def _run(cmd: list[str], timeout: float, out_dir: Path | None, name: str | None,
     try:
         proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        raise TimingError(f"{cmd[0]} did not finish within {timeout:.0f} s (killed)") from e
+        raise ToolTimeout(f"{cmd[0]} did not finish within {timeout:.0f} s (killed)") from e
     except OSError as e:
         raise TimingError(f"{cmd[0]} could not run: {e}") from e
     ended, cpu = time.time_ns(), children_cpu_seconds() - cpu

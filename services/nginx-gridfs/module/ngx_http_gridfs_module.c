@@ -2206,11 +2206,19 @@ ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
     bson_init(&filter);
     bson_init(&opts);
 
+    /*
+     * The drivers' query: a file read from its start filters on files_id
+     * alone, and the limit, not an upper bound on n, ends the window. A
+     * condition the server cannot use costs it CPU on every chunk
+     * (FerretDB checks it after fetching).
+     */
     BSON_APPEND_VALUE(&filter, "files_id", job->files_id);
-    BSON_APPEND_DOCUMENT_BEGIN(&filter, "n", &sub);
-    BSON_APPEND_INT64(&sub, "$gte", job->first_n);
-    BSON_APPEND_INT64(&sub, "$lte", last_n);
-    bson_append_document_end(&filter, &sub);
+
+    if (job->first_n > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(&filter, "n", &sub);
+        BSON_APPEND_INT64(&sub, "$gte", job->first_n);
+        bson_append_document_end(&filter, &sub);
+    }
 
     BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sub);
     BSON_APPEND_INT32(&sub, "n", 1);
@@ -2228,11 +2236,11 @@ ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
         BSON_APPEND_INT64(&opts, "batchSize", job->batch);
     }
 
-    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &sub);
-    BSON_APPEND_INT32(&sub, "_id", 0);
-    BSON_APPEND_INT32(&sub, "n", 1);
-    BSON_APPEND_INT32(&sub, "data", 1);
-    bson_append_document_end(&opts, &sub);
+    /*
+     * No projection: a chunk's other fields are a few dozen bytes, and a
+     * server that projects after fetching (FerretDB) would rebuild every
+     * chunk document, data included, to drop them.
+     */
 
     /* the cursor keeps copies of both */
     cursor = mongoc_collection_find_with_opts(coll, &filter, &opts, NULL);

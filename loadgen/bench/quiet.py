@@ -1,0 +1,36 @@
+"""Before each timed run, wait until the machine is quiet. The work a run
+leaves behind (a database still answering queries whose clients have gone,
+a FUSE daemon finishing reads) would otherwise fall on the next run: after
+gridfs-fuse's 1 MB c=100 case, FerretDB kept half a core busy through
+nginx-cache's, on the core it shares with the load generator, and
+nginx-cache read at half its rate."""
+import time
+
+from .monitor import read_proc_stat
+from .usage import ProcStat, busy_shares, parse_proc_stat
+
+QUIET_SHARE = 0.15     # the host's busy share (all cores) under which it is quiet
+QUIET_SAMPLE_S = 0.3   # one reading of /proc/stat over this long
+QUIET_MAX_S = 30.0     # then the run goes ahead, and says it did not settle
+
+
+def is_quiet(before: ProcStat, after: ProcStat, share: float = QUIET_SHARE) -> bool:
+    """Pure: were all the host's cores together less than `share` busy?"""
+    return busy_shares(before, after).get("cpu", 0.0) < share
+
+
+def wait_until_quiet(max_s: float = QUIET_MAX_S, read=read_proc_stat, sleep=time.sleep,
+                     clock=time.monotonic) -> tuple[float, bool]:
+    """(seconds waited, whether it became quiet). Without /proc/stat there
+    is nothing to wait on."""
+    start = clock()
+    while True:
+        before = read()
+        sleep(QUIET_SAMPLE_S)
+        after = read()
+        if before is None or after is None:
+            return clock() - start, True
+        if is_quiet(parse_proc_stat(before), parse_proc_stat(after)):
+            return clock() - start, True
+        if clock() - start >= max_s:
+            return clock() - start, False
