@@ -81,12 +81,49 @@ function hexValue(code) {
   return -1;
 }
 
+// An absolute-form target (RFC 9112 3.2.2, "GET http://host/x"), which a
+// server must accept: scheme and authority, then the path nginx serves
+// whatever the host.
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/;
+
+// [authority, origin-form target] of an absolute-form target, else [null, target].
+function splitAbsoluteForm(target) {
+  const match = ABSOLUTE_FORM.exec(target);
+  return match === null ? [null, target] : [match[1], target.slice(match[0].length) || '/'];
+}
+
+// A host as nginx 1.22 accepts it (ngx_http_validate_host), in Host or in
+// an absolute-form target: no '/', space or control character, no empty
+// label ("a..b"), and a name before any port.
+function validHost(value) {
+  let previousDot = -2;
+  let nameEnd = value.length;
+  let state = 'name';
+  for (let i = 0; i < value.length; i++) {
+    const ch = value[i];
+    if (ch === '.') {
+      if (previousDot === i - 1) return false;
+      previousDot = i;
+    } else if (ch === ':') {
+      if (state === 'name') [nameEnd, state] = [i, 'port'];
+    } else if (ch === '[') {
+      if (i === 0) state = 'literal'; // an IPv6 address: its colons are not a port
+    } else if (ch === ']') {
+      if (state === 'literal') [nameEnd, state] = [i + 1, 'port'];
+    } else if (ch === '/' || ch <= ' ' || ch === '\x7f') {
+      return false;
+    }
+  }
+  if (previousDot === nameEnd - 1) nameEnd--; // a trailing dot
+  return nameEnd > 0;
+}
+
 // The GridFS filename in a raw request target, or { status }.
 // Decoded once, strictly: a bad %-escape, invalid UTF-8, a control
 // character, a backslash, an empty, "." or ".." segment, or more than 255
 // bytes is a 400; nothing else is interpreted (GridFS has no directories).
 function nameFromTarget(target) {
-  let path = target;
+  let [, path] = splitAbsoluteForm(target);
   const cut = path.search(/[?#]/);
   if (cut >= 0) path = path.slice(0, cut);
   if (!path.startsWith('/files/')) return { status: 404 };
@@ -375,11 +412,28 @@ app.disable('x-powered-by');
 app.set('etag', false);
 app.set('query parser', false);
 
-// HTTP/1.1 requires Host (RFC 9112 3.2): refuse as nginx does. Node 20
-// does so itself (requireHostHeader); Node 18 lets such requests through.
+// What Node's parser lets through and nginx refuses: an HTTP major version
+// above 1 (505); for HTTP/1.1 a Host missing (Node 20 refuses it itself,
+// Node 18 does not), repeated (Node keeps the first) or malformed, or a
+// malformed absolute-form authority (400; RFC 9112 3.2). HTTP/0.9, which
+// nginx still answers with the body alone, is refused (400): Node's
+// response always has a status line.
 app.use((req, res, next) => {
-  if (req.httpVersion === '1.1' && req.headers.host === undefined) sendText(res, 400, 'missing Host header');
-  else next();
+  if (req.httpVersionMajor !== 1) {
+    if (req.httpVersionMajor > 1) sendText(res, 505, 'HTTP version not supported');
+    else sendText(res, 400, 'HTTP/0.9 not supported');
+    return;
+  }
+  let hosts = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i].length === 4 && req.rawHeaders[i].toLowerCase() === 'host') hosts++;
+  }
+  const [authority] = splitAbsoluteForm(req.url);
+  if (hosts === 0 && req.httpVersionMinor > 0) sendText(res, 400, 'missing Host header');
+  else if (hosts > 1) sendText(res, 400, 'more than one Host header');
+  else if ((hosts === 1 && !validHost(req.headers.host)) || (authority !== null && !validHost(authority))) {
+    sendText(res, 400, 'bad host');
+  } else next();
 });
 app.get('/health', (req, res) => sendText(res, 200, 'ok'));
 // A regular expression without groups, so that Express does not decode the

@@ -18,6 +18,9 @@ workers = int(os.environ.get("GUNICORN_WORKERS", "1"))
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "2000"))
 keepalive = 75  # seconds; benchmark clients keep connections open
 timeout = 30
+# Any HTTP/<digit>.<digit> reaches the app, which answers a major version
+# above 1 with 505 as nginx does (gunicorn itself would answer 400).
+permit_unconventional_http_version = True
 accesslog = None  # per-request logging would be measured as well
 errorlog = "-"
 loglevel = "warning"

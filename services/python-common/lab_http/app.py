@@ -12,6 +12,7 @@ from urllib.parse import quote
 from flask import Flask, Response, request
 from werkzeug.http import http_date
 
+from .hosts import split_absolute_form, valid_host
 from .names import content_type_for, name_from_target
 from .preconditions import if_range_allows, precondition_status
 from .ranges import NOT_SATISFIABLE, is_byte_range, parse_range
@@ -35,11 +36,27 @@ def create_app(store: FileStore, service: str) -> Flask:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
 
     @app.before_request
-    def require_host():
-        # HTTP/1.1 requires Host (RFC 9112 3.2): refuse as nginx does, since
-        # gunicorn lets such requests through.
-        if request.environ.get("SERVER_PROTOCOL") == "HTTP/1.1" and "HTTP_HOST" not in request.environ:
+    def check_version_and_host():
+        environ = request.environ
+        protocol = environ.get("SERVER_PROTOCOL", "HTTP/1.0")
+        # gunicorn hands on every HTTP/<digit>.<digit> (gunicorn.conf.py), so
+        # that the answer is nginx's: 505 for a major version above 1 (gunicorn
+        # would say 400), 400 for "HTTP/0.x".
+        major = protocol.removeprefix("HTTP/").split(".", 1)[0]
+        if major > "1":
+            return text_response(505, "HTTP version not supported")
+        if major != "1":
+            return text_response(400, "bad HTTP version")
+        # HTTP/1.1 requires one valid Host (RFC 9112 3.2), and the authority
+        # of an absolute-form target is a host too: refuse as nginx does,
+        # since gunicorn lets a missing or malformed one through (it refuses
+        # a second Host itself).
+        host = environ.get("HTTP_HOST")
+        if host is None and protocol != "HTTP/1.0":
             return text_response(400, "missing Host header")
+        authority = split_absolute_form(environ.get("RAW_URI", ""))[0]
+        if not all(valid_host(value) for value in (host, authority) if value is not None):
+            return text_response(400, "bad host")
         return None
 
     @app.get("/health")

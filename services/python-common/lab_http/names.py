@@ -2,6 +2,8 @@
 import re
 from urllib.parse import unquote_to_bytes
 
+from .hosts import split_absolute_form
+
 MAX_NAME_BYTES = 255
 BAD_PERCENT = re.compile(rb"%(?![0-9A-Fa-f]{2})")
 
@@ -28,8 +30,8 @@ def name_from_target(target: str) -> tuple[str | None, int]:
     Decoded once, strictly: a bad %-escape, invalid UTF-8, a control
     character, a backslash, an empty, "." or ".." segment, or more than 255
     bytes is a 400; nothing else is interpreted (the stores have no
-    directories)."""
-    path = target.split("?", 1)[0].split("#", 1)[0]
+    directories). An absolute-form target names the same file as its path."""
+    path = split_absolute_form(target)[1].split("?", 1)[0].split("#", 1)[0]
     if not path.startswith("/files/"):
         return None, 404
     raw = path[len("/files/"):].encode("latin-1", "replace")
