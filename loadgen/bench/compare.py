@@ -1,0 +1,398 @@
+"""bench compare RUN_A RUN_B: what changed between two runs. First the
+parameters and environment facts that differ, then per case (target, file,
+concurrency) the ratio B/A of requests per second, of the target's CPU per
+request and of p99, marked significant only when the repetitions say so.
+Writes compare.md and compare.json; --fail-above gates CI on regressions.
+
+Significance. Each metric's repetitions of run A and of run B are compared by
+Mann-Whitney U, two-sided, exact (every arrangement of the pooled values, as
+Go's benchstat does for small samples), at --alpha (0.05). With the lab's
+default BENCH_REPETITIONS=3 the exact test can never reach 0.05: 3 against 3
+values have 20 arrangements and the two most extreme (every B above every A,
+or below) give p = 2/20 = 0.10. Rather than a comparison that can mark
+nothing, a change whose ranges do not overlap counts as significant when the
+test cannot reach alpha at those sample sizes and that separation is itself
+p <= FEW_REPETITIONS_LEVEL (0.10: 3 against 3, 3 against 4); it is marked
+"ranges apart" so a reader knows the level. Fewer repetitions (1 or 2 a side)
+never make a change significant: their separation is chance one time in three
+or more. And a change smaller than --min-change (5%, what the lab already
+calls noise within a run: stats.NOISY_HALF_RANGE) is never significant,
+which keeps the false positives of the 10% level rare when two runs with the
+same settings are compared. Five repetitions a side reach p = 0.008."""
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from statistics import median
+
+from .report import LEGEND
+from .results import Results, Run
+from .stats import NOISY_HALF_RANGE
+
+ALPHA = 0.05
+FEW_REPETITIONS_LEVEL = 0.10
+MIN_CHANGE = NOISY_HALF_RANGE
+EXACT_LIMIT = 200_000  # arrangements enumerated; beyond, the normal approximation
+
+# Each compared metric: its label, how to read it from a repetition, and
+# whether a higher value is better.
+METRICS = {
+    "rps": ("req/s", True),
+    "cpu_ms_per_request": ("target CPU ms/req", False),
+    "p99_ms": ("p99", False),
+}
+
+# Environment entries that differ on every run by nature: not a difference.
+ENVIRONMENT_IGNORED = {"duration_seconds"}
+TIMING_IGNORED = {"planned_seconds", "actual_seconds"}
+
+
+class CompareError(Exception):
+    """A run that cannot be compared: the message names the file."""
+
+
+# --- statistics ------------------------------------------------------------
+
+def _ranks(values: list[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def mann_whitney(a: list[float], b: list[float]) -> float:
+    """Two-sided p of Mann-Whitney U: exact over every arrangement of the
+    pooled ranks (ties by mean rank) when there are at most EXACT_LIMIT,
+    else the normal approximation with tie correction."""
+    n1, n2 = len(a), len(b)
+    if not n1 or not n2:
+        raise ValueError("Mann-Whitney U needs values on both sides")
+    ranks = _ranks(list(a) + list(b))
+    centre = n1 * (n1 + n2 + 1) / 2  # the mean of A's rank sum under the null
+    observed = abs(sum(ranks[:n1]) - centre)
+    if math.comb(n1 + n2, n1) <= EXACT_LIMIT:
+        sums = [abs(sum(ranks[i] for i in chosen) - centre) for chosen in combinations(range(n1 + n2), n1)]
+        return sum(1 for s in sums if s >= observed - 1e-9) / len(sums)
+    n = n1 + n2
+    ties = {}
+    for r in ranks:
+        ties[r] = ties.get(r, 0) + 1
+    variance = n1 * n2 / 12 * ((n + 1) - sum(t ** 3 - t for t in ties.values()) / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = max(observed - 0.5, 0) / math.sqrt(variance)
+    return math.erfc(z / math.sqrt(2))
+
+
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p the exact test can give these sample sizes
+    (no ties): the two most extreme of C(n1 + n2, n1) arrangements."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+def ranges_apart(a: list[float], b: list[float]) -> bool:
+    return max(a) < min(b) or max(b) < min(a)
+
+
+@dataclass
+class Change:
+    """One metric of one case: medians, ratio B/A, the test, the verdict."""
+    a: float
+    b: float
+    ratio: float | None
+    p: float
+    n_a: int
+    n_b: int
+    significant: bool
+    basis: str          # "mann-whitney", "ranges apart", "below min change", "not significant"
+    direction: str | None  # "better" / "worse" when significant
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "ratio": None if self.ratio is None else round(self.ratio, 4),
+                "p": round(self.p, 4), "n_a": self.n_a, "n_b": self.n_b, "significant": self.significant,
+                "basis": self.basis, "direction": self.direction}
+
+
+def change_of(a: list[float], b: list[float], higher_is_better: bool, alpha: float = ALPHA,
+              min_change: float = MIN_CHANGE) -> Change:
+    """The verdict on one metric's repetitions (see the module's docstring)."""
+    ma, mb = median(a), median(b)
+    ratio = mb / ma if ma else None
+    p = mann_whitney(a, b)
+    floor = smallest_p(len(a), len(b))
+    if p < alpha:
+        significant, basis = True, "mann-whitney"
+    elif floor >= alpha and floor <= FEW_REPETITIONS_LEVEL and ranges_apart(a, b):
+        significant, basis = True, "ranges apart"
+    else:
+        significant, basis = False, "not significant"
+    if significant and (ratio is None or abs(ratio - 1) < min_change):
+        significant, basis = False, "below min change"
+    direction = None
+    if significant:
+        direction = "better" if (ratio > 1) == higher_is_better else "worse"
+    return Change(ma, mb, ratio, p, len(a), len(b), significant, basis, direction)
+
+
+# --- loading -----------------------------------------------------------------
+
+def results_path(arg: str) -> Path:
+    """A run directory (results/<run-id>) or its results.json."""
+    path = Path(arg)
+    return path / "results.json" if path.is_dir() else path
+
+
+def load(arg: str) -> Results:
+    path = results_path(arg)
+    if not path.exists():
+        raise CompareError(f"{path}: no such file (expected a results/<run-id> directory or its results.json)")
+    try:
+        return Results.load(path)
+    except OSError as e:
+        raise CompareError(f"{path}: cannot read: {e.strerror or e}") from e
+    except json.JSONDecodeError as e:
+        raise CompareError(f"{path}: not JSON ({e.msg}, line {e.lineno}): not a bench results.json") from e
+    except (TypeError, KeyError, AttributeError, ValueError) as e:
+        raise CompareError(f"{path}: not a bench results.json ({type(e).__name__}: {e})") from e
+
+
+# --- what differs ------------------------------------------------------------
+
+def _flat(prefix: str, value, out: dict) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list):
+        out[prefix] = " ".join(map(str, value))
+    else:
+        out[prefix] = value
+
+
+def _shown(value) -> str:
+    return "(unset)" if value is None or value == "" else str(value)
+
+
+def differences(a: Results, b: Results) -> list[dict]:
+    """Parameters first (results.json `parameters`), then what the run
+    recorded of its environment (database product and version, kernel,
+    tools...) and the timing as applied, wherever A and B disagree."""
+    out = []
+    for source, ignored, va, vb in (("parameter", set(), a.parameters, b.parameters),
+                                    ("environment", ENVIRONMENT_IGNORED, a.environment, b.environment),
+                                    ("timing", TIMING_IGNORED, a.timing, b.timing)):
+        fa, fb = {}, {}
+        _flat("", {k: v for k, v in va.items() if k not in ignored}, fa)
+        _flat("", {k: v for k, v in vb.items() if k not in ignored}, fb)
+        for name in list(fa) + [k for k in fb if k not in fa]:
+            if _shown(fa.get(name)) != _shown(fb.get(name)):
+                out.append({"kind": source, "name": name, "a": fa.get(name), "b": fb.get(name)})
+    return out
+
+
+# --- per case ------------------------------------------------------------------
+
+def metric_values(run: Run, metric: str) -> list[float]:
+    """The metric over the case's repetitions (CPU per request of the target's
+    own container; a repetition without cAdvisor's figures is left out)."""
+    if metric == "cpu_ms_per_request":
+        values = [((r.get("cpu") or {}).get(run.target) or {}).get("cpu_ms_per_request") for r in run.repetitions]
+    else:
+        values = [r.get(metric) for r in run.repetitions]
+    return [float(v) for v in values if isinstance(v, (int, float))]
+
+
+def _key(run: Run) -> tuple:
+    return run.target, run.file, run.concurrency
+
+
+def _case_name(key: tuple) -> str:
+    target, file, c = key
+    return f"{target} {file.removesuffix('.bin')} c={c}"
+
+
+def compare_case(a: Run, b: Run, alpha: float = ALPHA, min_change: float = MIN_CHANGE,
+                 metrics=tuple(METRICS)) -> dict:
+    case = {"target": a.target, "file": a.file, "size_bytes": a.size_bytes, "concurrency": a.concurrency,
+            "status": "compared", "a_status": a.status, "b_status": b.status, "a_error": a.error,
+            "b_error": b.error, "flags_a": list(a.flags), "flags_b": list(b.flags), "metrics": {}}
+    if not a.ok or not b.ok:
+        case["status"] = "failed"
+        return case
+    for metric in metrics:
+        va, vb = metric_values(a, metric), metric_values(b, metric)
+        case["metrics"][metric] = (change_of(va, vb, METRICS[metric][1], alpha, min_change).to_dict()
+                                   if va and vb else None)
+    return case
+
+
+def compare(a: Results, b: Results, alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> dict:
+    runs_a, runs_b = {_key(r): r for r in a.runs}, {_key(r): r for r in b.runs}
+    warnings = [f"run {name} ({r.run_id}) is {r.status}, not complete: it holds what was measured until it stopped"
+                for name, r in (("A", a), ("B", b)) if r.status != "complete"]
+    return {"a": {"run_id": a.run_id, "started_at": a.started_at, "status": a.status},
+            "b": {"run_id": b.run_id, "started_at": b.started_at, "status": b.status},
+            "alpha": alpha, "min_change": min_change, "few_repetitions_level": FEW_REPETITIONS_LEVEL,
+            "differences": differences(a, b),
+            "cases": [compare_case(runs_a[k], runs_b[k], alpha, min_change) for k in runs_a if k in runs_b],
+            "only_in_a": [_case_name(k) for k in runs_a if k not in runs_b],
+            "only_in_b": [_case_name(k) for k in runs_b if k not in runs_a],
+            "warnings": warnings}
+
+
+def regressions(comparison: dict, fail_above: float) -> list[str]:
+    """Significant changes for the worse larger than fail_above percent, and
+    cases that completed in A but failed in B (a regression of any size)."""
+    found = []
+    for case in comparison["cases"]:
+        name = _case_name((case["target"], case["file"], case["concurrency"]))
+        if case["status"] == "failed":
+            if case["a_status"] == "ok":
+                found.append(f"{name}: failed in B ({case['b_error']})")
+            continue
+        for metric, ch in case["metrics"].items():
+            if not ch or ch["direction"] != "worse":
+                continue
+            worse = (1 - ch["ratio"]) * 100 if METRICS[metric][1] else (ch["ratio"] - 1) * 100
+            if worse > fail_above:
+                found.append(f"{name}: {METRICS[metric][0]} {ch['ratio']:.3f}x B/A, {worse:.1f}% worse "
+                             f"(p={ch['p']:.3g}, {ch['basis']}) > {fail_above:g}%")
+    return found
+
+
+# --- rendering -------------------------------------------------------------------
+
+def cell(ch: dict | None) -> str:
+    """A ratio B/A: the number and its direction when significant, `~` and
+    the number in brackets when not, `-` when there is no figure."""
+    if ch is None or ch["ratio"] is None:
+        return "-"
+    apart = "†" if ch["basis"] == "ranges apart" else ""
+    if ch["significant"]:
+        return f"**{ch['ratio']:.2f}x** {ch['direction']} (p={ch['p']:.2g}{apart})"
+    return f"~ ({ch['ratio']:.2f}x, p={ch['p']:.2g})"
+
+
+def _flags(flags: list[str]) -> str:
+    # by name: the report's marks include "~" (noisy), which here means "not significant"
+    return " ".join(flags) or "-"
+
+
+def _escaped(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
+    a, b = comparison["a"], comparison["b"]
+    lines = [f"# Comparison: {a['run_id']} (A) -> {b['run_id']} (B)", "",
+             f"A: `{path_a}`, started {a['started_at']}, {a['status']}  ",
+             f"B: `{path_b}`, started {b['started_at']}, {b['status']}", ""]
+    lines += [f"**Warning:** {w}" for w in comparison["warnings"]] + ([""] if comparison["warnings"] else [])
+    lines += ["## What differs", ""]
+    if comparison["differences"]:
+        lines += [f"- {d['kind']} `{d['name']}` {_shown(d['a'])} -> {_shown(d['b'])}" for d in comparison["differences"]]
+    else:
+        lines.append("No parameter, environment fact or timing setting differs.")
+    lines += ["", "## Per case: B / A", ""]
+    header = ["target", "file", "c", *(f"{label} B/A" for label, _ in METRICS.values()), "reps A/B", "flags A",
+              "flags B", "note"]
+    rows, flags_seen, apart_seen = [], set(), False
+    for case in comparison["cases"]:
+        flags_seen |= set(case["flags_a"]) | set(case["flags_b"])
+        head = [case["target"], case["file"].removesuffix(".bin"), str(case["concurrency"])]
+        flags = [_flags(case["flags_a"]), _flags(case["flags_b"])]
+        if case["status"] == "failed":
+            note = "; ".join(f"failed in {n}: {case[f'{n.lower()}_error']}" for n in ("A", "B")
+                             if case[f"{n.lower()}_status"] != "ok")
+            rows.append(head + ["failed"] * len(METRICS) + ["-"] + flags + [_escaped(note)])
+            continue
+        metrics = case["metrics"]
+        rps = metrics.get("rps") or {}
+        apart_seen |= any(m and m["basis"] == "ranges apart" for m in metrics.values())
+        rows.append(head + [cell(metrics.get(m)) for m in METRICS]
+                    + [f"{rps.get('n_a', 0)}/{rps.get('n_b', 0)}"] + flags + [""])
+    if rows:
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    else:
+        lines.append("No case is in both runs.")
+    lines += ["", f"Ratios are B's median over its repetitions / A's. **Bold**: significant, Mann-Whitney U "
+              f"two-sided exact p < {comparison['alpha']:g}, and a change of at least "
+              f"{comparison['min_change']:.0%}; `~`: not significant (the ratio in brackets is within the noise). "
+              "CPU is the target's own container, per request."]
+    if apart_seen:
+        lines.append(f"† ranges apart: every repetition of B above (or below) every one of A, p = "
+                     f"{comparison['few_repetitions_level']:g} or less, the smallest the exact test can give with "
+                     f"so few repetitions (3 against 3: p = 0.1): significant at that level, not at "
+                     f"{comparison['alpha']:g}; more repetitions (BENCH_REPETITIONS=5: p = 0.008) make it strict.")
+    if flags_seen:
+        lines += ["", "Flags (each run's own row):", ""]
+        lines += [f"- `{f}`: {LEGEND[f]}" for f in LEGEND if f in flags_seen]
+        lines += [f"- `{f}`" for f in sorted(flags_seen - set(LEGEND))]
+    for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
+        if comparison[key]:
+            lines += ["", f"Only in {side}: " + ", ".join(comparison[key]) + "."]
+    if comparison.get("regressions") is not None:
+        lines += ["", f"## Regressions above {comparison['fail_above']:g}%", ""]
+        lines += [f"- {r}" for r in comparison["regressions"]] or ["None."]
+    return "\n".join(lines) + "\n"
+
+
+# --- command line --------------------------------------------------------------------
+
+def _percent(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of 0 or more")
+    return value
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_a", metavar="RUN_A", help="results/<run-id> directory or its results.json (before)")
+    parser.add_argument("run_b", metavar="RUN_B", help="results/<run-id> directory or its results.json (after)")
+    parser.add_argument("--out", help="where compare.md and compare.json go (default: RUN_B's directory)")
+    parser.add_argument("--fail-above", type=_percent, metavar="PCT",
+                        help="exit 1 when a significant regression (req/s lower, CPU/request or p99 higher) "
+                             "exceeds PCT percent, or a case fails in B only")
+    parser.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
+    parser.add_argument("--min-change", type=_percent, default=MIN_CHANGE * 100, metavar="PCT",
+                        help=f"smallest change marked significant (default {MIN_CHANGE:.0%})")
+    args = parser.parse_args(argv)
+    if not 0 < args.alpha < 1:
+        parser.error(f"--alpha {args.alpha}: expected a level between 0 and 1, e.g. 0.05")
+    try:
+        a, b = load(args.run_a), load(args.run_b)
+    except CompareError as e:
+        print(f"bench compare: error: {e}", file=sys.stderr)
+        return 2
+    comparison = compare(a, b, args.alpha, args.min_change / 100)
+    if args.fail_above is not None:
+        comparison["fail_above"] = args.fail_above
+        comparison["regressions"] = regressions(comparison, args.fail_above)
+    out = Path(args.out) if args.out else results_path(args.run_b).parent
+    markdown = render_markdown(comparison, str(results_path(args.run_a)), str(results_path(args.run_b)))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.md").write_text(markdown)
+        (out / "compare.json").write_text(json.dumps(comparison, indent=2) + "\n")
+    except OSError as e:
+        print(f"bench compare: error: cannot write to {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(markdown, end="")
+    print(f"bench compare: wrote {out / 'compare.md'} and {out / 'compare.json'}", file=sys.stderr)
+    if comparison.get("regressions"):
+        for r in comparison["regressions"]:
+            print(f"bench compare: regression: {r}", file=sys.stderr)
+        return 1
+    return 0
