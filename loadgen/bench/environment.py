@@ -8,13 +8,41 @@ from pathlib import Path
 import pymongo
 
 
-def database_server(uri: str) -> dict:
+def database_server(uri: str, db: str) -> dict:
+    """The database as it describes itself: product and version from
+    buildInfo, and what stores its data (MongoDB: serverStatus's storage
+    engine; FerretDB: its backend, as the shape of its own explain of the
+    GridFS files collection shows), never assumed from the image's name."""
     with pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000, connectTimeoutMS=5000,
                              socketTimeoutMS=10000) as client:
         info = client.admin.command("buildInfo")
-    if "ferretdbVersion" in info:
-        return {"product": "FerretDB", "version": info["ferretdbVersion"], "wire_version": info.get("version")}
-    return {"product": "MongoDB", "version": info.get("version"), "git_version": info.get("gitVersion")}
+        if "ferretdbVersion" in info:
+            try:
+                explain = client[db].command({"explain": {"find": "fs.files", "filter": {}}})
+            except pymongo.errors.PyMongoError:
+                explain = {}
+            return {"product": "FerretDB", "version": info["ferretdbVersion"], "wire_version": info.get("version"),
+                    "backend": ferretdb_backend(explain)}
+        try:
+            engine = (client.admin.command("serverStatus").get("storageEngine") or {}).get("name")
+        except pymongo.errors.PyMongoError:
+            engine = None
+    return {"product": "MongoDB", "version": info.get("version"), "git_version": info.get("gitVersion"),
+            "storage_engine": engine}
+
+
+def ferretdb_backend(explain: dict) -> str | None:
+    """FerretDB v1 answers explain with its backend's own query plan:
+    PostgreSQL's EXPLAIN (FORMAT JSON) plan (a "Plan" with a "Node Type"), or
+    SQLite's EXPLAIN QUERY PLAN rows as strings ("id=2 parent=0 notused=0
+    detail=SCAN ..."). None when the answer is neither (no collection yet,
+    another backend)."""
+    plan = (explain.get("queryPlanner") or {}).get("Plan")
+    if isinstance(plan, dict) and "Node Type" in plan:
+        return "PostgreSQL"
+    if isinstance(plan, list) and plan and all(isinstance(row, str) and " detail=" in row for row in plan):
+        return "SQLite"
+    return None
 
 
 def cpu_model() -> str:
@@ -89,7 +117,7 @@ def describe(uri: str) -> dict:
         "loadgen_allowance_cores": own_cpu_allowance(),
     }
     try:
-        env["server"] = database_server(uri)
+        env["server"] = database_server(uri, os.environ.get("GRIDFS_DB", "lab"))
     except pymongo.errors.PyMongoError as e:
         env["server"] = {"product": "unknown", "error": str(e)}
     return env
