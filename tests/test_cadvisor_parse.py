@@ -75,6 +75,11 @@ def test_compose_services_of_one_project_only():
     # Pinned by cpuset only (no quota): the allowance is the cpuset's size.
     assert ours["nginx-static"].cpu_allowance == cpus_in_mask(
         raw_of(load(COMPOSE), "gridfs-lab-cpu-nginx-static-1")["spec"]["cpu"]["mask"]) == 1.0
+    # The image each ran: its name from the spec, its ID from Compose's label.
+    raw = raw_of(load(COMPOSE), "gridfs-lab-cpu-nginx-static-1")["spec"]
+    assert ours["nginx-static"].image == raw["image"] == "gridfs-lab-cpu-nginx-static"
+    assert ours["nginx-static"].image_id == raw["labels"]["com.docker.compose.image"]
+    assert ours["nginx-static"].image_id.startswith("sha256:")
 
     # Without a project, a service two projects run is ambiguous: left out.
     anyone = services_of_project(containers, None)

@@ -126,6 +126,25 @@ def test_results_record_what_produced_the_run(lab):
     assert data["parameters"]["FILE_SIZES"] == SIZES
     assert data["environment"]["server"]["product"] == "FerretDB"
     assert data["environment"]["host_cores"] == os.cpu_count()
+    # each service's own base defaults to the shared one (one swap, one service)
+    assert data["parameters"]["FLASK_IMAGE"] == data["parameters"]["SEED_IMAGE"] == env_value("PYTHON_IMAGE")
+    assert data["parameters"]["NGINX_GRIDFS_IMAGE"] == env_value("NGINX_BASE_IMAGE")
+    # what each container ran, from Docker: its image and that image's ID
+    images = data["environment"]["images"]
+    assert set(images) == set(env_value("BENCH_TARGETS").split()) | {"mongo", "postgres", "bench"}
+    assert all(i["image_id"].startswith("sha256:") and i["image"] for i in images.values()), images
+    assert images["mongo"]["image"] == env_value("MONGO_IMAGE")
+
+
+def test_bench_compare_runs_in_the_bench_image(lab):
+    _, data, results, env = lab
+    run = f"/results/{data['run_id']}"
+    done = compose("run", "--rm", "--no-deps", "bench", "compare", run, run, "--out", "/results/compare-self",
+                   env=env, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    compared = json.loads((results / "compare-self" / "compare.json").read_text())
+    assert compared["differences"] == [] and compared["cases"]
+    assert not any(m and m["significant"] for c in compared["cases"] for m in c["metrics"].values())
 
 
 def test_report_has_the_seed_table_conformance_and_cpu(lab):

@@ -61,11 +61,24 @@ def test_report_shows_ours_beside_seed_000_and_ratios():
 
 def test_report_names_ferretdb_and_warns_it_bounds_gridfs_rows():
     md = render_markdown(sample({"product": "FerretDB", "version": "v1.24.2", "wire_version": "7.0.42"}))
-    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42)**" in md
+    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42, backend not reported)**" in md
     md = render_markdown(sample({"product": "FerretDB", "version": "v1.24.2", "wire_version": "7.0.42",
-                                 "backend": "PostgreSQL 15.14"}))
-    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42, PostgreSQL 15.14 backend)**" in md
+                                 "backend": "PostgreSQL"}))
+    assert "**FerretDB v1.24.2 (MongoDB wire version 7.0.42, PostgreSQL backend)**" in md
     assert "CPU per request" in md
+    md = render_markdown(sample({"product": "MongoDB", "version": "7.0.14", "storage_engine": "wiredTiger"}))
+    assert "**MongoDB 7.0.14 (wiredTiger)**" in md
+
+
+def test_report_lists_the_images_each_container_ran_and_swapped_bases():
+    results = sample()
+    results.parameters.update({"PYTHON_IMAGE": "python:3.12-slim", "FLASK_IMAGE": "python:3.13-slim",
+                               "BENCH_IMAGE": "python:3.12-slim"})
+    results.environment["images"] = {"flask": {"image": "gridfs-lab-flask", "image_id": "sha256:" + "ab" * 32}}
+    md = render_markdown(results)
+    assert "PYTHON_IMAGE=`python:3.12-slim`, FLASK_IMAGE=`python:3.13-slim`" in md
+    assert "BENCH_IMAGE=" not in md  # not swapped: the shared base says it
+    assert "| flask | `gridfs-lab-flask` | `abababababab` |" in md
 
 
 def test_report_lists_failed_cases():

@@ -38,3 +38,28 @@ def test_quick_profile_overrides_the_timing_knobs():
 def test_bad_settings_name_the_variable(change, named):
     with pytest.raises(SettingsError, match=named):
         from_env({**GOOD, **change})
+
+
+def test_every_knob_of_env_is_recorded_and_reaches_bench_with_its_effective_value():
+    # .env is the list of knobs: each is recorded in results.json (but the two
+    # that only say where and how long to wait), and compose hands each to bench
+    import json
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from bench.settings import RECORDED
+    repo = Path(__file__).resolve().parent.parent
+    names = [m.group(1) for m in re.finditer(r"^([A-Z][A-Z0-9_]*)=", (repo / ".env").read_text(), re.M)]
+    assert set(names) - set(RECORDED) == {"BENCH_STARTUP_TIMEOUT", "RESULTS_DIR"}
+    done = subprocess.run(["docker", "compose", "--env-file", ".env", "config", "--format", "json"], cwd=repo,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", "FLASK_IMAGE": "python:3.13-slim"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    bench = config["services"]["bench"]["environment"]
+    assert set(RECORDED) <= set(bench)
+    # a service's own base: the swapped one where set, else the shared one
+    assert bench["FLASK_IMAGE"] == "python:3.13-slim" == config["services"]["flask"]["build"]["args"]["PYTHON_IMAGE"]
+    assert bench["SEED_IMAGE"] == bench["PYTHON_IMAGE"] == config["services"]["seed"]["build"]["args"]["PYTHON_IMAGE"]
+    assert config["services"]["bench"]["build"]["args"]["PYTHON_IMAGE"] == bench["PYTHON_IMAGE"]

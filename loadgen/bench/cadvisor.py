@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 
 SERVICE_LABEL = "com.docker.compose.service"
 PROJECT_LABEL = "com.docker.compose.project"
+# Compose stamps each container with the ID of the image it was created from.
+IMAGE_ID_LABEL = "com.docker.compose.image"
 
 
 class CadvisorError(ValueError):
@@ -33,6 +35,8 @@ class Container:
     name: str                 # cgroup name, "/docker/<id>"
     project: str | None       # compose project, None if not started by compose
     service: str | None       # compose service
+    image: str | None         # the image's name as Docker knows it (spec.image)
+    image_id: str | None      # "sha256:..." of that image (Compose's label), None outside compose
     aliases: tuple[str, ...]
     cpu_allowance: float | None  # cores: CFS quota/period if set, else CPUs in the cpuset
     cpuset: tuple[int, ...]      # the CPUs it may run on (spec.cpu.mask); empty when not reported
@@ -111,6 +115,8 @@ def parse_container(info: dict) -> Container:
         name=name,
         project=labels.get(PROJECT_LABEL),
         service=labels.get(SERVICE_LABEL),
+        image=spec.get("image") or None,
+        image_id=labels.get(IMAGE_ID_LABEL),
         aliases=tuple(info.get("aliases") or ()),
         cpu_allowance=cpu_allowance(spec.get("cpu") or {}),
         cpuset=cpus_of_mask((spec.get("cpu") or {}).get("mask") or ""),

@@ -39,6 +39,8 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
     for w in warnings:
         say(f"WARNING: {w}")
     results.warnings += warnings
+    # What each container actually ran, from Docker, not the variables' text.
+    results.environment["images"] = dict(sorted(monitor.images.items()))
     say(f"cAdvisor at {cfg.cadvisor_url}: watching {', '.join(sorted(monitor.ids))}")
     monitor.start_sampling()
     return monitor

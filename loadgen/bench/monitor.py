@@ -78,6 +78,8 @@ class Monitor:
         self.ids: dict[str, str] = {}     # role -> container id
         self.allowance: dict[str, float | None] = {}
         self.cpusets: dict[str, tuple[int, ...]] = {}
+        # role -> the image its container runs, as Docker reports it
+        self.images: dict[str, dict[str, str | None]] = {}
         self.samples: dict[str, list[Counters]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -122,6 +124,7 @@ class Monitor:
                 self.ids[role] = c.id
                 self.allowance[role] = c.cpu_allowance
                 self.cpusets[role] = c.cpuset
+                self.images[role] = {"image": c.image, "image_id": c.image_id}
 
     def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None):
         """(cpu by role, flags, figures) of one timed run that has just

@@ -104,8 +104,38 @@ def server_label(environment: dict) -> str:
     label = f"{server.get('product', 'MongoDB')} {server.get('version', '?')}"
     if server.get("product") == "FerretDB":
         label += f" (MongoDB wire version {server.get('wire_version', '?')}"
-        label += f", {server['backend']} backend)" if server.get("backend") else ")"
+        label += f", {server['backend']} backend)" if server.get("backend") else ", backend not reported)"
+    elif server.get("storage_engine"):
+        label += f" ({server['storage_engine']})"
     return label
+
+
+# Each service's own base variable and the shared one it defaults to.
+SERVICE_IMAGE_DEFAULTS = {
+    "SEED_IMAGE": "PYTHON_IMAGE", "BENCH_IMAGE": "PYTHON_IMAGE", "FLASK_IMAGE": "PYTHON_IMAGE",
+    "FLASK_POSTGRES_IMAGE": "PYTHON_IMAGE", "NGINX_STATIC_IMAGE": "NGINX_BASE_IMAGE",
+    "NGINX_GRIDFS_IMAGE": "NGINX_BASE_IMAGE", "NGINX_CACHE_IMAGE": "NGINX_BASE_IMAGE",
+    "GRIDFS_FUSE_IMAGE": "NGINX_BASE_IMAGE",
+}
+
+
+def _shown_image_variables(params: dict) -> list[str]:
+    """The shared bases, then any service's own base that was swapped."""
+    shared = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
+    swapped = [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
+    return shared + swapped
+
+
+def _images(results: Results) -> list[str]:
+    """What each container ran, as Docker reported it through cAdvisor."""
+    images = results.environment.get("images") or {}
+    if not images:
+        return []
+    rows = [[role, f"`{i.get('image') or '?'}`", f"`{(i.get('image_id') or '?').removeprefix('sha256:')[:12]}`"]
+            for role, i in images.items()]
+    return ["## Images", "", "What each container ran, from Docker (cAdvisor's container spec and Compose's "
+            "image label): a swapped variable shows here as another image ID.", "",
+            *_table(["container", "image", "image ID"], rows), ""]
 
 
 def _ferretdb(results: Results) -> bool:
@@ -123,8 +153,7 @@ def _heading(results: Results) -> list[str]:
         f"# GridFS Serving Lab report: run {results.run_id}",
         "",
         f"- Database: **{server_label(env)}** from image `{params.get('MONGO_IMAGE', '?')}`",
-        "- Images: " + ", ".join(f"{k}=`{params[k]}`" for k in
-                                 ("NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)),
+        "- Images: " + ", ".join(f"{k}=`{params[k]}`" for k in _shown_image_variables(params)),
         f"- CPU: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} cores; pins: "
         f"target `{params.get('TARGET_CPUS')}`, mongo `{params.get('MONGO_CPUS')}`, "
         f"load generator `{params.get('LOADGEN_CPUS')}`; memory: target {params.get('TARGET_MEM')}, "
@@ -527,5 +556,5 @@ def render_markdown(results: Results) -> str:
         if results.charts:
             lines += _charts(results)
         lines += _agreement(results) + _sweep(results) + _every_case(results)
-    lines += _phases(results)
+    lines += _images(results) + _phases(results)
     return "\n".join(lines)
