@@ -8,7 +8,7 @@ COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
 COMPOSE_LOCAL := docker compose --env-file local.env
 PYTEST_ARGS ?=
 
-.PHONY: setup local-images lab lab-local test clean
+.PHONY: setup local-images lab lab-local matrix test clean
 
 setup:
 	tools/setup.sh
@@ -26,6 +26,11 @@ lab: setup
 # The lab on local images (this machine, CI).
 lab-local: local-images
 	$(COMPOSE_LOCAL) up --build --exit-code-from bench bench
+
+# One run per value of one setting on local images, then one table across
+# them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).
+matrix: local-images
+	.venv/bin/python tools/matrix.py "$(VAR)" $(VALUES)
 
 # Every test, including the compose end-to-end run on local images; first the
 # FUSE filesystem's Go unit tests (chunk arithmetic, names).

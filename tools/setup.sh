@@ -13,6 +13,7 @@ APT_PACKAGES=(
   apache2-utils wrk aria2 curl  # load and resume clients in tests
   apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)
   fuse3                       # gridfs-fuse's native tests (fusermount3)
+  shellcheck                  # actionlint checks the workflow's run: scripts with it
 )
 
 install_packages() {
@@ -53,5 +54,6 @@ start_docker
 "$root/tools/install-compose.sh" >/dev/null
 "$root/tools/build-ferretdb.sh" >/dev/null
 "$root/tools/install-vegeta.sh" >/dev/null
+"$root/tools/install-actionlint.sh" >/dev/null
 make_venv
 say "ready: docker $(docker version -f '{{.Server.Version}}'), $(docker compose version --short) compose"

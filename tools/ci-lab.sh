@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The steps of the CI workflow (.github/workflows/lab.yml), one command each,
+# so that the workflow and this project's own tests run the very same
+# commands (the tests on local images, the workflow on official ones):
+#
+#   tools/ci-lab.sh run                 the lab once; prints "run-dir: DIR" last
+#   tools/ci-lab.sh summary RUN_DIR     the report's first screen (heading and
+#                                       headline), for a job summary
+#   tools/ci-lab.sh compare BASE RUN PCT
+#                                       bench compare BASE -> RUN, gated at PCT %
+#
+# Environment: LAB_ENV_FILE (default .env; cpus-2.env's pins are layered on
+# when the machine has fewer than 4 cores, as the Makefile does), LAB_PROJECT
+# (compose project, default gridfs-lab), LAB_RUN_TIMEOUT (seconds, default
+# 7200). Any knob exported (BENCH_PROFILE, BENCH_TARGETS...) overrides the env
+# file, as Compose lets the shell do.
+. "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+usage() { die "usage: tools/ci-lab.sh run | summary RUN_DIR | compare BASE_DIR RUN_DIR PCT"; }
+
+compose_args() {
+  local env_file=${LAB_ENV_FILE:-.env}
+  [ -f "$env_file" ] || die "LAB_ENV_FILE=$env_file: no such file (make local-images writes local.env)"
+  local args=(--env-file "$env_file")
+  [ "$(nproc)" -lt 4 ] && args+=(--env-file cpus-2.env)  # local.env has them already: the same values
+  printf '%s\n' "${args[@]}" -p "${LAB_PROJECT:-gridfs-lab}"
+}
+
+results_dir() {
+  # where bench writes, as Compose resolves RESULTS_DIR (shell, then env file)
+  local dir=${RESULTS_DIR:-$(sed -n 's/^RESULTS_DIR=//p' "${LAB_ENV_FILE:-.env}" | tail -n 1)}
+  dir=${dir:-./results}
+  case $dir in /*) echo "$dir" ;; *) echo "$root/${dir#./}" ;; esac
+}
+
+run() {
+  local timeout=${LAB_RUN_TIMEOUT:-7200} code=0 lines
+  lines=$(compose_args) || exit 1
+  mapfile -t compose_args <<<"$lines"
+  run_log=$(mktemp)
+  local log=$run_log
+  # Down whatever happens, so the next run starts from clean volumes.
+  trap 'timeout 300 docker compose "${compose_args[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
+        rm -f "$run_log"' EXIT
+  local args=("${compose_args[@]}")
+  timeout --kill-after=60 "$timeout" docker compose "${args[@]}" up --build --exit-code-from bench bench \
+    2>&1 | tee "$log" || code=${PIPESTATUS[0]}
+  [ "$code" = 124 ] && say "the lab took longer than LAB_RUN_TIMEOUT=$timeout s"
+  local run_id
+  run_id=$(sed -n 's/.*\[bench\] run \([0-9TZ]*\):.*/\1/p' "$log" | tail -n 1)
+  if [ -z "$run_id" ]; then
+    say "no run started (compose exit code $code): see the output above"
+    exit $(( code ? code : 1 ))
+  fi
+  echo "run-dir: $(results_dir)/$run_id"
+  exit "$code"
+}
+
+summary() {
+  local report=$1/report.md
+  [ -f "$report" ] || die "$report: no such file (expected a results/<run-id> directory)"
+  # The heading and the headline: everything before the checks' tables.
+  sed '/^## Verification/,$d' "$report"
+}
+
+compare() {
+  local base=$1 run_dir=$2 pct=$3
+  PYTHONPATH="$root/loadgen" python3 -m bench compare "$base" "$run_dir" --fail-above "$pct" >/dev/null
+  local code=$?
+  cat "$run_dir/compare.md" 2>/dev/null
+  return "$code"
+}
+
+case ${1:-} in
+  run) [ $# -eq 1 ] || usage; run ;;
+  summary) [ $# -eq 2 ] || usage; summary "$2" ;;
+  compare) [ $# -eq 4 ] || usage; set +e; compare "$2" "$3" "$4"; exit $? ;;
+  *) usage ;;
+esac
