@@ -7,6 +7,7 @@ import http.client
 import random
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -178,10 +179,12 @@ def test_range_reads_only_the_chunks_that_cover_it(nginx):
     assert chunks_read(nginx, "/traced/10MB.bin", Range="bytes=9000000-9000099") == [(34, 34)]
     assert chunks_read(nginx, "/traced/10MB.bin", Range=f"bytes={CHUNK - 1}-{CHUNK}") == [(0, 1)]
     assert chunks_read(nginx, "/traced/10MB.bin", Range="bytes=-10") == [(last_chunk, last_chunk)]
-    # A whole file: bounded windows of ceil(1 MiB / 255 KiB) = 5 chunks, in order.
+    # A whole file: a buffer of ceil(1 MiB / 255 KiB) = 5 chunks, in two
+    # windows of 3 and 2 chunks (one sending, one being read), in order.
     windows = chunks_read(nginx, "/traced/10MB.bin")
     assert windows[0][0] == 0 and windows[-1][1] == last_chunk
-    assert all(b - a + 1 <= 5 for a, b in windows)
+    assert all(b - a + 1 <= 3 for a, b in windows)
+    assert all((a[1] - a[0] + 1) + (b[1] - b[0] + 1) <= 5 for a, b in zip(windows, windows[1:]))
     assert all(nxt[0] == prev[1] + 1 for prev, nxt in zip(windows, windows[1:]))
 
 
@@ -199,15 +202,81 @@ def test_several_windows_stream_from_one_cursor(nginx, stored):
     r = get(nginx, "/traced/10MB.bin")
     assert r.content == stored["data"]["10MB.bin"]
     log = nginx.debug_log.read_text()
-    assert len(re.findall(r"gridfs read chunks", log)) == 8  # 39 chunks, 5 a window
+    # 39 chunks in windows of half the 5-chunk buffer each: 3, 2, 3, 2...
+    expected, n = [], 0
+    while n < 39:
+        size = 3 if len(expected) % 2 == 0 else 2
+        expected.append((n, min(n + size, 39) - 1))
+        n += size
+    assert [(int(a), int(b)) for a, b in re.findall(r"gridfs read chunks (\d+)-(\d+)", log)] == expected
+    assert len(expected) == 16
     assert re.findall(r"gridfs cursor opened at chunk (\d+)", log) == ["0"]
     # a range of several windows: one cursor from its first chunk
     nginx.debug_log.write_text("")
     r = get(nginx, "/traced/10MB.bin", Range=f"bytes={3 * CHUNK + 7}-{9 * CHUNK}")
     assert r.content == stored["data"]["10MB.bin"][3 * CHUNK + 7:9 * CHUNK + 1]
     log = nginx.debug_log.read_text()
-    assert re.findall(r"gridfs read chunks (\d+)-(\d+)", log) == [("3", "7"), ("8", "9")]
+    assert re.findall(r"gridfs read chunks (\d+)-(\d+)", log) == [("3", "5"), ("6", "7"), ("8", "9")]
     assert re.findall(r"gridfs cursor opened at chunk (\d+)", log) == ["3"]
+
+
+def read_windows(log: str) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in re.findall(r"gridfs read chunks (\d+)-(\d+)", log)]
+
+
+@pytest.fixture
+def rate_limited(stored, mongo_uri):
+    """nginx sending each response at most at the given rate (limit_rate)."""
+    servers = []
+
+    def start(rate: str) -> Nginx:
+        prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+        servers.append(Nginx(build_module(), mongo_uri, stored["dir"], prefix, DB, f"limit_rate {rate};"))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+        shutil.rmtree(server.prefix, ignore_errors=True)
+
+
+def test_next_window_is_read_while_the_current_one_is_sent(rate_limited, stored):
+    # Double buffering: the job reading window k + 1 is posted as soon as
+    # window k is handed to the output filters, not once it has drained.
+    # With one buffer, the second read would wait for the first window's
+    # 765 KiB to go out at 200 KB/s: seconds, whatever the socket buffers.
+    nginx = rate_limited("200k")
+    nginx.debug_log.write_text("")
+    s = socket.create_connection(("127.0.0.1", nginx.port), timeout=TIMEOUT)
+    try:
+        s.sendall(b"GET /traced/10MB.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        deadline = time.monotonic() + 10
+        while len(read_windows(nginx.debug_log.read_text())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # still inside the first window's send (it needs more than 3 s)
+        time.sleep(0.5)
+        log = nginx.debug_log.read_text()
+        assert read_windows(log) == [(0, 2), (3, 4)], log[-3000:]
+        assert "gridfs window sent" not in log, "the first window drained too early for this test"
+        # bounded: the third window waits for the first one to drain
+        assert log.index("gridfs read chunks 3-4") > log.index("gridfs cursor opened at chunk 0")
+    finally:
+        s.close()
+    # the client left with a window read ahead: the request ends cleanly
+    time.sleep(0.5)
+    assert get(nginx, "/files/10MB.bin", Range="bytes=0-99").content == stored["data"]["10MB.bin"][:100]
+    assert "[alert]" not in nginx.log() and "exited on signal" not in nginx.log()
+
+
+def test_rate_limited_response_streams_to_the_end(rate_limited, stored):
+    # limit_rate delays the write event with a timer of its own: a window
+    # that drained must leave that timer alone, or the next one never goes.
+    nginx = rate_limited("4m")
+    started = time.monotonic()
+    r = get(nginx, "/files/10MB.bin")
+    elapsed = time.monotonic() - started
+    assert r.content == stored["data"]["10MB.bin"]
+    assert elapsed > 1.0, "limit_rate was not applied"
 
 
 def test_multiple_ranges_answer_the_whole_file(nginx, stored):

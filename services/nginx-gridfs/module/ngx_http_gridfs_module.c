@@ -4,23 +4,29 @@
  *
  * Driver calls never run on the event loop: every MongoDB round trip is a
  * job posted to an nginx thread pool, using a client from a per-worker
- * mongoc_client_pool_t.  A response is streamed one window of chunks at a
- * time: a job reads the window, the loop sends it, and the next job is
- * posted only once the output has drained, so a request holds at most one
- * window, ceil(gridfs_buffer_size / chunkSize) whole chunks, that is less
- * than gridfs_buffer_size plus one chunk, whatever the file size.  The
- * first window is read before the headers are sent, so that a failure
- * there is a 5xx, not a truncated 200.
+ * mongoc_client_pool_t.  A request holds at most its buffer,
+ * ceil(gridfs_buffer_size / chunkSize) whole chunks, that is less than
+ * gridfs_buffer_size plus one chunk, whatever the file size.  A response
+ * that fits in it is one query.  A larger one is streamed in windows of
+ * half the buffer each (the halves rounded to whole chunks, together the
+ * buffer), double buffered: as soon as a window has been handed to the
+ * output filters, a job reads the next one into the other half, so the
+ * database read of window k + 1 overlaps the sending of window k; window
+ * k + 2 waits until window k has drained.  A chunk larger than the buffer
+ * is a window of its own, one at a time.  The first window is read before
+ * the headers are sent, so that a failure there is a 5xx, not a truncated
+ * 200.
  *
  * A response of several windows holds a client of the pool while the pool
- * has spare ones (at most half of maxPoolSize per worker): one cursor,
- * continued with a getMore per window through that client (so under the
- * same implicit session, as MongoDB requires), and the window is sent
- * straight from the driver's reply, one buffer per chunk.  The drivers read
- * a file that way; a query per window costs much more on servers that do
- * not push the n range down (FerretDB reads every chunk of the file per
- * query).  Without a spare client, each window is a query of its own,
- * copied into a buffer of the request.
+ * has spare ones (at most half of maxPoolSize per worker): one cursor, a
+ * find and then a getMore per window through that client, under one
+ * session (as MongoDB requires) and on one server, and each window is sent
+ * straight from its own reply, one buffer per chunk; a reply lives until
+ * its half of the buffer is read again.  The drivers read a file that way;
+ * a query per window costs much more on servers that do not push the n
+ * range down (FerretDB reads every chunk of the file per query).  Without
+ * a spare client, each window is a query of its own, copied into its half
+ * of a buffer of the request.
  *
  * Failing fast: a connection failure marks the deployment unavailable in
  * this worker; requests then answer 503 at once, without queueing, while a
@@ -113,17 +119,23 @@ typedef struct {
 } ngx_http_gridfs_conn_t;
 
 
-/* a client of the pool held by one response, and its cursor: on the heap,
- * since giving it back may need a job (killCursors) that outlives the
- * request.  Touched by the jobs of that response, and by the loop only
- * while none is in flight */
+/* a client of the pool held by one response, its session and its cursor,
+ * and the reply that holds each half of the buffer: on the heap (aligned
+ * for bson_t), since giving it back may need a job (killCursors) that
+ * outlives the request.  Touched by the jobs of that response, and by the
+ * loop only while none is in flight */
 typedef struct {
+    bson_t                       reply[2];    /* a window per half */
     ngx_thread_task_t            task;        /* gives the client back */
     ngx_http_gridfs_conn_t      *conn;
     mongoc_client_t             *client;      /* NULL: none was spare */
+    mongoc_client_session_t     *session;     /* NULL: no server support */
     mongoc_collection_t         *coll;
-    mongoc_cursor_t             *cursor;
+    uint32_t                     server_id;
+    int64_t                      cursor_id;   /* 0: none on the server */
     int64_t                      next_n;      /* the cursor's next chunk */
+    unsigned                     has_reply:2; /* a bit per half */
+    unsigned                     opened:1;    /* cursor_id 0: exhausted */
 } ngx_http_gridfs_stream_t;
 
 
@@ -175,8 +187,8 @@ typedef struct {
     ngx_http_gridfs_stream_t    *stream;      /* read from its cursor, */
     ngx_str_t                   *parts;       /* one part per chunk */
     ngx_uint_t                   nparts;
+    ngx_uint_t                   half;        /* of the buffer: 0 or 1 */
     int64_t                      end_n;       /* the response's last chunk */
-    int64_t                      batch;       /* chunks per window */
     unsigned                     opened:1;    /* a cursor was opened */
     unsigned                     no_client:1; /* none was spare */
 
@@ -205,15 +217,26 @@ typedef struct {
     unsigned                     header_sent:1;
     unsigned                     unsafe_logged:1;
 
+    /* a job is in flight; its window is read, not yet sent; a window
+     * handed to the output filters has not drained yet */
+    unsigned                     fetching:1;
+    unsigned                     fetched:1;
+    unsigned                     sending:1;
+
+    /* two windows in flight at once, the half the next job fills */
+    unsigned                     overlap:1;
+    unsigned                     half:1;
+
     int64_t                      length;
     int64_t                      chunk_size;
-    int64_t                      per_window;      /* chunks */
+    int64_t                      per_window[2];   /* chunks, per half */
     off_t                        range_start;     /* predicted */
     off_t                        send_pos;
     off_t                        send_end;
 
-    u_char                      *window;
-    size_t                       window_size;
+    /* without a held client: each half of the buffer */
+    u_char                      *window[2];
+    size_t                       window_size[2];
 
     ngx_http_gridfs_stream_t    *stream;
     unsigned                     stream_tried:1;
@@ -246,7 +269,7 @@ static ngx_int_t ngx_http_gridfs_send_header(ngx_http_request_t *r,
 static ngx_int_t ngx_http_gridfs_alloc_window(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static ngx_int_t ngx_http_gridfs_stream_start(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
+    ngx_http_gridfs_ctx_t *ctx, int64_t chunks, int64_t total);
 static void ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream);
 static void ngx_http_gridfs_stream_done(ngx_event_t *ev);
 static void ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
@@ -271,6 +294,8 @@ static void ngx_http_gridfs_send_window(ngx_http_request_t *r,
 static void ngx_http_gridfs_drain(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static ngx_int_t ngx_http_gridfs_wait_write(ngx_http_request_t *r);
+static void ngx_http_gridfs_abort(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx, ngx_int_t rc);
 static void ngx_http_gridfs_cleanup(void *data);
 
 static void ngx_http_gridfs_job_handler(void *data, ngx_log_t *log);
@@ -279,9 +304,20 @@ static void ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job,
 static void ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client);
 static void ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job);
+static ngx_int_t ngx_http_gridfs_stream_open(ngx_http_gridfs_job_t *job);
+static ngx_int_t ngx_http_gridfs_stream_batch(ngx_http_gridfs_job_t *job,
+    bson_t *reply);
+static ngx_int_t ngx_http_gridfs_stream_parts(ngx_http_gridfs_job_t *job,
+    const bson_t *reply);
+static ngx_int_t ngx_http_gridfs_stream_command(
+    ngx_http_gridfs_stream_t *stream, const bson_t *cmd, bson_t *reply,
+    bson_error_t *error);
+static void ngx_http_gridfs_stream_kill(ngx_http_gridfs_stream_t *stream);
+static void ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream);
+static void ngx_http_gridfs_chunks_filter(ngx_http_gridfs_job_t *job,
+    bson_t *filter);
 static mongoc_cursor_t *ngx_http_gridfs_chunks_query(
-    ngx_http_gridfs_job_t *job, mongoc_collection_t *coll, int64_t last_n,
-    ngx_uint_t single);
+    ngx_http_gridfs_job_t *job, mongoc_collection_t *coll);
 static ngx_int_t ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job,
     const bson_t *doc, int64_t n, ngx_str_t *part, int64_t *offset);
 static void ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log);
@@ -602,6 +638,8 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         return NGX_ERROR;
     }
 
+    ctx->fetching = 1;
+
     r->main->blocked++;
     r->aio = 1;
     r->write_event_handler = ngx_http_gridfs_wake_handler;
@@ -688,6 +726,7 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
     if (ctx) {
         ctx->job_done = 1;
+        ctx->fetching = 0;
     }
 
 #if (NGX_HTTP_V2)
@@ -705,20 +744,25 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 }
 
 
+/* the end of a job, or a write event: a window handed to the output
+ * filters may be draining while the job reads the next one */
+
 static void
 ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
 {
-    ngx_uint_t              no_client;
     ngx_http_gridfs_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
 
-    if (ctx == NULL || r->aio) {
+    if (ctx == NULL) {
         return;
     }
 
     if (!ctx->job_done) {
-        ngx_http_gridfs_drain(r, ctx);
+        if (ctx->sending) {
+            ngx_http_gridfs_drain(r, ctx);
+        }
+
         return;
     }
 
@@ -729,25 +773,21 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
         return;
     }
 
-    if (ctx->stream && ctx->stream->client == NULL) {
-        /* none was spare, or the job gave it back after an error */
-        no_client = ctx->job->no_client;
-
+    if (ctx->stream && ctx->job->no_client) {
+        /* the first read found no spare client: nothing was sent yet */
         ngx_http_gridfs_stream_release(ctx->stream);
         ctx->stream = NULL;
 
-        if (no_client) {
-            ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                           "gridfs no spare client: a query per window");
+        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "gridfs no spare client: a query per window");
 
-            if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
-                ngx_http_finalize_request(r, NGX_ERROR);
-                return;
-            }
-
-            ngx_http_gridfs_fetch_window(r, ctx);
+        if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
+            ngx_http_finalize_request(r, NGX_ERROR);
             return;
         }
+
+        ngx_http_gridfs_fetch_window(r, ctx);
+        return;
     }
 
     if (ctx->job->opened) {
@@ -758,10 +798,18 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
 
     if (!ctx->header_sent) {
         ngx_http_gridfs_first_window(r, ctx);
-
-    } else {
-        ngx_http_gridfs_send_window(r, ctx);
+        return;
     }
+
+    ctx->fetched = 1;
+
+    if (ctx->sending) {
+        /* sent once the previous window has drained */
+        ngx_http_gridfs_drain(r, ctx);
+        return;
+    }
+
+    ngx_http_gridfs_send_window(r, ctx);
 }
 
 
@@ -936,26 +984,46 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 }
 
 
-/* gridfs_buffer_size rounded up to whole chunks: less than the buffer
- * plus one chunk, and a file no larger than that is one query */
+/* gridfs_buffer_size rounded up to whole chunks, less than the buffer
+ * plus one chunk: a response no larger than that is one window, one query;
+ * a larger one two windows of half of it each, one sending while the next
+ * is read (a single chunk larger than the buffer: one window at a time) */
 
 static ngx_int_t
 ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
     size_t                       size;
-    ngx_uint_t                   nbufs;
+    int64_t                      total, chunks;
+    ngx_uint_t                   i, nbufs;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
-    ctx->per_window = ((int64_t) glcf->buffer_size + ctx->chunk_size - 1)
-                      / ctx->chunk_size;
+    total = ((int64_t) glcf->buffer_size + ctx->chunk_size - 1)
+            / ctx->chunk_size;
 
-    if (ngx_http_gridfs_stream_start(r, ctx) != NGX_OK) {
+    chunks = (ctx->send_pos < ctx->send_end)
+             ? (ctx->send_end - 1) / ctx->chunk_size
+               - ctx->send_pos / ctx->chunk_size + 1
+             : 0;
+
+    ctx->overlap = (chunks > total && total > 1);
+    ctx->half = 0;
+
+    if (ctx->overlap) {
+        ctx->per_window[0] = total - total / 2;
+        ctx->per_window[1] = total / 2;
+
+    } else {
+        ctx->per_window[0] = total;
+        ctx->per_window[1] = total;
+    }
+
+    if (ngx_http_gridfs_stream_start(r, ctx, chunks, total) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    nbufs = ctx->stream ? (ngx_uint_t) ctx->per_window : 1;
+    nbufs = ctx->stream ? (ngx_uint_t) ctx->per_window[0] : 1;
 
     if (ctx->nbufs < nbufs) {
         ctx->bufs = ngx_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
@@ -969,26 +1037,29 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     }
 
     if (ctx->stream) {
-        /* sent from the driver's reply */
+        /* sent from the driver's replies */
         return NGX_OK;
     }
 
-    size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
-                            ctx->per_window * ctx->chunk_size);
+    for (i = 0; i < (ngx_uint_t) (ctx->overlap ? 2 : 1); i++) {
 
-    if (ctx->window && ctx->window_size >= size) {
-        return NGX_OK;
-    }
+        size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
+                                ctx->per_window[i] * ctx->chunk_size);
 
-    if (ctx->window) {
-        ngx_pfree(r->pool, ctx->window);
-    }
+        if (ctx->window[i] && ctx->window_size[i] >= size) {
+            continue;
+        }
 
-    ctx->window_size = size;
-    ctx->window = ngx_palloc(r->pool, size);
+        if (ctx->window[i]) {
+            ngx_pfree(r->pool, ctx->window[i]);
+        }
 
-    if (ctx->window == NULL) {
-        return NGX_ERROR;
+        ctx->window_size[i] = size;
+        ctx->window[i] = ngx_palloc(r->pool, size);
+
+        if (ctx->window[i] == NULL) {
+            return NGX_ERROR;
+        }
     }
 
     return NGX_OK;
@@ -1001,14 +1072,14 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
  * lookup, keep finding clients for their jobs */
 
 static ngx_int_t
-ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
+    int64_t chunks, int64_t total)
 {
-    int64_t                      chunks;
     ngx_http_gridfs_conn_t      *conn;
     ngx_http_gridfs_stream_t    *stream;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
-    if (ctx->stream_tried || ctx->send_pos >= ctx->send_end) {
+    if (ctx->stream_tried || chunks == 0) {
         return NGX_OK;
     }
 
@@ -1017,25 +1088,28 @@ ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
     conn = glcf->conn;
 
-    chunks = (ctx->send_end - 1) / ctx->chunk_size
-             - ctx->send_pos / ctx->chunk_size + 1;
-
-    if (chunks <= ctx->per_window
-        || ctx->per_window > NGX_HTTP_GRIDFS_MAX_PARTS
+    if (chunks <= total
+        || ctx->per_window[0] > NGX_HTTP_GRIDFS_MAX_PARTS
         || conn->streams >= conn->max_streams)
     {
         return NGX_OK;
     }
 
-    ctx->parts = ngx_palloc(r->pool, ctx->per_window * sizeof(ngx_str_t));
+    /* a window may grow to the whole buffer if the range filter chooses
+     * another range than predicted */
+    ctx->parts = ngx_palloc(r->pool, total * sizeof(ngx_str_t));
     if (ctx->parts == NULL) {
         return NGX_ERROR;
     }
 
-    stream = ngx_calloc(sizeof(ngx_http_gridfs_stream_t), r->connection->log);
+    stream = ngx_memalign(BSON_ALIGNOF(bson_t),
+                          sizeof(ngx_http_gridfs_stream_t),
+                          r->connection->log);
     if (stream == NULL) {
         return NGX_ERROR;
     }
+
+    ngx_memzero(stream, sizeof(ngx_http_gridfs_stream_t));
 
     stream->conn = conn;
     stream->task.ctx = stream;
@@ -1061,7 +1135,7 @@ ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
 
     conn = stream->conn;
 
-    if (stream->cursor && mongoc_cursor_get_id(stream->cursor) != 0) {
+    if (stream->cursor_id != 0) {
 
         if (ngx_thread_task_post(conn->thread_pool, &stream->task) == NGX_OK) {
             return;
@@ -1073,6 +1147,7 @@ ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
     }
 
     ngx_http_gridfs_stream_put(stream);
+    ngx_http_gridfs_stream_free(stream);
     ngx_http_gridfs_stream_done(&stream->task.event);
 }
 
@@ -1628,12 +1703,16 @@ ngx_http_gridfs_content_range(ngx_http_request_t *r, off_t *start, off_t *end)
 }
 
 
+/* the next window, into the half of the buffer not being sent */
+
 static void
 ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_uint_t              half;
     ngx_http_gridfs_job_t  *job;
 
     job = ctx->job;
+    half = ctx->half;
 
     job->op = NGX_HTTP_GRIDFS_READ;
     job->files_id = &ctx->files_id;
@@ -1641,28 +1720,37 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     job->chunk_size = ctx->chunk_size;
     job->first_n = ctx->send_pos / ctx->chunk_size;
     job->last_n = ngx_min((ctx->send_end - 1) / ctx->chunk_size,
-                          job->first_n + ctx->per_window - 1);
+                          job->first_n + ctx->per_window[half] - 1);
     job->from = ctx->send_pos;
     job->to = ngx_min(ctx->send_end, (job->last_n + 1) * ctx->chunk_size);
-    job->dest = ctx->window;
+    job->dest = ctx->window[half];
     job->stream = ctx->stream;
     job->parts = ctx->parts;
+    job->half = half;
     job->end_n = (ctx->send_end - 1) / ctx->chunk_size;
-    job->batch = ctx->per_window;
 
-    /* job->to - job->from <= min(remaining, per_window * chunk_size) */
+    /* job->to - job->from <= min(remaining, per_window[half] * chunk_size) */
 
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "gridfs read chunks %L-%L for bytes %L-%L",
-                   job->first_n, job->last_n, job->from, job->to - 1);
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "gridfs read chunks %L-%L for bytes %L-%L into half %ui",
+                   job->first_n, job->last_n, job->from, job->to - 1, half);
 
     if (ngx_http_gridfs_post(r, ctx) != NGX_OK) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: could not post a job for \"%V\"", &job->key);
         ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
+
+    if (ctx->overlap) {
+        ctx->half = !half;
     }
 }
 
+
+/* the window just read goes to the output filters; with two halves, the
+ * next one is read meanwhile: the previous window has drained, so its
+ * half is free */
 
 static void
 ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
@@ -1676,6 +1764,8 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ngx_http_gridfs_job_t  *job;
 
     job = ctx->job;
+
+    ctx->fetched = 0;
 
     if (job->status) {
         /* the headers are out: all we can do is cut the response short */
@@ -1692,12 +1782,12 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     len = ctx->send_pos - job->from;
 
     if (job->nparts) {
-        /* chunks in the driver's reply, valid until the next job */
+        /* chunks in the driver's reply, valid until its half is read again */
         parts = job->parts;
         nparts = job->nparts;
 
     } else {
-        whole.data = ctx->window;
+        whole.data = job->dest;
         whole.len = (size_t) len;
         parts = &whole;
         nparts = 1;
@@ -1746,19 +1836,26 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         return;
     }
 
-    if (r->buffered || r->postponed || r->connection->buffered) {
+    ctx->sending = (r->buffered || r->postponed || r->connection->buffered);
+
+    if (ctx->sending) {
         if (ngx_http_gridfs_wait_write(r) != NGX_OK) {
             ngx_http_finalize_request(r, NGX_ERROR);
+            return;
         }
 
-        return;
+        if (!ctx->overlap) {
+            /* one window at a time: read the next once this one drained */
+            return;
+        }
     }
 
     ngx_http_gridfs_fetch_window(r, ctx);
 }
 
 
-/* a write event while a window is still in flight: like ngx_http_writer() */
+/* a write event while a window is still in flight: like ngx_http_writer();
+ * once it has drained, the window read meanwhile follows, or is read now */
 
 static void
 ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
@@ -1770,21 +1867,17 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     c = r->connection;
     wev = c->write;
 
-    if (ctx->bufs == NULL) {
-        return;
-    }
-
     if (wev->timedout) {
         ngx_log_error(NGX_LOG_INFO, c->log, NGX_ETIMEDOUT,
                       "client timed out");
         c->timedout = 1;
-        ngx_http_finalize_request(r, NGX_HTTP_REQUEST_TIME_OUT);
+        ngx_http_gridfs_abort(r, ctx, NGX_HTTP_REQUEST_TIME_OUT);
         return;
     }
 
     if (wev->delayed) {
         if (ngx_handle_write_event(wev, 0) != NGX_OK) {
-            ngx_http_finalize_request(r, NGX_ERROR);
+            ngx_http_gridfs_abort(r, ctx, NGX_ERROR);
         }
 
         return;
@@ -1793,23 +1886,36 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     rc = ngx_http_output_filter(r, NULL);
 
     if (rc == NGX_ERROR) {
-        ngx_http_finalize_request(r, rc);
+        ngx_http_gridfs_abort(r, ctx, rc);
         return;
     }
 
     if (r->buffered || r->postponed || c->buffered) {
         if (ngx_http_gridfs_wait_write(r) != NGX_OK) {
-            ngx_http_finalize_request(r, NGX_ERROR);
+            ngx_http_gridfs_abort(r, ctx, NGX_ERROR);
         }
 
         return;
     }
 
-    if (wev->timer_set) {
+    /* send_timeout's timer; a delayed event's is limit_rate's: it stays */
+    if (wev->timer_set && !wev->delayed) {
         ngx_del_timer(wev);
     }
 
-    ngx_http_gridfs_fetch_window(r, ctx);
+    ctx->sending = 0;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
+                   "gridfs window sent up to byte %O", ctx->send_pos);
+
+    if (ctx->fetched) {
+        ngx_http_gridfs_send_window(r, ctx);
+        return;
+    }
+
+    if (!ctx->fetching) {
+        ngx_http_gridfs_fetch_window(r, ctx);
+    }
 }
 
 
@@ -1827,6 +1933,21 @@ ngx_http_gridfs_wait_write(ngx_http_request_t *r)
     }
 
     return ngx_handle_write_event(wev, clcf->send_lowat);
+}
+
+
+/* the request ends early: a job still in flight skips its query, if it
+ * has not started yet (r->main->blocked keeps the request till it ends) */
+
+static void
+ngx_http_gridfs_abort(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
+    ngx_int_t rc)
+{
+    if (ctx->fetching) {
+        ctx->job->abandoned = 1;
+    }
+
+    ngx_http_finalize_request(r, rc);
 }
 
 
@@ -2067,7 +2188,7 @@ ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     coll = mongoc_client_get_collection(client, (char *) job->conf->db.data,
                                         (char *) job->conf->chunks.data);
 
-    cursor = ngx_http_gridfs_chunks_query(job, coll, job->last_n, 1);
+    cursor = ngx_http_gridfs_chunks_query(job, coll);
 
     for (n = job->first_n; n <= job->last_n; n++) {
 
@@ -2099,16 +2220,16 @@ ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
 
 
 /* the window from the response's cursor: opened by the first job (with
- * the client, if one is spare), continued by a getMore per window, and
- * left on the reply's last document, so that the window can be sent from
- * the reply; after an error the client goes back to the pool */
+ * the client, if one is spare), continued by a getMore per window; each
+ * reply is kept in its half of the buffer, so that the window can be sent
+ * from it while the next one is read into the other half.  After an error
+ * the client goes back to the pool */
 
 static void
 ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job)
 {
-    int64_t                    n, offset;
+    bson_t                    *reply;
     ngx_uint_t                 retried;
-    const bson_t              *doc;
     ngx_http_gridfs_stream_t  *stream;
 
     stream = job->stream;
@@ -2123,62 +2244,60 @@ ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job)
             return;
         }
 
-        stream->coll = mongoc_client_get_collection(stream->client,
-                                               (char *) job->conf->db.data,
-                                               (char *) job->conf->chunks.data);
+        if (ngx_http_gridfs_stream_open(job) != NGX_OK) {
+            goto failed;
+        }
     }
 
-    if (stream->cursor && stream->next_n != job->first_n) {
+    if (stream->opened && stream->next_n != job->first_n) {
         /* the range filter chose another range than predicted */
-        mongoc_cursor_destroy(stream->cursor);
-        stream->cursor = NULL;
+        ngx_http_gridfs_stream_kill(stream);
+        stream->opened = 0;
+    }
+
+    /* the window this half held was sent: its reply goes */
+    reply = &stream->reply[job->half];
+
+    if (stream->has_reply & (1 << job->half)) {
+        bson_destroy(reply);
+        stream->has_reply &= ~(1 << job->half);
     }
 
     retried = 0;
 
-again:
+    for ( ;; ) {
 
-    if (stream->cursor == NULL) {
-        stream->cursor = ngx_http_gridfs_chunks_query(job, stream->coll,
-                                                      job->end_n, 0);
-        stream->next_n = job->first_n;
-        job->opened = 1;
-    }
-
-    for (n = job->first_n; n <= job->last_n; n++) {
-
-        if (mongoc_cursor_next(stream->cursor, &doc)) {
-
-            if (ngx_http_gridfs_chunk_data(job, doc, n,
-                                           &job->parts[job->nparts], &offset)
-                != NGX_OK)
-            {
-                goto failed;
-            }
-
-            job->nparts++;
-            continue;
+        if (ngx_http_gridfs_stream_batch(job, reply) == NGX_OK) {
+            stream->has_reply |= 1 << job->half;
+            break;
         }
 
-        if (!mongoc_cursor_error(stream->cursor, &job->error)) {
-            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       "chunk %" PRId64 " is missing", n);
+        bson_destroy(reply);
+
+        if (job->status) {
             goto failed;
         }
 
         if ((job->error.domain == MONGOC_ERROR_SERVER
              || job->error.domain == MONGOC_ERROR_QUERY)
             && job->error.code == NGX_HTTP_GRIDFS_CURSOR_GONE
-            && n == job->first_n && !retried)
+            && !retried)
         {
             /* the server dropped it, idle while a slow client drained */
             retried = 1;
-            mongoc_cursor_destroy(stream->cursor);
-            stream->cursor = NULL;
-            goto again;
+            stream->cursor_id = 0;
+            stream->opened = 0;
+            continue;
         }
 
-        ngx_http_gridfs_cursor_failed(job, stream->cursor);
+        /* a cursor the server failed is gone: nothing to kill */
+        stream->cursor_id = 0;
+
+        ngx_http_gridfs_cursor_failed(job, NULL);
+        goto failed;
+    }
+
+    if (ngx_http_gridfs_stream_parts(job, reply) != NGX_OK) {
         goto failed;
     }
 
@@ -2193,48 +2312,277 @@ failed:
 }
 
 
-/* chunks first_n to last_n of the file, in order: in a single reply, or
- * from a cursor in batches of a window */
+/* the client's server for the whole response, and a session: a getMore
+ * must run on the cursor's server, in the cursor's session */
+
+static ngx_int_t
+ngx_http_gridfs_stream_open(ngx_http_gridfs_job_t *job)
+{
+    ngx_http_gridfs_stream_t     *stream;
+    mongoc_server_description_t  *sd;
+
+    stream = job->stream;
+
+    sd = mongoc_client_select_server(stream->client, false, NULL,
+                                     &job->error);
+    if (sd == NULL) {
+        ngx_http_gridfs_cursor_failed(job, NULL);
+        return NGX_ERROR;
+    }
+
+    stream->server_id = mongoc_server_description_id(sd);
+    mongoc_server_description_destroy(sd);
+
+    /* NULL if the deployment has no sessions: then no command has one */
+    stream->session = mongoc_client_start_session(stream->client, NULL,
+                                                  &job->error);
+
+    if (stream->session == NULL
+        && job->error.domain == MONGOC_ERROR_SERVER_SELECTION)
+    {
+        ngx_http_gridfs_cursor_failed(job, NULL);
+        return NGX_ERROR;
+    }
+
+    stream->coll = mongoc_client_get_collection(stream->client,
+                                               (char *) job->conf->db.data,
+                                               (char *) job->conf->chunks.data);
+    return NGX_OK;
+}
+
+
+/* the window's batch: a find from first_n, whose limit is the response's
+ * last chunk, or a getMore on it; NGX_ERROR and job->error, or
+ * job->status set */
+
+static ngx_int_t
+ngx_http_gridfs_stream_batch(ngx_http_gridfs_job_t *job, bson_t *reply)
+{
+    int64_t                    batch;
+    bson_t                     cmd, filter, sort;
+    ngx_int_t                  rc;
+    ngx_http_gridfs_stream_t  *stream;
+
+    stream = job->stream;
+    batch = job->last_n - job->first_n + 1;
+
+    bson_init(&cmd);
+
+    if (!stream->opened) {
+        bson_append_utf8(&cmd, "find", 4, (char *) job->conf->chunks.data,
+                         (int) job->conf->chunks.len);
+
+        BSON_APPEND_DOCUMENT_BEGIN(&cmd, "filter", &filter);
+        ngx_http_gridfs_chunks_filter(job, &filter);
+        bson_append_document_end(&cmd, &filter);
+
+        BSON_APPEND_DOCUMENT_BEGIN(&cmd, "sort", &sort);
+        BSON_APPEND_INT32(&sort, "n", 1);
+        bson_append_document_end(&cmd, &sort);
+
+        /* the server closes the cursor with the last chunk */
+        BSON_APPEND_INT64(&cmd, "limit", job->end_n - job->first_n + 1);
+        BSON_APPEND_INT64(&cmd, "batchSize", batch);
+
+        job->opened = 1;
+        stream->opened = 1;
+        stream->cursor_id = 0;
+
+    } else if (stream->cursor_id != 0) {
+        BSON_APPEND_INT64(&cmd, "getMore", stream->cursor_id);
+        bson_append_utf8(&cmd, "collection", 10,
+                         (char *) job->conf->chunks.data,
+                         (int) job->conf->chunks.len);
+        BSON_APPEND_INT64(&cmd, "batchSize", batch);
+
+    } else {
+        bson_destroy(&cmd);
+        bson_init(reply);
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " is missing",
+                                   job->first_n);
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_gridfs_stream_command(stream, &cmd, reply, &job->error);
+
+    bson_destroy(&cmd);
+
+    return rc;
+}
+
+
+/* the chunks of the window in the reply, as parts; a batch the server cut
+ * short (a reply is at most 16 MiB) makes a shorter window */
+
+static ngx_int_t
+ngx_http_gridfs_stream_parts(ngx_http_gridfs_job_t *job, const bson_t *reply)
+{
+    int64_t                    n, offset;
+    uint32_t                   len;
+    bson_t                     doc;
+    bson_iter_t                iter, cursor, batch;
+    const uint8_t             *data;
+    ngx_uint_t                 found;
+    ngx_http_gridfs_stream_t  *stream;
+
+    stream = job->stream;
+    found = 0;
+
+    if (bson_iter_init_find(&iter, reply, "cursor")
+        && BSON_ITER_HOLDS_DOCUMENT(&iter)
+        && bson_iter_recurse(&iter, &cursor))
+    {
+        while (bson_iter_next(&cursor)) {
+
+            if (BSON_ITER_IS_KEY(&cursor, "id")) {
+                stream->cursor_id = bson_iter_as_int64(&cursor);
+
+            } else if ((BSON_ITER_IS_KEY(&cursor, "firstBatch")
+                        || BSON_ITER_IS_KEY(&cursor, "nextBatch"))
+                       && BSON_ITER_HOLDS_ARRAY(&cursor)
+                       && bson_iter_recurse(&cursor, &batch))
+            {
+                found = 1;
+            }
+        }
+    }
+
+    if (!found) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "invalid reply to a chunks query");
+        return NGX_ERROR;
+    }
+
+    for (n = job->first_n; n <= job->last_n; n++) {
+
+        if (!bson_iter_next(&batch)) {
+            break;
+        }
+
+        if (!BSON_ITER_HOLDS_DOCUMENT(&batch)) {
+            ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                       "chunk %" PRId64 " is not a document",
+                                       n);
+            return NGX_ERROR;
+        }
+
+        bson_iter_document(&batch, &len, &data);
+
+        if (!bson_init_static(&doc, data, len)
+            || ngx_http_gridfs_chunk_data(job, &doc, n,
+                                          &job->parts[job->nparts], &offset)
+               != NGX_OK)
+        {
+            if (!job->status) {
+                ngx_http_gridfs_job_failed(job,
+                                           NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                           "chunk %" PRId64 " is invalid", n);
+            }
+
+            return NGX_ERROR;
+        }
+
+        job->nparts++;
+    }
+
+    if (n == job->first_n) {
+        /* an empty batch: the cursor ended (or was cut) before the chunk */
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " is missing", n);
+        return NGX_ERROR;
+    }
+
+    if (n <= job->last_n) {
+        job->last_n = n - 1;
+        job->to = ngx_min(job->to, n * job->chunk_size);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_gridfs_stream_command(ngx_http_gridfs_stream_t *stream,
+    const bson_t *cmd, bson_t *reply, bson_error_t *error)
+{
+    bool    ok;
+    bson_t  opts;
+
+    bson_init(&opts);
+
+    BSON_APPEND_INT32(&opts, "serverId", (int32_t) stream->server_id);
+
+    if (stream->session
+        && !mongoc_client_session_append(stream->session, &opts, error))
+    {
+        bson_destroy(&opts);
+        bson_init(reply);
+        return NGX_ERROR;
+    }
+
+    ok = mongoc_collection_read_command_with_opts(stream->coll, cmd, NULL,
+                                                  &opts, reply, error);
+    bson_destroy(&opts);
+
+    return ok ? NGX_OK : NGX_ERROR;
+}
+
+
+/* best effort: the server drops an idle cursor after 10 minutes anyway */
+
+static void
+ngx_http_gridfs_stream_kill(ngx_http_gridfs_stream_t *stream)
+{
+    bson_t        cmd, ids, reply;
+    bson_error_t  error;
+
+    if (stream->cursor_id == 0 || stream->coll == NULL) {
+        stream->cursor_id = 0;
+        return;
+    }
+
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "killCursors",
+                     mongoc_collection_get_name(stream->coll));
+    BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &ids);
+    BSON_APPEND_INT64(&ids, "0", stream->cursor_id);
+    bson_append_array_end(&cmd, &ids);
+
+    (void) ngx_http_gridfs_stream_command(stream, &cmd, &reply, &error);
+
+    bson_destroy(&reply);
+    bson_destroy(&cmd);
+
+    stream->cursor_id = 0;
+}
+
+
+/* chunks first_n to last_n of the file, in order, in a single reply */
 
 static mongoc_cursor_t *
 ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
-    mongoc_collection_t *coll, int64_t last_n, ngx_uint_t single)
+    mongoc_collection_t *coll)
 {
+    int64_t           count;
     bson_t            filter, opts, sub;
     mongoc_cursor_t  *cursor;
 
     bson_init(&filter);
     bson_init(&opts);
 
-    /*
-     * The drivers' query: a file read from its start filters on files_id
-     * alone, and the limit, not an upper bound on n, ends the window. A
-     * condition the server cannot use costs it CPU on every chunk
-     * (FerretDB checks it after fetching).
-     */
-    BSON_APPEND_VALUE(&filter, "files_id", job->files_id);
-
-    if (job->first_n > 0) {
-        BSON_APPEND_DOCUMENT_BEGIN(&filter, "n", &sub);
-        BSON_APPEND_INT64(&sub, "$gte", job->first_n);
-        bson_append_document_end(&filter, &sub);
-    }
+    ngx_http_gridfs_chunks_filter(job, &filter);
 
     BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sub);
     BSON_APPEND_INT32(&sub, "n", 1);
     bson_append_document_end(&opts, &sub);
 
-    /* the server closes the cursor with the last chunk */
-    BSON_APPEND_INT64(&opts, "limit", last_n - job->first_n + 1);
+    count = job->last_n - job->first_n + 1;
 
-    if (single) {
-        /* the whole window in one reply, and no cursor left on the server */
-        BSON_APPEND_INT64(&opts, "batchSize", last_n - job->first_n + 1);
-        BSON_APPEND_BOOL(&opts, "singleBatch", true);
-
-    } else {
-        BSON_APPEND_INT64(&opts, "batchSize", job->batch);
-    }
+    /* the whole window in one reply, and no cursor left on the server */
+    BSON_APPEND_INT64(&opts, "limit", count);
+    BSON_APPEND_INT64(&opts, "batchSize", count);
+    BSON_APPEND_BOOL(&opts, "singleBatch", true);
 
     /*
      * No projection: a chunk's other fields are a few dozen bytes, and a
@@ -2249,6 +2597,28 @@ ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
     bson_destroy(&filter);
 
     return cursor;
+}
+
+
+/*
+ * The drivers' query: a file read from its start filters on files_id
+ * alone, and the limit, not an upper bound on n, ends the window. A
+ * condition the server cannot use costs it CPU on every chunk (FerretDB
+ * checks it after fetching).
+ */
+
+static void
+ngx_http_gridfs_chunks_filter(ngx_http_gridfs_job_t *job, bson_t *filter)
+{
+    bson_t  sub;
+
+    BSON_APPEND_VALUE(filter, "files_id", job->files_id);
+
+    if (job->first_n > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(filter, "n", &sub);
+        BSON_APPEND_INT64(&sub, "$gte", job->first_n);
+        bson_append_document_end(filter, &sub);
+    }
 }
 
 
@@ -2320,15 +2690,21 @@ ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log)
     ngx_http_gridfs_stream_t  *stream = data;
 
     ngx_http_gridfs_stream_put(stream);
+    ngx_http_gridfs_stream_free(stream);
 }
 
+
+/* the client back to the pool; the replies stay: a window may still be
+ * sent from one */
 
 static void
 ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream)
 {
-    if (stream->cursor) {
-        mongoc_cursor_destroy(stream->cursor);
-        stream->cursor = NULL;
+    ngx_http_gridfs_stream_kill(stream);
+
+    if (stream->session) {
+        mongoc_client_session_destroy(stream->session);
+        stream->session = NULL;
     }
 
     if (stream->coll) {
@@ -2340,6 +2716,23 @@ ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream)
         mongoc_client_pool_push(stream->conn->pool, stream->client);
         stream->client = NULL;
     }
+
+    stream->opened = 0;
+}
+
+
+static void
+ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < 2; i++) {
+        if (stream->has_reply & (1 << i)) {
+            bson_destroy(&stream->reply[i]);
+        }
+    }
+
+    stream->has_reply = 0;
 }
 
 
