@@ -166,3 +166,19 @@ def test_fixtures_are_captured_runs():
         results = Results.load(path)
         assert results.run_id and results.environment.get("server"), path
         assert all(len(r.repetitions) == 3 for r in results.runs if r.ok), path
+
+
+def test_a_moved_reference_warns_that_the_machine_changed(tmp_path):
+    # the same captured run with nginx-static 30% slower in every repetition:
+    # no setting of it changed, so the machine did
+    data = json.loads(NOISE_B.read_text())
+    for run in data["runs"]:
+        if run["target"] == "nginx-static":
+            for rep in run["repetitions"]:
+                rep["rps"] *= 0.7
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    comparison = compare(load(NOISE_A), load(tmp_path))
+    (warning,) = [w for w in comparison["warnings"] if "the reference" in w]
+    assert warning.startswith("nginx-static, the reference, changed significantly in 1 case(s) (nginx-static 1KB c=5 0.")
+    assert "the machine itself was not the same" in render_markdown(comparison, "a", "b")
+    assert not [w for w in compare(load(NOISE_A), load(NOISE_B))["warnings"] if "the reference" in w]

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.compare import (CompareError, cell, compare_case, differences, load,  # noqa: E402
-                           metric_values, _shown)
+                           metric_values, reference_moved, _shown)
 
 RUN_ID = re.compile(r"\[bench\] run (\S+?):")
 DOWN_TIMEOUT = 300
@@ -132,6 +132,13 @@ def table(var: str, runs: list[dict], results_dir: Path) -> tuple[str, dict]:
         if diffs:
             lines.append(f"- differs from the first run ({var}={r['value']}): " + "; ".join(
                 f"{d['name']} {_shown(d['a'])} -> {_shown(d['b'])}" for d in diffs))
+    for i, r in enumerate(runs[1:], start=1):
+        compared = [{"target": row["target"], "file": row["file"], "concurrency": row["concurrency"],
+                     "status": "compared", "metrics": row["cells"][i]}
+                    for row in rows if row["cells"][i].get("status") == "ok"]
+        drift = reference_moved(compared)
+        if drift:
+            lines.append(f"- {var}={r['value']}: {drift}")
     header = ["target", "file", "c", *(f"{var}={r['value']}" for r in runs)]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:

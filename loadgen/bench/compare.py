@@ -47,6 +47,8 @@ METRICS = {
 
 # Environment entries that differ on every run by nature: not a difference.
 ENVIRONMENT_IGNORED = {"duration_seconds"}
+# The path every other is judged against: files on disk through nginx.
+REFERENCE = "nginx-static"
 TIMING_IGNORED = {"planned_seconds", "actual_seconds"}
 
 
@@ -236,18 +238,37 @@ def compare_case(a: Run, b: Run, alpha: float = ALPHA, min_change: float = MIN_C
     return case
 
 
+def reference_moved(cases: list[dict], reference: str = REFERENCE) -> str | None:
+    """A warning when the reference path's requests per second changed
+    significantly: files on disk through nginx, which a GridFS path's image
+    or setting does not touch, so unless a listed difference concerns it,
+    the machine itself was not the same in both runs (another load, a
+    slower host) and every ratio carries that drift too."""
+    moved = [c for c in cases if c["target"] == reference and c["status"] == "compared"
+             and (c["metrics"].get("rps") or {}).get("significant")]
+    if not moved:
+        return None
+    ratios = ", ".join(f"{_case_name((c['target'], c['file'], c['concurrency']))} "
+                       f"{c['metrics']['rps']['ratio']:.2f}x" for c in moved)
+    return (f"{reference}, the reference, changed significantly in {len(moved)} case(s) ({ratios}): unless a "
+            "difference listed here concerns it, the machine itself was not the same in both runs, and the "
+            "other ratios carry that drift too")
+
+
 def compare(a: Results, b: Results, alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> dict:
     runs_a, runs_b = {_key(r): r for r in a.runs}, {_key(r): r for r in b.runs}
     warnings = [f"run {name} ({r.run_id}) is {r.status}, not complete: it holds what was measured until it stopped"
                 for name, r in (("A", a), ("B", b)) if r.status != "complete"]
+    cases = [compare_case(runs_a[k], runs_b[k], alpha, min_change) for k in runs_a if k in runs_b]
+    drift = reference_moved(cases)
     return {"a": {"run_id": a.run_id, "started_at": a.started_at, "status": a.status},
             "b": {"run_id": b.run_id, "started_at": b.started_at, "status": b.status},
             "alpha": alpha, "min_change": min_change, "few_repetitions_level": FEW_REPETITIONS_LEVEL,
             "differences": differences(a, b),
-            "cases": [compare_case(runs_a[k], runs_b[k], alpha, min_change) for k in runs_a if k in runs_b],
+            "cases": cases,
             "only_in_a": [_case_name(k) for k in runs_a if k not in runs_b],
             "only_in_b": [_case_name(k) for k in runs_b if k not in runs_a],
-            "warnings": warnings}
+            "warnings": warnings + ([drift] if drift else [])}
 
 
 def regressions(comparison: dict, fail_above: float) -> list[str]:
