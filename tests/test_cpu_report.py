@@ -98,6 +98,13 @@ def test_busy_shares_from_proc_stat_per_cpu():
         assert 0 <= shares[cpu] <= 1
 
 
+def test_steal_is_not_work_done_here():
+    # user nice system idle iowait irq softirq steal guest guest_nice: the
+    # hypervisor's steal is wall time no cgroup of this machine can count
+    stat = parse_proc_stat("cpu  100 0 50 800 10 5 5 30 7 0\ncpu0 100 0 50 800 10 5 5 30 7 0\n")
+    assert stat.busy["cpu"] == 160 and stat.total["cpu"] == 1000
+
+
 def usage_on(cpuset: tuple[int, ...], cores: float = 0.5, inner: bool = True, allowance: float = 1.0) -> dict:
     return {"cores": cores, "inner_window": inner, "allowance_cores": allowance, "cpuset": list(cpuset),
             "throttled_periods": 0}
