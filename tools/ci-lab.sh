@@ -67,7 +67,7 @@ summary() {
 
 compare() {
   local base=$1 run_dir=$2 pct=$3
-  PYTHONPATH="$root/loadgen" python3 -m bench compare "$base" "$run_dir" --fail-above "$pct" >/dev/null
+  PYTHONPATH="$root/loadgen" timeout 300 python3 -m bench compare "$base" "$run_dir" --fail-above "$pct" >/dev/null
   local code=$?
   cat "$run_dir/compare.md" 2>/dev/null
   return "$code"
