@@ -36,20 +36,18 @@ results_dir() {
 }
 
 run() {
-  local timeout=${LAB_RUN_TIMEOUT:-7200} code=0 lines
+  local timeout=${LAB_RUN_TIMEOUT:-7200} code=0 lines run_id
   lines=$(compose_args) || exit 1
+  # globals: the EXIT trap reads them after run() has returned
   mapfile -t compose_args <<<"$lines"
   run_log=$(mktemp)
-  local log=$run_log
   # Down whatever happens, so the next run starts from clean volumes.
   trap 'timeout 300 docker compose "${compose_args[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
         rm -f "$run_log"' EXIT
-  local args=("${compose_args[@]}")
-  timeout --kill-after=60 "$timeout" docker compose "${args[@]}" up --build --exit-code-from bench bench \
-    2>&1 | tee "$log" || code=${PIPESTATUS[0]}
+  timeout --kill-after=60 "$timeout" docker compose "${compose_args[@]}" up --build --exit-code-from bench bench \
+    2>&1 | tee "$run_log" || code=${PIPESTATUS[0]}
   [ "$code" = 124 ] && say "the lab took longer than LAB_RUN_TIMEOUT=$timeout s"
-  local run_id
-  run_id=$(sed -n 's/.*\[bench\] run \([0-9TZ]*\):.*/\1/p' "$log" | tail -n 1)
+  run_id=$(sed -n 's/.*\[bench\] run \([0-9TZ]*\):.*/\1/p' "$run_log" | tail -n 1)
   if [ -z "$run_id" ]; then
     say "no run started (compose exit code $code): see the output above"
     exit $(( code ? code : 1 ))

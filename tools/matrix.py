@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.compare import (CompareError, cell, compare_case, differences, load,  # noqa: E402
                            metric_values, reference_moved, _shown)
 
-RUN_ID = re.compile(r"\[bench\] run (\S+?):")
-DOWN_TIMEOUT = 300
+RUN_DIR = re.compile(r"^run-dir: (.+)$", re.M)  # ci-lab.sh run's last line
+# Past MATRIX_RUN_TIMEOUT, ci-lab.sh may still kill the lab (60 s) and take it down (300 s).
+CI_LAB_SLACK = 400
 
 
 class MatrixError(Exception):
@@ -78,14 +79,14 @@ def one_run(var: str, value: str, env_file: Path, project: str, timeout: float, 
            "LAB_RUN_TIMEOUT": str(int(timeout))}
     print(f"matrix: {var}={value}", flush=True)
     try:
-        code, output = run_streaming([str(ROOT / "tools" / "ci-lab.sh"), "run"], env, timeout + DOWN_TIMEOUT, log)
+        code, output = run_streaming([str(ROOT / "tools" / "ci-lab.sh"), "run"], env, timeout + CI_LAB_SLACK, log)
         error = None
     except MatrixError as e:
         code, output, error = None, log.read_text(errors="replace"), str(e)
-    ids = RUN_ID.findall(output)
-    if not ids and error is None:
+    dirs = RUN_DIR.findall(output)
+    if not dirs and error is None:
         error = f"no run started (exit code {code}): see {log}"
-    return {"value": value, "run_id": ids[-1] if ids else None, "exit_code": code, "error": error,
+    return {"value": value, "run_id": Path(dirs[-1].strip()).name if dirs else None, "exit_code": code, "error": error,
             "log": log.name}
 
 
