@@ -11,6 +11,10 @@ if [ ! -x "$cached" ]; then
   say "building $name $version from the Go module proxy"
   tmp=$(mktemp -d)
   CGO_ENABLED=0 GOBIN="$tmp" timeout 600 go install -trimpath "$@" "$package@$version"
-  mv "$tmp/$(basename "$package")" "$cached"; rmdir "$tmp"
+  # go install names the binary after the package path's last element, or the
+  # one before it when that is a major version (.../vegeta/v12 -> vegeta)
+  built=("$tmp"/*)
+  [ ${#built[@]} -eq 1 ] && [ -x "${built[0]}" ] || die "go install of $package left ${built[*]} in $tmp, expected one program"
+  mv "${built[0]}" "$cached"; rmdir "$tmp"
 fi
 echo "$cached"
