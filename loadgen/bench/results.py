@@ -5,7 +5,7 @@ from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 
 from .stats import relative_difference, spread_of, TOOLS_DISAGREE
-from .usage import LOADGEN_BOUND
+from .usage import LOADGEN, LOADGEN_BOUND
 
 NOISY = "noisy"        # the repetitions' requests per second lie more than stats.NOISY_HALF_RANGE from their median
 
@@ -199,6 +199,89 @@ class SweepPoint:
     flags: list[str] = field(default_factory=list)
 
 
+WRITE, READ = "write", "read"
+
+
+@dataclass
+class StorePass:
+    """Seed 002's benchmark, one row: one store (gridfs, postgres,
+    filesystem), one operation (write, or read back), one thread count,
+    BENCH_REPETITIONS passes over the same WRITE_FILES files. The figures
+    are the median pass's by files per second, so no row mixes passes;
+    every pass is in `passes` (a bench.timing.Measurement as a dict, with
+    its cpu, flags and cpu_window: requests are files, p50..max the
+    seconds of one file in ms). A pass that failed fails the row."""
+    store: str
+    operation: str
+    threads: int
+    order: str           # "in order" (writes, 1-thread reads) or "random" (reads by many threads)
+    files: int
+    file_bytes: int
+    status: str = OK
+    error: str | None = None
+    seconds: float = 0.0       # the median pass's wall time for all the files
+    files_per_s: float = 0.0
+    mb_per_s: float = 0.0      # 10^6 bytes a second, as seed 002's sizes are decimal
+    # role (bench, and the store's service) -> CPU seconds per GB (10^9
+    # bytes) moved, over the median pass: its cores over the pass's interval
+    # times the pass's seconds, per GB
+    cpu_s_per_gb: dict = field(default_factory=dict)
+    cpu: dict | None = None    # the median pass's cpu by role (bench.usage.container_usage)
+    flags: list[str] = field(default_factory=list)
+    passes: list[dict] = field(default_factory=list)
+    spread: dict | None = None  # of files per second over the passes (stats.spread_of)
+    # Writes: every file read back after the passes and matched its sha256
+    # (None: not checked, the passes failed); what the store used on disk for
+    # them: {"bytes", "ratio" (to the bytes written), "detail"}; what made a
+    # write durable there (the server's own settings).
+    verified: bool | None = None
+    disk: dict | None = None
+    durability: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def total_bytes(self) -> int:
+        return self.files * self.file_bytes
+
+    @classmethod
+    def of(cls, store: str, operation: str, threads: int, order: str, files: int, file_bytes: int,
+           passes: list[dict], service: str | None) -> "StorePass":
+        row = median_repetition(passes)
+        gigabytes = files * file_bytes / 1e9
+        cpu = row.get("cpu") or {}
+        per_gb = {role: round(used["cores"] * row["seconds"] / gigabytes, 3) for role, used in cpu.items()
+                  if used.get("cores") is not None and (role == LOADGEN or role == service)}
+        result = cls(store, operation, threads, order, files, file_bytes, seconds=row["seconds"],
+                     files_per_s=row["rps"], mb_per_s=round(files * file_bytes / 1e6 / row["seconds"], 3),
+                     cpu_s_per_gb=per_gb, cpu=row.get("cpu"), flags=list(row.get("flags") or []), passes=passes,
+                     spread=spread_of([p["rps"] for p in passes]))
+        if result.spread["noisy"]:
+            result.flags.append(NOISY)
+        return result
+
+
+@dataclass
+class WorkingSet:
+    """The seed's FILE_SET (many files of random sizes) requested in random
+    order over HTTP, one Run per serving path (file: "set <spec>",
+    size_bytes: the mean file size), at the highest concurrency. Beside
+    them, the set's bytes and each container's memory limit, so a reader
+    sees whether the set fits in a cache."""
+    spec: str
+    count: int
+    total_bytes: int
+    concurrency: int
+    runs: list[Run] = field(default_factory=list)
+    memory_limits: dict = field(default_factory=dict)  # role -> bytes, as cAdvisor reports the container's limit
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "WorkingSet":
+        return cls(**{**data, "runs": [Run(**r) for r in data.get("runs", [])]})
+
+
 @dataclass
 class Results:
     run_id: str
@@ -226,11 +309,21 @@ class Results:
     # Wall seconds of the whole run and of each phase (seed, verify,
     # conformance, timed cases, sweep, charts), in order: what a run costs.
     phases: dict = field(default_factory=dict)
+    # Seed 002's store benchmark: each store written with 1 thread and with
+    # WRITE_THREADS (`writes`), then read back (`reads`); the settings and
+    # facts they share (`store_setup`: files, size, threads, the stores'
+    # errors).
+    writes: list[StorePass] = field(default_factory=list)
+    reads: list[StorePass] = field(default_factory=list)
+    store_setup: dict = field(default_factory=dict)
+    working_set: WorkingSet | None = None
 
     @property
     def failed(self) -> bool:
         return (any(not t.verified for t in self.targets) or any(not r.ok for r in self.runs)
-                or any(not o.ok for o in self.open_loop))
+                or any(not o.ok for o in self.open_loop) or any(not p.ok for p in self.writes + self.reads)
+                or any(p.verified is False for p in self.writes)
+                or bool(self.working_set and any(not r.ok for r in self.working_set.runs)))
 
     def run_for(self, target: str, file: str, concurrency: int) -> Run | None:
         for r in self.runs:
@@ -255,6 +348,9 @@ class Results:
                                  for c in data.get("comparisons", [])]
         values["sweep"] = [SweepPoint(**p) for p in data.get("sweep", [])]
         values["open_loop"] = [OpenLoop(**o) for o in data.get("open_loop", [])]
+        values["writes"] = [StorePass(**p) for p in data.get("writes", [])]
+        values["reads"] = [StorePass(**p) for p in data.get("reads", [])]
+        values["working_set"] = WorkingSet.from_dict(data["working_set"]) if data.get("working_set") else None
         return cls(**values)
 
     def write_json(self, path: Path) -> None:

@@ -1,6 +1,7 @@
 """Bench settings from the environment (compose passes .env through), with an
 error naming the variable when one is wrong."""
 import os
+import re
 from dataclasses import dataclass, replace
 
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.
@@ -8,9 +9,10 @@ RECORDED = [
     "MONGO_IMAGE", "POSTGRES_IMAGE", "NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "GO_IMAGE",
     "CADVISOR_IMAGE", "SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE", "NGINX_STATIC_IMAGE",
     "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE",
-    "FILE_SIZES", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
+    "FILE_SIZES", "FILE_SET", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
     "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
+    "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
     "NGINX_WORKERS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
     "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT",
     "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
@@ -25,9 +27,17 @@ RETIRED = {
 }
 
 # BENCH_PROFILE=quick: a first look in about three minutes, whatever the
-# other knobs say (their effective values are what results.json records).
+# other knobs say (their effective values are what results.json records):
+# no write phase and no working set either (the seed loads no set then).
 QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep": (),
-         "min_requests": 0}
+         "min_requests": 0, "write": False, "working_set": False}
+
+# Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
+# writes a tenth of them, so a run stays short (set WRITE_FILES=1000 to
+# re-run the study as published).
+SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+SIZE = re.compile(r"(\d+)\s*(B|KB|MB|GB)?", re.IGNORECASE)
+WRITE_SIZE_MIN, WRITE_SIZE_MAX = 1024, 1024 ** 3
 
 
 class SettingsError(ValueError):
@@ -58,6 +68,15 @@ class Settings:
     postgres_url: str = ""        # flask-postgres's store, watched by cAdvisor like mongo; empty: none
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
+    gridfs_db: str = "lab"
+    # The store benchmark (seed 002): WRITE_FILES files of WRITE_SIZE bytes
+    # written into every store with 1 thread and WRITE_THREADS, then read back.
+    write: bool = True
+    write_files: int = 100
+    write_size: int = 10_000_000
+    write_threads: int = 20
+    write_dir: str = "/data/writes"  # the filesystem store: a scratch volume of bench's own
+    working_set: bool = True      # time the seed's FILE_SET on every path, when it loaded one
 
     def url_of(self, target: str) -> str:
         return f"http://{target}:{self.target_port}"
@@ -115,6 +134,24 @@ def _sweep(env) -> tuple[int, ...]:
     return tuple(sorted(set(_ints(env, "BENCH_SWEEP", "1 5 25 100 250"))))
 
 
+def _size(env, name: str, default: str) -> int:
+    """One size in bytes: a whole number (bytes) or with a unit (10MB; KB = 1024 bytes)."""
+    text = env.get(name, default)
+    m = SIZE.fullmatch(text.strip())
+    value = int(m.group(1)) * SIZE_UNITS[(m.group(2) or "B").upper()] if m else None
+    if value is None or not WRITE_SIZE_MIN <= value <= WRITE_SIZE_MAX:
+        raise SettingsError(f"{name}={text!r}: expected one size from 1KB to 1GB, in bytes (10000000, seed 002's) "
+                            "or with a unit (10MB; KB = 1024 bytes)")
+    return value
+
+
+def _on_off(env, name: str, default: str) -> bool:
+    text = env.get(name, default).strip().lower() or default
+    if text not in ("on", "off"):
+        raise SettingsError(f"{name}={env.get(name)!r}: expected 'on' or 'off'")
+    return text == "on"
+
+
 def _flag(env, name: str) -> bool:
     text = env.get(name, "0").strip().lower()
     if text not in ("0", "1", "true", "false", "yes", "no", ""):
@@ -151,6 +188,12 @@ def from_env(env=os.environ) -> Settings:
         open_loop=_one(env, "BENCH_OPEN_LOOP", "0.5", float, 0, 0.95),
         profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
         postgres_url=env.get("POSTGRES_URL", ""),
+        gridfs_db=env.get("GRIDFS_DB", "lab").strip() or "lab",
+        write=_on_off(env, "BENCH_WRITE", "on"),
+        write_files=_one(env, "WRITE_FILES", "100", int, 1, 100_000),
+        write_size=_size(env, "WRITE_SIZE", "10000000"),
+        write_threads=_one(env, "WRITE_THREADS", "20", int, 1, 256),
+        write_dir=env.get("WRITE_DIR", "/data/writes"),
     )
     return replace(settings, **QUICK) if profile == "quick" else settings
 
@@ -160,7 +203,9 @@ def effective(cfg: Settings) -> dict:
     return {"profile": cfg.profile, "duration_s": cfg.duration, "warmup_s": cfg.warmup,
             "min_requests": cfg.min_requests, "max_duration_s": cfg.duration * SLOW_CASE_STRETCH,
             "repetitions": cfg.repetitions, "tools": list(cfg.tools), "sweep": list(cfg.sweep),
-            "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop}
+            "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop,
+            "write": cfg.write, "write_files": cfg.write_files, "write_size_bytes": cfg.write_size,
+            "write_threads": cfg.write_threads, "working_set": cfg.working_set}
 
 
 def recorded_parameters(env=os.environ) -> dict:
