@@ -78,6 +78,7 @@ class Monitor:
         self.ids: dict[str, str] = {}     # role -> container id
         self.allowance: dict[str, float | None] = {}
         self.cpusets: dict[str, tuple[int, ...]] = {}
+        self.memory_limits: dict[str, int | None] = {}  # role -> bytes (None: no limit)
         # role -> the image its container runs, as Docker reports it
         self.images: dict[str, dict[str, str | None]] = {}
         self.samples: dict[str, list[Counters]] = {}
@@ -124,6 +125,7 @@ class Monitor:
                 self.ids[role] = c.id
                 self.allowance[role] = c.cpu_allowance
                 self.cpusets[role] = c.cpuset
+                self.memory_limits[role] = c.memory_limit_bytes
                 self.images[role] = {"image": c.image, "image_id": c.image_id}
 
     def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None):

@@ -173,10 +173,13 @@ def wrk_threads(concurrency: int) -> int:
 
 
 def run_wrk(url: str, concurrency: int, seconds: float, out_dir: Path | None = None,
-            name: str | None = None) -> Measurement:
+            name: str | None = None, script: Path | None = None, script_args: tuple[str, ...] = ()) -> Measurement:
+    """wrk for `seconds`; with a Lua script (e.g. working_set.lua, which
+    asks for a random file of a list each time) and its arguments."""
     threads = wrk_threads(concurrency)
     cmd = ["wrk", "--latency", "-t", str(threads), "-c", str(concurrency), "-d", f"{max(1, round(seconds))}s",
-           "--timeout", f"{TIMEOUT_S}s", url]
+           "--timeout", f"{TIMEOUT_S}s", *(["-s", str(script)] if script else []), url,
+           *(["--", *script_args] if script_args else [])]
     p = _run(cmd, seconds + GRACE_S, out_dir, name)
     try:
         return wrk_measurement(p.stdout, threads, p.cpu_seconds, f"{name}.txt" if out_dir else None,

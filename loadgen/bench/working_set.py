@@ -1,0 +1,111 @@
+"""The working set over HTTP: the seed's FILE_SET (many files of random
+sizes) requested in random order by wrk (working_set.lua) from every serving
+path, at the highest concurrency, repetitions rotating through the targets
+like every case. Each path first serves a sample of the set byte for byte;
+wrk then counts any answer that is not 2xx as a failed request."""
+import http.client
+import random
+import tempfile
+from pathlib import Path
+
+from . import cache_log
+from .cases import case_seconds, few_rounds
+from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
+from .results import Run, TargetResult, WorkingSet, failed_run, repeated_run
+from .timing import TimingError, run_wrk
+from .usage import CACHE_MISSED, FEW_ROUNDS
+from .verify import VerificationError, verify_target
+
+SCRIPT = Path(__file__).with_name("working_set.lua")
+SAMPLE = 24  # files of the set each path must serve byte for byte before it is timed
+
+
+def sample(file_set: dict) -> list[dict]:
+    """The same few files of the set every run: its first, its last, and some between."""
+    files = file_set["files"]
+    if len(files) <= SAMPLE:
+        return list(files)
+    between = random.Random(f"gridfs-lab-set-sample:{file_set['spec']}").sample(files[1:-1], SAMPLE - 2)
+    return [files[0], *between, files[-1]]
+
+
+def label(file_set: dict) -> str:
+    return f"set {file_set['spec']}"
+
+
+def time_working_set(timer, targets: list[TargetResult], file_set: dict, concurrency: int) -> WorkingSet:
+    """One Run per target: warm-up, then BENCH_REPETITIONS rotating runs of wrk."""
+    cfg = timer.cfg
+    result = WorkingSet(file_set["spec"], file_set["count"], file_set["total_bytes"], concurrency)
+    if timer.monitor is not None:
+        result.memory_limits = {role: limit for role, limit in timer.monitor.memory_limits.items() if limit}
+    name_of = label(file_set)
+    mean_size = file_set["total_bytes"] // max(1, file_set["count"])
+    with tempfile.TemporaryDirectory(prefix="working-set-") as tmp:
+        names = Path(tmp) / "names.txt"
+        names.write_text("".join(f"{f['name']}\n" for f in file_set["files"]))
+
+        def wrk(t: TargetResult, seconds: float, out: str | None = None):
+            return run_wrk(f"{t.url}/", concurrency, seconds, timer.run_dir if out else None, out,
+                           script=SCRIPT, script_args=(str(names),))
+
+        errors: dict[str, str] = {}
+        seconds: dict[str, float] = {}
+        for t in targets:
+            if t.name not in timer.down:
+                timer.health(t)
+            if t.name in timer.down:
+                continue
+            try:
+                verify_target(t.url, sample(file_set))
+                warm = wrk(t, cfg.warmup) if cfg.warmup else None
+                seconds[t.name] = case_seconds(cfg, warm, concurrency)
+            except (VerificationError, OSError, http.client.HTTPException) as e:
+                errors[t.name] = f"the working set not served right: {e}"
+                say(f"{t.name} {name_of}: FAILED: {errors[t.name]}")
+            except TimingError as e:
+                errors[t.name] = f"warm-up failed: {e}"
+                timer.health(t)
+            timer.progress.advance(cfg.warmup + OVERHEAD_S if cfg.warmup else 0.0)
+        live = [t for t in targets if t.name not in timer.down and t.name not in errors]
+        offsets = {t.name: timer.cache_offset(t) for t in live}
+        reps: dict[str, list[dict]] = {t.name: [] for t in targets}
+        for i in range(1, cfg.repetitions + 1):
+            for t in live:
+                if t.name in timer.down or t.name in errors:
+                    continue
+                out = f"{t.name}-set-c{concurrency}-r{i}"
+                try:
+                    reps[t.name].append(timer.measured(t.name, lambda: wrk(t, seconds[t.name], out)))
+                    timer.results.order.append(f"{t.name} {name_of} c={concurrency} r={i}")
+                except TimingError as e:
+                    errors[t.name] = f"repetition {i}: {e}"
+                    say(f"{out}: FAILED: {e}")
+                    timer.health(t)
+                timer.progress.advance(cfg.duration + MEASURED_OVERHEAD_S)
+                timer.progress.report(f"{out} done")
+    for t in targets:
+        why = errors.get(t.name) or timer.down.get(t.name)
+        if why is not None or not reps[t.name]:
+            result.runs.append(failed_run(t.name, name_of, mean_size, concurrency, why or "not run", reps[t.name]))
+            continue
+        run = repeated_run(t.name, name_of, mean_size, concurrency, reps[t.name], seconds.get(t.name))
+        if few_rounds(run.requests, concurrency):
+            run.flags.append(FEW_ROUNDS)
+        run.cache = timer.cache_counts(t, offsets.get(t.name))
+        if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
+            run.flags.append(CACHE_MISSED)
+        result.runs.append(run)
+        say(describe(run))
+    return result
+
+
+def describe(run: Run) -> str:
+    if not run.ok:
+        return f"{run.target} {run.file}: FAILED: {run.error}"
+    cpu = run.cpu or {}
+    own = (cpu.get(run.target) or {}).get("cpu_ms_per_request")
+    return (f"{run.target} {run.file} c={run.concurrency}: {run.rps:.0f} req/s over {len(run.repetitions)} x "
+            f"{run.duration_s or 0:.0f} s, p99 {run.p99_ms:.1f} ms"
+            + (f", CPU ms/request {own:.3f}" if own is not None else "")
+            + (f" [{', '.join(run.flags)}]" if run.flags else ""))
