@@ -20,17 +20,18 @@ OVERHEAD_S = 0.5
 MEASURED_OVERHEAD_S = OVERHEAD_S + QUIET_SAMPLE_S
 
 
-def planned_seconds(cfg, targets: int, files: int) -> float:
-    """What the timed phases should take with these settings: every tool
+def planned_seconds(cfg, targets: int, files: int, working_set: bool = False) -> float:
+    """What the timed HTTP phases should take with these settings: every tool
     run's seconds plus a little overhead each. Slow cases (fewer than
-    BENCH_MIN_REQUESTS requests in BENCH_DURATION) stretch past it."""
+    BENCH_MIN_REQUESTS requests in BENCH_DURATION) stretch past it. The store
+    benchmark's time depends on the stores' speed: it says its own as it goes."""
     levels = len(cfg.concurrency)
     warmup = cfg.warmup + OVERHEAD_S if cfg.warmup else 0.0
     per_case = warmup + cfg.repetitions * (cfg.duration + MEASURED_OVERHEAD_S)
     compared = 2 * cfg.repetitions * (cfg.duration + MEASURED_OVERHEAD_S) if "wrk" in cfg.tools else 0.0
     open_loop = cfg.duration + OVERHEAD_S if cfg.open_loop else 0.0
     sweep = len(cfg.sweep) * len(cfg.tools) * (cfg.sweep_duration + OVERHEAD_S)
-    return targets * files * (levels * per_case + compared + open_loop + sweep)
+    return targets * (files * (levels * per_case + compared + open_loop + sweep) + (per_case if working_set else 0.0))
 
 
 class Progress:

@@ -4,8 +4,8 @@ found; the details follow (checks, requests per second beside seed 000's
 figures, CPU per request and cores, latency at a fixed rate, memory, ab -k
 against wrk, the sweep, every case, what the run cost). A failed case reads
 "failed" in every table, never a number."""
-from . import seed000
-from .results import NOISY, OpenLoop, Results, Run
+from . import seed000, seed002
+from .results import NOISY, OpenLoop, Results, Run, StorePass
 from .stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
 from .usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
                     LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
@@ -539,6 +539,140 @@ def _phases(results: Results) -> list[str]:
             *_table(["phase", "seconds"], rows), ""]
 
 
+# --- seed 002: the stores written and read back ---------------------------------
+def _store_name(results: Results, store: str) -> str:
+    return f"{store} (FerretDB)" if store == "gridfs" and _ferretdb(results) else store
+
+
+def _per_gb(row: StorePass, service: str | None) -> str:
+    bench = row.cpu_s_per_gb.get(LOADGEN)
+    store = row.cpu_s_per_gb.get(service) if service else None
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in (bench, store)) if row.cpu_s_per_gb else "-"
+
+
+def _seed002_cell(row: StorePass, same: bool) -> str:
+    if row.operation != "write":
+        return "-"
+    seconds, rate = seed002.write_seconds(row.store, row.threads), seed002.write_mb_per_s(row.store, row.threads)
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s ({rate:.1f} MB/s)" if same else f"({rate:.1f} MB/s)"
+
+
+def _store_rows(results: Results, rows: list[StorePass], same: bool) -> tuple[list[list[str]], set[str]]:
+    services = {"gridfs": "mongo", "postgres": "postgres"}
+    out, seen = [], set()
+    for r in rows:
+        head = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
+        if not r.ok:
+            out.append([*head, "failed", "-", "-", "-", "-", _seed002_cell(r, same), (r.error or "").replace("|", "\\|")])
+            continue
+        seen.update(r.flags)
+        spread = f" ±{r.spread['half_range']:.0%}" if r.spread and len(r.passes) > 1 else ""
+        out.append([*head, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", f"{r.mb_per_s:.1f}{spread}{_marks(r.flags)}",
+                    _per_gb(r, services.get(r.store)), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
+                    _seed002_cell(r, same), ""])
+    return out, seen
+
+
+def _store_benchmark(results: Results) -> list[str]:
+    rows = results.writes + results.reads
+    if not rows:
+        return []
+    setup = results.store_setup
+    files, size = setup.get("files", rows[0].files), setup.get("file_bytes", rows[0].file_bytes)
+    same = seed002.same_setting(files, size)
+    table, seen = _store_rows(results, rows, same)
+    lines = ["## Stores: writes and reads (seed 002)", "",
+             f"{files} files of {size:,} bytes ({files * size / 1e9:.2f} GB) into each store, with 1 thread and with "
+             f"{max(setup.get('threads', [1]))}, every pass into an empty store, passes rotating through the stores; "
+             "then read back by the same client library, 1 thread in order and many threads in random order (seed "
+             "002's method). A row is the median of its passes by files per second, ± half their range. CPU s/GB: "
+             "each container's CPU seconds per 10^9 bytes moved (bench, the writer or reader / the store's own "
+             "container; the filesystem's work is the kernel's, charged to bench). Seed 002's column: its published "
+             "seconds where the setting matches (WRITE_FILES=1000 WRITE_SIZE=10000000), else its rate for reference "
+             "only (2015, Windows, one 10,000 rpm disk; the machine restarted before every test). Reads follow the "
+             "writes, so the OS page cache may hold the files: they measure each store's software path more than "
+             "the disk (a container cannot drop the host's cache).", "",
+             *_table(["store", "operation", "threads", "order", "seconds", "files/s", "MB/s", "CPU s/GB bench / store",
+                      "ms per file p50 / p99", "seed 002", "error"], table), "", *_legend(seen)]
+    return lines + _disk(results) + _durability(results)
+
+
+def _median_pass(row: StorePass, key: str) -> float:
+    ordered = sorted(row.passes, key=lambda p: p["rps"])
+    return ordered[(len(ordered) - 1) // 2][key] if ordered else 0.0
+
+
+def _disk(results: Results) -> list[str]:
+    rows = []
+    for r in results.writes:
+        if not r.disk:
+            continue
+        published = seed002.disk_ratio(r.store)
+        rows.append([_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
+                     f"{r.disk['ratio']:.3f}", f"{published:.2f}" if published else "-",
+                     "yes" if r.verified else "**no**"])
+    if not rows:
+        return []
+    return ["### Storage used", "",
+            "What each store used for the files just written, against their bytes (GridFS: the collections' "
+            "storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its tables, TOAST and "
+            "indexes included; the filesystem: the blocks its files hold, as du counts). Seed 002's: its \"GB\" "
+            "figures against the files' 9.31 GiB. Verified: every file read back and matched its sha256.", "",
+            *_table(["store", "threads", "bytes written", "bytes used", "ratio", "seed 002 ratio", "verified"], rows),
+            ""]
+
+
+def _durability(results: Results) -> list[str]:
+    durability = results.store_setup.get("durability") or {}
+    if not durability:
+        return []
+    lines = ["### What made a write durable", "",
+             "Every store acknowledges a file only once it is durable, as its server reports its settings:", ""]
+    for store, settings in durability.items():
+        text = ", ".join(f"{k} {v}" for k, v in settings.items())
+        lines.append(f"- {_store_name(results, store)}: {text}")
+    errors = results.store_setup.get("errors") or {}
+    lines += [f"- {store}: **failed**: {why}" for store, why in errors.items()]
+    return lines + [""]
+
+
+# --- the working set over HTTP --------------------------------------------------
+def _working_set(results: Results) -> list[str]:
+    ws = results.working_set
+    if not ws or not ws.runs:
+        return []
+    hot_file = _files(results)[0][0] if results.runs else None
+    base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
+    rows, seen = [], set()
+    for r in sorted(ws.runs, key=lambda r: _grouped([x.target for x in ws.runs]).index(r.target)):
+        hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
+        hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
+        if not r.ok:
+            rows.append([r.target, STORES.get(r.target, "other"), "failed", "-", hot_cell, "-", "-", "-",
+                         (r.error or "").replace("|", "\\|")])
+            continue
+        seen.update(r.flags)
+        ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
+        db = _database_role(r)
+        cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
+        hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
+        rows.append([r.target, STORES.get(r.target, "other"), f"{r.rps:.0f}{_half_range(r)}{_marks(r.flags)}", ratio,
+                     hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""])
+    limits = ", ".join(f"{role} {limit / 2**20:.0f}" for role, limit in sorted(ws.memory_limits.items()))
+    cache = results.parameters.get("CACHE_SIZE")
+    return ["## Working set: many files in random order", "",
+            f"The seed's file set `{ws.spec}`: {ws.count:,} files, {ws.total_bytes / 2**20:.1f} MiB in all, each "
+            f"request for a file drawn at random (wrk, working_set.lua), concurrency {ws.concurrency}, after each "
+            "path served a sample of the set byte for byte. Beside it, the same path's hot-file figure (one file "
+            f"over and over: {_size(hot_file) if hot_file else '-'} at the same concurrency). Whether the set fits "
+            "in memory decides much of it: the set against each container's memory limit (MiB): "
+            f"{limits or 'not read'}" + (f"; nginx-cache's cache tmpfs {cache}" if cache else "") + ".", "",
+            *_table(["target", "store", "req/s", "ratio to nginx-static", "hot-file req/s", "CPU ms/request "
+                     "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), "", *_legend(seen)]
+
+
 def _warnings(results: Results) -> list[str]:
     return [*(f"> **Warning:** {w}" for w in results.warnings), ""] if results.warnings else []
 
@@ -548,6 +682,8 @@ def render_markdown(results: Results) -> str:
         + _conformance(results)
     if results.runs:
         lines += _requests_per_second(results)
+    lines += _working_set(results) + _store_benchmark(results)
+    if results.runs:
         if any(r.cpu for r in results.runs):
             lines += _cpu_per_request(results) + _cpu_by_case(results)
         lines += _open_loop(results) + _cache(results)

@@ -16,6 +16,8 @@ from .settings import SLOW_CASE_STRETCH
 from .report import render_markdown
 from .results import Results
 from .run_dir import load_manifest, new_run_dir, now, point_latest
+from .working_set import time_working_set
+from .writes import StoreBenchmark
 
 
 class Phases:
@@ -54,13 +56,16 @@ def _interrupt(signum, _frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
-def time_everything(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
-                    phases: Phases) -> None:
+def time_everything(cfg, results: Results, files: list[dict], file_set: dict | None, run_dir: Path, monitor,
+                    allowance: float, phases: Phases) -> None:
     """Rounds of (file, concurrency) across every verified target; ab -k
     against wrk at the highest concurrency; latency at a fixed rate; the
-    sweep. results.json is rewritten after every round: nothing measured is lost."""
+    sweep; the working set; then seed 002's store benchmark (writes and
+    reads, last: it fills the stores and the page cache). results.json is
+    rewritten after every round: nothing measured is lost."""
     targets = [t for t in results.targets if t.verified]
-    planned = planned_seconds(cfg, len(targets), len(files))
+    timed_set = file_set if cfg.working_set else None
+    planned = planned_seconds(cfg, len(targets), len(files), bool(timed_set))
     say(f"timing {len(targets)} targets x {len(files)} files x {len(cfg.concurrency)} concurrency levels, "
         f"{cfg.repetitions} repetitions of {cfg.duration:g} s (slow cases up to {cfg.duration * SLOW_CASE_STRETCH:g} s)"
         f"; expected about {clock(planned)}")
@@ -87,7 +92,17 @@ def time_everything(cfg, results: Results, files: list[dict], run_dir: Path, mon
         for t in targets:
             results.sweep += timer.sweep(t, files)
         phases.end("sweep")
+    if timed_set:
+        say(f"working set: {timed_set['count']} files, {timed_set['total_bytes'] / 2**20:.1f} MiB "
+            f"({timed_set['spec']}), random order, c={max(cfg.concurrency)}")
+        results.working_set = time_working_set(timer, targets, timed_set, max(cfg.concurrency))
+        results.write_json(run_dir / "results.json")
+        phases.end("working set")
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
+    if cfg.write:
+        StoreBenchmark(cfg, timer, results).run()
+        results.write_json(run_dir / "results.json")
+        phases.end("store writes and reads")
     for target, why in timer.down.items():
         results.warnings.append(f"{target} stopped answering during the run ({why}); its later cases are failed")
 
@@ -103,6 +118,7 @@ def main() -> int:
     results_dir = Path(cfg.results_dir)
     manifest = load_manifest(Path(cfg.files_dir))
     files = manifest["files"]
+    file_set = manifest.get("file_set")
     run_dir = new_run_dir(results_dir)
     results = Results(run_id=run_dir.name, started_at=now(),
                       parameters=settings_mod.recorded_parameters(), timing=settings_mod.effective(cfg))
@@ -112,7 +128,9 @@ def main() -> int:
         f"{' '.join(f['name'] for f in files)}; concurrency {cfg.concurrency}; profile {cfg.profile}: "
         f"{cfg.repetitions} x {cfg.duration:g} s per case after {cfg.warmup:g} s warm-up; tools {' '.join(cfg.tools)}; "
         f"open loop {'at ' + format(cfg.open_loop, '.0%') + ' of capacity' if cfg.open_loop else 'off'}; "
-        f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}")
+        f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}; working set "
+        f"{file_set['spec'] if file_set and cfg.working_set else 'off'}; store writes "
+        f"{f'{cfg.write_files} x {cfg.write_size:,} bytes, 1 and {cfg.write_threads} threads' if cfg.write else 'off'}")
     monitor = None
     try:
         results.environment = environment.describe(cfg.mongo_uri)
@@ -125,7 +143,7 @@ def main() -> int:
         phases.end("conformance")
         results.write_json(run_dir / "results.json")
         monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
-        time_everything(cfg, results, files, run_dir, monitor, allowance, phases)
+        time_everything(cfg, results, files, file_set, run_dir, monitor, allowance, phases)
         results.status = "complete"
     except (Interrupted, KeyboardInterrupt) as e:
         results.status = "interrupted"
