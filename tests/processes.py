@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+GRIDFS_INDEXES = Path(__file__).resolve().parent.parent / "local-images" / "mongo" / "gridfs-indexes.sql"
 
 
 def free_port() -> int:
@@ -88,6 +89,11 @@ class FerretDBServer:
         return self.postgres.datadir.parent / "ferretdb.log"
 
     def start(self) -> "FerretDBServer":
+        # the lab's stand-in's GIN indexes for GridFS lookups (local-images/mongo)
+        subprocess.run(_as_postgres([str(PG_BIN / "psql"), "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+                                     "-p", str(self.postgres.port), "-U", "postgres", "-d", "postgres",
+                                     "-f", "-"]),
+                       input=GRIDFS_INDEXES.read_bytes(), check=True, stdout=subprocess.DEVNULL, timeout=30)
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([
             self.binary, f"--listen-addr=127.0.0.1:{self.port}", "--handler=postgresql",
