@@ -5,6 +5,7 @@ one bytea row per chunk of CHUNK_SIZE bytes with primary key (file_id, n),
 as fs.files and fs.chunks do. Read by services/flask-postgres."""
 import hashlib
 import time
+from collections.abc import Iterable, Iterator
 
 import psycopg
 
@@ -92,3 +93,58 @@ def read_back(connection: psycopg.Connection, name: str) -> bytes:
     if [n for n, _ in chunks] != list(range(len(chunks))):
         return b""
     return b"".join(data for _, data in chunks)
+
+
+# The seed's file set, in batches: one query lists it, one transaction
+# writes a batch (one INSERT for the rows, one COPY for the chunks), one
+# cursor reads it back.
+def list_revisions(connection: psycopg.Connection, prefix: str) -> list[tuple[int, str, int, str]]:
+    """(id, filename, length, sha256) of every revision of every file whose
+    name starts with `prefix`, each name's newest first."""
+    return connection.execute(
+        "SELECT id, filename, length, sha256 FROM files WHERE starts_with(filename, %s)"
+        " ORDER BY filename, upload_date DESC, id DESC", (prefix,)).fetchall()
+
+
+def delete_revisions(connection: psycopg.Connection, ids: list[int]) -> None:
+    connection.execute("DELETE FROM files WHERE id = ANY(%s)", (ids,))  # chunks go with them (cascade)
+
+
+def insert_files(connection: psycopg.Connection, files: list[tuple[str, int, str, str | None, Iterable[bytes]]],
+                 chunk_size: int = CHUNK_SIZE) -> None:
+    """New revisions of (name, length, sha256, content_type, chunks) in one
+    transaction; each chunk but the last is chunk_size bytes."""
+    with connection.transaction():
+        ids = dict(connection.execute(
+            "INSERT INTO files (filename, length, chunk_size, content_type, sha256)"
+            " SELECT name, length, %s, content_type, sha256"
+            " FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[]) AS f (name, length, content_type, sha256)"
+            " RETURNING filename, id",
+            (chunk_size, [f[0] for f in files], [f[1] for f in files], [f[3] for f in files],
+             [f[2] for f in files])).fetchall())
+        with connection.cursor() as cursor, \
+                cursor.copy("COPY chunks (file_id, n, data) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int4", "bytea"])
+            for name, _, _, _, chunks in files:
+                for n, data in enumerate(chunks):
+                    copy.write_row((ids[name], n, data))
+
+
+def read_newest(connection: psycopg.Connection, prefix: str) -> Iterator[tuple[str, bytes]]:
+    """(filename, chunk) for every chunk of the newest revision of every
+    file whose name starts with `prefix`, a file's chunks together and in
+    order, through one server-side cursor; a chunk out of sequence ends the
+    file's bytes there."""
+    with connection.transaction(), connection.cursor("read_newest", binary=True) as cursor:
+        cursor.itersize = 100
+        cursor.execute(
+            "SELECT f.filename, c.n, c.data FROM (SELECT DISTINCT ON (filename) id, filename FROM files"
+            "  WHERE starts_with(filename, %s) ORDER BY filename, upload_date DESC, id DESC) f"
+            " JOIN chunks c ON c.file_id = f.id ORDER BY f.filename, c.n", (prefix,))
+        name, expected_n = None, 0
+        for filename, n, data in cursor:
+            if filename != name:
+                name, expected_n = filename, 0
+            if n == expected_n:
+                expected_n += 1
+                yield filename, data

@@ -5,12 +5,14 @@ volume for the static servers and, when POSTGRES_URL is set, into
 PostgreSQL (postgres_store.py: the GridFS layout in tables), reads every
 copy back, then writes a manifest the load generator checks every answer
 against, naming the stores that hold each file. Idempotent: an unchanged
-file is not written again.
+file is not written again. FILE_SET adds a working set of many files
+(file_set.py), in the same stores and the manifest's `file_set`.
 
 Environment: MONGO_URI, GRIDFS_DB, FILE_SIZES (e.g. "1KB 100KB 1MB"),
 FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120),
 POSTGRES_URL (optional, postgresql://user:password@host:5432/db),
-SEED_POSTGRES_TIMEOUT (seconds, default 120).
+SEED_POSTGRES_TIMEOUT (seconds, default 120), FILE_SET (e.g. "10000x1KB-30KB"
+or "off"), BENCH_PROFILE (quick: no file set).
 """
 import hashlib
 import json
@@ -27,10 +29,13 @@ import psycopg
 import pymongo
 from pymongo.errors import ConnectionFailure, PyMongoError
 
+import file_set
 import postgres_store
+from file_set import CONTENT_TYPE, UNITS, FileSetError
 
-CONTENT_TYPE = "application/octet-stream"
-UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+# One round trip at most this long: the file set's largest deletes and its
+# sorted chunk cursor take seconds on FerretDB.
+MONGO_SOCKET_TIMEOUT_MS = 300_000
 SIZE = re.compile(r"^(\d+)(B|KB|MB|GB)$", re.IGNORECASE)
 
 
@@ -73,7 +78,8 @@ def sha256(data: bytes) -> str:
 
 
 def connect(uri: str, timeout: float) -> pymongo.MongoClient:
-    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=2000)
+    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=2000, connectTimeoutMS=5000,
+                                 socketTimeoutMS=MONGO_SOCKET_TIMEOUT_MS)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -149,9 +155,20 @@ def check_back(bucket: gridfs.GridFSBucket, files_dir: Path, entry: ManifestEntr
     entry.stores = list(copies)
 
 
-def write_manifest(files_dir: Path, entries: list[ManifestEntry], db: str, seconds: float | None = None) -> None:
-    """seconds: the seed's own wall time, which bench records among a run's phases."""
-    manifest = {"gridfs_db": db, "files": [asdict(e) for e in entries]}
+def file_set_spec(env=os.environ) -> file_set.Spec | None:
+    """FILE_SET, unless BENCH_PROFILE=quick (a first look in minutes)."""
+    spec = file_set.parse_spec(env.get("FILE_SET", ""))
+    if spec is not None and env.get("BENCH_PROFILE", "").strip() == "quick":
+        print(f"seed: BENCH_PROFILE=quick: no file set (FILE_SET={spec.text} is for the full profile)", flush=True)
+        return None
+    return spec
+
+
+def write_manifest(files_dir: Path, entries: list[ManifestEntry], db: str, seconds: float | None = None,
+                   set_manifest: dict | None = None) -> None:
+    """seconds: the seed's own wall time, which bench records among a run's
+    phases; set_manifest: file_set.load's, None when there is no set."""
+    manifest = {"gridfs_db": db, "files": [asdict(e) for e in entries], "file_set": set_manifest}
     if seconds is not None:
         manifest["seconds"] = round(seconds, 1)
     tmp = files_dir / "manifest.json.tmp"
@@ -165,6 +182,7 @@ def main() -> None:
     db = os.environ.get("GRIDFS_DB", "lab")
     files_dir = Path(os.environ.get("FILES_DIR", "/data/files"))
     sizes = parse_sizes(os.environ.get("FILE_SIZES", "1KB 100KB 1MB"))
+    spec = file_set_spec()
     files_dir.mkdir(parents=True, exist_ok=True)
 
     client = connect(uri, float(os.environ.get("SEED_MONGO_TIMEOUT", "120")))
@@ -187,7 +205,11 @@ def main() -> None:
         entries.append(entry)
     for entry in entries:
         check_back(bucket, files_dir, entry, postgres)
-    write_manifest(files_dir, entries, db, time.monotonic() - started)
+    set_stores = [file_set.GridFSSet(client[db]), file_set.DiskSet(files_dir)]
+    if postgres is not None:
+        set_stores.append(file_set.PostgresSet(postgres))
+    set_manifest = file_set.load(spec, set_stores)  # no spec: any set-* files left from another run go
+    write_manifest(files_dir, entries, db, time.monotonic() - started, set_manifest)
     in_postgres = f", in postgres {postgres_location(postgres_url)}" if postgres is not None else ""
     print(f"seed: {len(entries)} files verified by sha256 in GridFS db {db!r}{in_postgres} and in {files_dir}",
           flush=True)
@@ -196,7 +218,7 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except (SeedError, PyMongoError, OSError) as e:
+    except (SeedError, FileSetError, PyMongoError, OSError) as e:
         sys.exit(f"seed: error: {e}")
     except psycopg.Error as e:  # libpq's messages carry no password
         sys.exit(f"seed: error: postgres: {' '.join(str(e).split())}")

@@ -1,7 +1,9 @@
 """The seed against a real MongoDB-protocol server: same bytes in GridFS and
-on disk, a manifest that matches, idempotent reruns, clear errors."""
+on disk, a manifest that matches, idempotent reruns, clear errors; and its
+file set (FILE_SET), in every store and exactly the manifest's."""
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -10,6 +12,7 @@ import psycopg
 import pymongo
 import pytest
 
+import file_set
 import postgres_store
 import seed as seed_mod
 from service_processes import postgres_database
@@ -124,3 +127,159 @@ def test_unreachable_postgres_is_named_without_its_password(mongo_uri, tmp_path)
     assert down.returncode != 0
     assert "postgres at lab@127.0.0.1:1/lab did not answer within 1 s" in down.stderr
     assert "s3cret-pw" not in down.stderr + down.stdout
+
+
+# --- the file set (FILE_SET) ---------------------------------------------
+
+def test_parse_file_set():
+    parse = file_set.parse_spec
+    assert parse("10000x1KB-30KB") == file_set.Spec("10000x1KB-30KB", 10000, 1024, 30720)
+    assert parse(" 60X1kb-40kb ") == file_set.Spec("60x1KB-40KB", 60, 1024, 40960)
+    assert parse("100x1MB") == file_set.Spec("100x1MB", 100, 1048576, 1048576)
+    assert parse("1x7b-7B") == file_set.Spec("1x7B-7B", 1, 7, 7)
+    assert parse("1000000x1B-1GB").count == 1_000_000
+    for off in ("", "  ", "off", "OFF"):
+        assert parse(off) is None
+    for bad, why in [("10000x30KB-1KB", "the smallest size comes first"), ("0x1KB", "the count must be 1 to"),
+                     ("1000001x1KB", "the count must be 1 to 1,000,000"), ("10x0B-1KB", "at least 1B"),
+                     ("10000", "expected COUNTxMIN-MAX"), ("x1KB", "expected"), ("10x1QB", "expected"),
+                     ("10x1KB-", "expected"), ("10x1KB-30KB-40KB", "expected"), ("on", "expected")]:
+        with pytest.raises(file_set.FileSetError) as error:
+            parse(bad)
+        assert str(error.value).startswith(f"FILE_SET={bad!r}: ") and why in str(error.value)
+        assert "such as 10000x1KB-30KB" in str(error.value)
+
+
+def test_file_set_is_deterministic_incompressible_and_distinct():
+    import zlib
+    spec = file_set.parse_spec("500x1KB-30KB")
+    files = file_set.set_files(spec)
+    assert files == file_set.set_files(spec)
+    assert [f.name for f in files[:2]] == ["set-00000.bin", "set-00001.bin"] and files[-1].name == "set-00499.bin"
+    assert all(1024 <= f.size <= 30720 for f in files) and len({f.size for f in files}) > 400
+    assert len({f.sha256 for f in files}) == 500
+    # The sizes depend on the range only: a smaller count is the same first files.
+    assert file_set.set_files(file_set.parse_spec("20x1024B-30KB")) == files[:20]
+    # Same size, other name: other bytes; a file's chunks are its bytes.
+    one, other = (b"".join(file_set.file_chunks(name, 300_000)) for name in ("set-00000.bin", "set-00001.bin"))
+    assert one != other and len(one) == 300_000
+    assert len(zlib.compress(one)) > 0.99 * len(one)
+    assert hashlib.sha256(b"".join(file_set.file_chunks(files[7].name, files[7].size))).hexdigest() \
+        == files[7].sha256
+    assert [file_set.set_name(i, 100_001) for i in (0, 100_000)] == ["set-000000.bin", "set-100000.bin"]
+
+
+def test_gridfs_reads_the_set_in_cursors_of_bounded_bytes(monkeypatch):
+    monkeypatch.setattr(file_set, "READ_BYTES", 100)
+    stored = [file_set.Stored(i, f"set-{i}", length, None) for i, length in enumerate([60, 50, 10, 200, 5])]
+    assert list(file_set.GridFSSet.id_ranges(stored)) == [(0, 1), (2, 3), (4, 4)]
+    assert list(file_set.GridFSSet.id_ranges([])) == []
+
+
+def set_names_in_stores(mongo_uri, db, files_dir, postgres_url) -> dict[str, list[str]]:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        in_postgres = [row[0] for row in connection.execute(
+            "SELECT filename FROM files WHERE filename LIKE 'set-%' ORDER BY filename")]
+    return {"gridfs": sorted(pymongo.MongoClient(mongo_uri)[db]["fs.files"].distinct(
+                "filename", {"filename": {"$regex": "^set-"}})),
+            "disk": sorted(p.name for p in files_dir.glob("set-*")), "postgres": in_postgres}
+
+
+def test_seed_loads_the_file_set_into_every_store_and_keeps_it_exact(mongo_uri, postgres, tmp_path):
+    url = postgres_database(postgres.url, "seedtest_set")
+    first = run_seed(mongo_uri, tmp_path, "seedtest_set", "1KB", POSTGRES_URL=url, FILE_SET="60x1KB-40KB")
+    assert first.returncode == 0, first.stderr
+    assert "seed: file set 60x1KB-40KB: 60 files" in first.stdout
+    assert first.stdout.count("(60 written, 0 removed)") == 3
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [f["name"] for f in manifest["files"]] == ["1KB.bin"]
+    the_set = manifest["file_set"]
+    assert {k: v for k, v in the_set.items() if k != "files"} == {
+        "spec": "60x1KB-40KB", "count": 60, "min_size": 1024, "max_size": 40960,
+        "total_bytes": sum(f["size"] for f in the_set["files"]), "stores": ["gridfs", "disk", "postgres"]}
+    assert [f["name"] for f in the_set["files"]] == [f"set-{i:05d}.bin" for i in range(60)]
+    bucket = gridfs.GridFSBucket(pymongo.MongoClient(mongo_uri).seedtest_set)
+    with psycopg.connect(url, autocommit=True) as connection:
+        for f in the_set["files"]:
+            assert 1024 <= f["size"] <= 40960
+            from_gridfs = bucket.open_download_stream_by_name(f["name"]).read()
+            from_disk = (tmp_path / f["name"]).read_bytes()
+            from_postgres = postgres_store.read_back(connection, f["name"])
+            assert from_gridfs == from_disk == from_postgres and len(from_disk) == f["size"]
+            assert hashlib.sha256(from_disk).hexdigest() == f["sha256"]
+        assert connection.execute("SELECT DISTINCT content_type, chunk_size FROM files").fetchall() == \
+            [("application/octet-stream", 261120)]
+    doc = next(bucket.find({"filename": "set-00007.bin"}))
+    assert doc.metadata == {"contentType": "application/octet-stream", "sha256": the_set["files"][7]["sha256"]}
+    assert doc.chunk_size == 261120
+
+    # A rerun writes nothing.
+    upload_dates = sorted((d.filename, d.upload_date) for d in bucket.find())
+    again = run_seed(mongo_uri, tmp_path, "seedtest_set", "1KB", POSTGRES_URL=url, FILE_SET="60x1KB-40KB")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("(0 written, 0 removed)") == 3
+    assert sorted((d.filename, d.upload_date) for d in bucket.find()) == upload_dates
+
+    # A smaller set: its files are the first 20 of the last (the sizes
+    # depend on the range only), the other 40 go from every store.
+    smaller = run_seed(mongo_uri, tmp_path, "seedtest_set", "1KB", POSTGRES_URL=url, FILE_SET="20x1KB-40KB")
+    assert smaller.returncode == 0, smaller.stderr
+    assert smaller.stdout.count("(0 written, 40 removed)") == 3
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["file_set"]["files"] == the_set["files"][:20]
+    names = [f"set-{i:05d}.bin" for i in range(20)]
+    assert set_names_in_stores(mongo_uri, "seedtest_set", tmp_path, url) == \
+        {"gridfs": names, "disk": names, "postgres": names}
+    chunks = pymongo.MongoClient(mongo_uri).seedtest_set["fs.chunks"]
+    assert chunks.count_documents({}) == 20 + 1  # the set's and 1KB.bin's: none left behind
+    assert bucket.open_download_stream_by_name("1KB.bin").read() == (tmp_path / "1KB.bin").read_bytes()
+    assert [f["name"] for f in manifest["files"]] == ["1KB.bin"]
+
+    # Another range: every file written again, the old revisions removed.
+    other = run_seed(mongo_uri, tmp_path, "seedtest_set", "1KB", POSTGRES_URL=url, FILE_SET="25x2KB")
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.count("(25 written, 20 removed)") == 3
+    assert [d.length for d in bucket.find({"filename": {"$regex": "^set-"}})] == [2048] * 25
+
+    # The quick profile loads no set, and the stores keep none.
+    quick = run_seed(mongo_uri, tmp_path, "seedtest_set", "1KB", POSTGRES_URL=url, FILE_SET="25x2KB",
+                     BENCH_PROFILE="quick")
+    assert quick.returncode == 0, quick.stderr
+    assert "BENCH_PROFILE=quick: no file set" in quick.stdout
+    assert json.loads((tmp_path / "manifest.json").read_text())["file_set"] is None
+    assert set_names_in_stores(mongo_uri, "seedtest_set", tmp_path, url) == \
+        {"gridfs": [], "disk": [], "postgres": []}
+    assert (tmp_path / "1KB.bin").exists() and chunks.count_documents({}) == 1
+
+
+def test_seed_without_a_file_set_writes_file_set_null(mongo_uri, tmp_path):
+    for off in ("", "off"):
+        done = run_seed(mongo_uri, tmp_path, "seedtest_noset", "1KB", FILE_SET=off)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((tmp_path / "manifest.json").read_text())["file_set"] is None
+    assert "file set" not in done.stdout
+
+
+def test_file_set_read_back_finds_a_corrupt_file_and_disk_is_repaired(mongo_uri, postgres, tmp_path):
+    env = {"FILE_SET": "5x1KB-2KB", "POSTGRES_URL": postgres_database(postgres.url, "seedtest_setbad")}
+    assert run_seed(mongo_uri, tmp_path, "seedtest_setbad", "1KB", **env).returncode == 0
+    (tmp_path / "set-00002.bin").write_bytes(b"corrupt")
+    repaired = run_seed(mongo_uri, tmp_path, "seedtest_setbad", "1KB", **env)
+    assert repaired.returncode == 0 and re.search(r"disk [\d.]+ s \(1 written, 1 removed\)", repaired.stdout)
+    # Same length, other bytes: only the read-back can tell, and it does.
+    with psycopg.connect(env["POSTGRES_URL"], autocommit=True) as connection:
+        connection.execute("UPDATE chunks SET data = decode(repeat('00', length(data)), 'hex') WHERE file_id ="
+                           " (SELECT id FROM files WHERE filename = 'set-00004.bin')")
+    corrupt = run_seed(mongo_uri, tmp_path, "seedtest_setbad", "1KB", **env)
+    assert corrupt.returncode != 0 and "set-00004.bin read back from postgres has sha256" in corrupt.stderr
+    db = pymongo.MongoClient(mongo_uri).seedtest_setbad
+    file_id = db["fs.files"].find_one({"filename": "set-00003.bin"})["_id"]
+    db["fs.chunks"].delete_one({"files_id": file_id, "n": 0})
+    missing = run_seed(mongo_uri, tmp_path, "seedtest_setbad", "1KB", **env)
+    assert missing.returncode != 0 and "set-00003.bin read back from GridFS has sha256" in missing.stderr
+
+
+def test_bad_file_set_is_named_before_connecting(tmp_path):
+    bad = run_seed("mongodb://127.0.0.1:1/", tmp_path, "x", "1KB", FILE_SET="10000x30KB-1KB")
+    assert bad.returncode != 0
+    assert "FILE_SET='10000x30KB-1KB': the smallest size comes first" in bad.stderr
