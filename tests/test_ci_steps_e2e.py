@@ -25,7 +25,7 @@ def matrix():
            "MATRIX_RUN_TIMEOUT": "1200", "BENCH_TARGETS": "nginx-static flask", "FILE_SIZES": "1KB",
            "BENCH_CONCURRENCY": "5", "BENCH_DURATION": "1", "BENCH_WARMUP": "1", "BENCH_MIN_REQUESTS": "0",
            "BENCH_REPETITIONS": "3", "BENCH_TOOLS": "ab", "BENCH_OPEN_LOOP": "0", "BENCH_SWEEP": "off",
-           "BENCH_PROFILE": "full"}
+           "BENCH_PROFILE": "full", "BENCH_WRITE": "off", "FILE_SET": "off"}
     try:
         done = subprocess.run([sys.executable, str(REPO / "tools" / "matrix.py"), "GUNICORN_WORKERS", "1", "2"],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=2700)

@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-e2e"  # fixed, so its images are reused from run to run
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks
 CONCURRENCY = [1, 8]
+# A tiny working set and store benchmark: every path and every store, in seconds.
+FILE_SET = "200x1KB-6KB"
+WRITES = {"BENCH_WRITE": "on", "WRITE_FILES": "5", "WRITE_SIZE": "300KB", "WRITE_THREADS": "3"}
 GRIDFS_TARGETS = {"nginx-gridfs", "flask", "node", "gridfs-fuse"}
 EVERY_PATH = GRIDFS_TARGETS | {"nginx-static", "httpd-static", "nginx-cache", "flask-postgres"}
 
@@ -33,8 +36,9 @@ def compose(*args: str, env: dict, timeout: float) -> subprocess.CompletedProces
 
 
 def bench_again(env: dict, *extra: str, entrypoint: list[str] | None = None) -> subprocess.CompletedProcess:
-    """One more bench run on the running stack."""
-    args = ["run", "--rm", "--no-deps", *extra]
+    """One more bench run on the running stack (the store benchmark is the
+    first run's to check: off here)."""
+    args = ["run", "--rm", "--no-deps", "-e", "BENCH_WRITE=off", *extra]
     if entrypoint:
         args += ["--entrypoint", entrypoint[0], "bench", *entrypoint[1:]]
     else:
@@ -60,7 +64,8 @@ def lab():
     env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
            "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_OPEN_LOOP": "0.5",
-           "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "1", "BENCH_PROFILE": "full"}
+           "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "1", "BENCH_PROFILE": "full", "FILE_SET": FILE_SET,
+           **WRITES}
     compose("down", "-v", "--remove-orphans", "-t", "2", env=env, timeout=300)  # an interrupted run's
     try:
         up = compose("up", "--build", "--exit-code-from", "bench", "bench", env=env, timeout=2400)
@@ -265,6 +270,7 @@ def test_a_path_that_dies_mid_run_reads_failed_and_the_report_is_written(lab):
     proc = subprocess.Popen(
         ["docker", "compose", "-p", PROJECT, "--env-file", "local.env", "run", "--rm", "--no-deps",
          "-e", "BENCH_TARGETS=nginx-static flask", "-e", "BENCH_CONCURRENCY=1 4 8", "-e", "BENCH_SWEEP=off",
+         "-e", "BENCH_WRITE=off",
          "-e", "BENCH_TOOLS=ab", "-e", "BENCH_OPEN_LOOP=0", "bench"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -288,3 +294,50 @@ def test_a_path_that_dies_mid_run_reads_failed_and_the_report_is_written(lab):
     report = (results / data["run_id"] / "report.md").read_text()
     assert "| flask | GridFS | 1KB | failed | failed |" in report
     assert "flask stopped answering during the run" in report
+
+
+def test_the_working_set_is_timed_on_every_path(lab):
+    """The seed's set of many files, requested at random by wrk from every
+    path: each served a sample byte for byte, then answered every request."""
+    _, data, results, _ = lab
+    ws = data["working_set"]
+    assert (ws["spec"], ws["count"], ws["concurrency"]) == (FILE_SET, 200, max(CONCURRENCY))
+    assert 200 * 1024 <= ws["total_bytes"] <= 200 * 6 * 1024
+    assert ws["memory_limits"]["nginx-static"] == 512 * 2**20  # TARGET_MEM, as Docker reports it
+    assert [r["target"] for r in ws["runs"]] == env_value("BENCH_TARGETS").split()
+    for run in ws["runs"]:
+        assert run["status"] == "ok" and run["failed"] == 0 and run["rps"] > 0, run
+        assert len(run["repetitions"]) == 2 and run["cpu"][run["target"]]["cpu_seconds"] > 0, run
+        if run["target"] in GRIDFS_TARGETS:
+            assert run["cpu"]["mongo"]["cpu_seconds"] > 0, run
+    assert next(r for r in ws["runs"] if r["target"] == "nginx-cache")["cache"]["requests"] > 0
+    report = (results / data["run_id"] / "report.md").read_text()
+    assert "## Working set: many files in random order" in report and f"`{FILE_SET}`" in report
+
+
+def test_every_store_is_written_verified_and_read_back(lab):
+    """Seed 002's benchmark, tiny: GridFS (FerretDB), PostgreSQL and the
+    writes volume, 1 and 3 threads, every file verified, then removed."""
+    _, data, results, _ = lab
+    stores = {"gridfs", "postgres", "filesystem"}
+    assert {(w["store"], w["threads"]) for w in data["writes"]} == {(s, t) for s in stores for t in (1, 3)}
+    assert {(r["store"], r["threads"], r["order"]) for r in data["reads"]} == {
+        (s, t, o) for s in stores for t, o in ((1, "in order"), (3, "random"))}
+    for row in data["writes"] + data["reads"]:
+        assert row["status"] == "ok" and row["files"] == 5 and row["file_bytes"] == 300 * 1024, row
+        assert len(row["passes"]) == 2 and row["mb_per_s"] > 0 and row["cpu_s_per_gb"]["bench"] > 0, row
+        if row["store"] != "filesystem":
+            service = "mongo" if row["store"] == "gridfs" else "postgres"
+            assert row["cpu_s_per_gb"][service] > 0, row
+    for row in data["writes"]:
+        assert row["verified"] is True and row["disk"]["bytes"] >= row["files"] * row["file_bytes"] * 0.9, row
+    durability = data["store_setup"]["durability"]
+    assert durability["postgres"]["fsync"] == "on" and durability["postgres"]["synchronous_commit"] == "on"
+    order = [o for o in data["order"] if " write threads=1 " in o]
+    assert order[:3] == [f"{s} write threads=1 r=1" for s in ("gridfs", "postgres", "filesystem")]
+    report = (results / data["run_id"] / "report.md").read_text()
+    assert "## Stores: writes and reads (seed 002)" in report and "gridfs (FerretDB)" in report
+    # removed after the phase: the writes volume is empty again
+    left = compose("run", "--rm", "--no-deps", "--entrypoint", "ls", "bench", "-A", "/data/writes", env=lab[3],
+                   timeout=120)
+    assert left.returncode == 0 and left.stdout.strip() == "", left.stdout + left.stderr
