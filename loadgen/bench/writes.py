@@ -206,6 +206,7 @@ def describe(row: StorePass) -> str:
         return f"{name}: FAILED: {row.error}"
     cpu = ", ".join(f"{role} {s:.2f}" for role, s in row.cpu_s_per_gb.items())
     disk = f", disk {row.disk['ratio']:.2f}x the bytes" if row.disk else ""
-    return (f"{name}: {row.mb_per_s:.1f} MB/s, {row.files_per_s:.2f} files/s, {clock(row.seconds)} for "
+    took = clock(row.seconds) if row.seconds >= 60 else f"{row.seconds:.2f} s"
+    return (f"{name}: {row.mb_per_s:.1f} MB/s, {row.files_per_s:.2f} files/s, {took} for "
             f"{row.files} files" + (f"; CPU s/GB {cpu}" if cpu else "") + disk
             + (f" [{', '.join(row.flags)}]" if row.flags else ""))
