@@ -111,22 +111,33 @@ class StoreBenchmark:
         self.results.store_setup["errors"][store.name] = self.broken[store.name]
         say(f"{store.name}: FAILED: {why}")
 
-    # --- writes -----------------------------------------------------------
-    def write_row(self, stores: list[Store], threads: int, expected: list[str]) -> list[StorePass]:
+    # --- passes -----------------------------------------------------------
+    def rotating_passes(self, stores: list[Store], operation: str, threads: int, order: str,
+                        work, indexes: list[int], reset: bool) -> dict[str, list[dict]]:
+        """BENCH_REPETITIONS measured passes rotating through the stores
+        (A B C, A B C): work(store, index) for every index; `reset` empties
+        the store before each pass. A store that fails is out from then on."""
         passes: dict[str, list[dict]] = {s.name: [] for s in stores}
+        label = f"{operation}{' ' + order if operation == READ else ''} threads={threads}"
         for i in range(1, self.cfg.repetitions + 1):
             for store in stores:
                 if store.name in self.broken:
                     continue
                 try:
-                    store.reset()
+                    if reset:
+                        store.reset()
                     passes[store.name].append(self.timer.measured(store.service or LOADGEN, lambda: timed_pass(
-                        f"{store.name} write", lambda n: store.write(self.source(n)), list(range(self.files)),
-                        threads, self.size)))
-                    self.results.order.append(f"{store.name} write threads={threads} r={i}")
+                        f"{store.name} {operation}", lambda n: work(store, n), indexes, threads, self.size)))
+                    self.results.order.append(f"{store.name} {label} r={i}")
                 except StoreError as e:
-                    self.fail_store(store, f"write pass {i} with {threads} threads: {e}")
-                self.step(f"{store.name} write x{threads} pass {i}")
+                    self.fail_store(store, f"{operation} pass {i} with {threads} threads: {e}")
+                self.step(f"{store.name} {operation} x{threads} pass {i}")
+        return passes
+
+    # --- writes -----------------------------------------------------------
+    def write_row(self, stores: list[Store], threads: int, expected: list[str]) -> list[StorePass]:
+        passes = self.rotating_passes(stores, WRITE, threads, IN_ORDER, lambda store, n: store.write(self.source(n)),
+                                      list(range(self.files)), reset=True)
         rows = []
         for store in stores:
             row = self.row(store, WRITE, threads, IN_ORDER, passes[store.name])
@@ -166,18 +177,7 @@ class StoreBenchmark:
         indexes = list(range(self.files))
         if order == RANDOM:
             random.Random(f"gridfs-lab-reads:{self.files}").shuffle(indexes)
-        passes: dict[str, list[dict]] = {s.name: [] for s in stores}
-        for i in range(1, self.cfg.repetitions + 1):
-            for store in stores:
-                if store.name in self.broken:
-                    continue
-                try:
-                    passes[store.name].append(self.timer.measured(store.service or LOADGEN, lambda: timed_pass(
-                        f"{store.name} read", lambda n: self.read_whole(store, n), indexes, threads, self.size)))
-                    self.results.order.append(f"{store.name} read {order} threads={threads} r={i}")
-                except StoreError as e:
-                    self.fail_store(store, f"read pass {i} with {threads} threads: {e}")
-                self.step(f"{store.name} read x{threads} pass {i}")
+        passes = self.rotating_passes(stores, READ, threads, order, self.read_whole, indexes, reset=False)
         rows = [self.row(store, READ, threads, order, passes[store.name]) for store in stores]
         for row in rows:
             say(describe(row))
