@@ -18,7 +18,7 @@ from bench.results import Results, StorePass
 from bench.settings import from_env
 from bench.stores import make_stores
 from bench.write_data import file_name
-from bench.writes import StoreBenchmark, timed_pass
+from bench.writes import StoreBenchmark, memory_shortfall, timed_pass
 
 FILES, THREADS = 6, 3
 
@@ -103,3 +103,11 @@ def test_an_unreachable_store_fails_its_rows_and_the_others_go_on(mongo_uri, tmp
     assert all(r.ok for r in rows if r.store != "postgres")
     assert "secret-pw" not in json.dumps(results.to_dict())
     assert "postgres" in results.store_setup["errors"] and results.failed
+
+
+def test_writer_threads_that_cannot_fit_bench_s_memory_limit_are_refused_before_any_write():
+    # 20 threads x 10,000,000 bytes: OOM-killed at 512 MiB in a default run here
+    why = memory_shortfall(20, 10_000_000, 512 * 2**20)
+    assert "WRITE_THREADS=20" in why and "WRITE_SIZE=10,000,000" in why and "LOADGEN_MEM allows 512 MiB" in why
+    assert memory_shortfall(20, 10_000_000, 1024 * 2**20) is None
+    assert memory_shortfall(20, 10_000_000, None) is None  # no limit

@@ -86,6 +86,15 @@ def own_cpu_allowance() -> float:
     return cores
 
 
+def own_memory_limit() -> int | None:
+    """Bytes this container may use (compose mem_limit), None without a
+    limit; cgroup v1 or v2."""
+    text = _read("/sys/fs/cgroup/memory.max") or _read("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    if not text or not text.isdigit() or int(text) >= 2 ** 62:  # "max", or v1's page-rounded 2^63-1
+        return None
+    return int(text)
+
+
 def wrk_version() -> str:
     try:
         out = subprocess.run(["wrk", "--version"], capture_output=True, text=True, timeout=10)

@@ -11,6 +11,7 @@ import resource
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from .environment import own_memory_limit
 from .progress import Progress, clock, say
 from .results import FAILED, READ, WRITE, Results, StorePass
 from .stores import Store, StoreError, make_stores
@@ -20,6 +21,22 @@ from .write_data import FileSource, base_bytes, file_name
 
 IN_ORDER, RANDOM = "in order", "random"
 MISMATCHES_NAMED = 3
+# pymongo holds a whole file per GridFS upload and encodes it again to send
+# it (20 threads x 10 MB OOM-killed bench at 512 MiB); bench itself, charts
+# and all, needs some more.
+UPLOAD_COPIES, BENCH_OWN_BYTES = 3, 256 * 2 ** 20
+
+
+def memory_shortfall(threads: int, file_bytes: int, limit: int | None) -> str | None:
+    """Why bench's memory limit cannot hold the writer threads, or None:
+    said before any write, as an OOM kill would lose the run's report."""
+    needed = threads * UPLOAD_COPIES * file_bytes + BENCH_OWN_BYTES
+    if limit is None or needed <= limit:
+        return None
+    return (f"WRITE_THREADS={threads} x WRITE_SIZE={file_bytes:,} bytes need about {needed / 2**20:.0f} MiB in bench "
+            f"(a GridFS upload holds about {UPLOAD_COPIES} copies of its file, plus {BENCH_OWN_BYTES / 2**20:.0f} MiB of "
+            f"bench's own), but LOADGEN_MEM allows {limit / 2**20:.0f} MiB: raise LOADGEN_MEM, or lower WRITE_THREADS "
+            "or WRITE_SIZE")
 
 
 def _own_cpu_seconds() -> float:
@@ -85,7 +102,11 @@ class StoreBenchmark:
         say(f"store benchmark: {self.files} files of {self.size:,} bytes into {', '.join(s.name for s in stores)}; "
             f"writes with {' and '.join(map(str, self.threads))} threads, then reads back, "
             f"{self.cfg.repetitions} passes each ({passes} passes with the checks; time left from the pace)")
+        short = memory_shortfall(self.cfg.write_threads, self.size, own_memory_limit())
         for store in stores:
+            if short:
+                self.fail_store(store, short)
+                continue
             try:
                 store.open()
                 store.reset()
