@@ -544,10 +544,13 @@ def _store_name(results: Results, store: str) -> str:
     return f"{store} (FerretDB)" if store == "gridfs" and _ferretdb(results) else store
 
 
-def _per_gb(row: StorePass, service: str | None) -> str:
-    bench = row.cpu_s_per_gb.get(LOADGEN)
-    store = row.cpu_s_per_gb.get(service) if service else None
-    return " / ".join("-" if v is None else f"{v:.2f}" for v in (bench, store)) if row.cpu_s_per_gb else "-"
+def _per_gb(row: StorePass) -> str:
+    """bench's CPU s/GB / the store's own container's (whatever its service
+    is named; none for the filesystem, whose work is bench's)."""
+    if not row.cpu_s_per_gb:
+        return "-"
+    store = next((v for role, v in row.cpu_s_per_gb.items() if role != LOADGEN), None)
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in (row.cpu_s_per_gb.get(LOADGEN), store))
 
 
 def _seed002_cell(row: StorePass, same: bool) -> str:
@@ -560,7 +563,6 @@ def _seed002_cell(row: StorePass, same: bool) -> str:
 
 
 def _store_rows(results: Results, rows: list[StorePass], same: bool) -> tuple[list[list[str]], set[str]]:
-    services = {"gridfs": "mongo", "postgres": "postgres"}
     out, seen = [], set()
     for r in rows:
         head = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
@@ -570,7 +572,7 @@ def _store_rows(results: Results, rows: list[StorePass], same: bool) -> tuple[li
         seen.update(r.flags)
         spread = f" ±{r.spread['half_range']:.0%}" if r.spread and len(r.passes) > 1 else ""
         out.append([*head, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", f"{r.mb_per_s:.1f}{spread}{_marks(r.flags)}",
-                    _per_gb(r, services.get(r.store)), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
+                    _per_gb(r), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
                     _seed002_cell(r, same), ""])
     return out, seen
 
@@ -624,6 +626,13 @@ def _disk(results: Results) -> list[str]:
             ""]
 
 
+def _plain(value) -> str:
+    """A recorded setting as a reader writes it: {'w': 1, 'j': True} -> w=1 j=true."""
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_plain(v)}" for k, v in value.items())
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _durability(results: Results) -> list[str]:
     durability = results.store_setup.get("durability") or {}
     if not durability:
@@ -631,7 +640,7 @@ def _durability(results: Results) -> list[str]:
     lines = ["### What made a write durable", "",
              "Every store acknowledges a file only once it is durable, as its server reports its settings:", ""]
     for store, settings in durability.items():
-        text = ", ".join(f"{k} {v}" for k, v in settings.items())
+        text = "; ".join(f"{k}: {_plain(v)}" for k, v in settings.items())
         lines.append(f"- {_store_name(results, store)}: {text}")
     errors = results.store_setup.get("errors") or {}
     lines += [f"- {store}: **failed**: {why}" for store, why in errors.items()]
