@@ -43,7 +43,9 @@ def test_percentiles_in_seconds_padded_with_a_blank():
 
 def test_non_2xx_and_socket_errors_are_counted():
     assert parse(fixture("nginx-404-c5.txt")).non_2xx_3xx == 31687
-    assert parse(fixture("nginx-stopped-midway.txt")).socket_errors == 13 + 70789
+    stopped = parse(fixture("nginx-stopped-midway.txt"))
+    assert stopped.socket_errors == 13 + 70789
+    assert stopped.socket_error_kinds == {"connect": 0, "read": 13, "write": 70789, "timeout": 0}
 
 
 def test_output_without_latency_distribution_is_an_error():

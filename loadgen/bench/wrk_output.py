@@ -1,7 +1,7 @@
 """Pure parser for wrk's report (run with --latency). No I/O, so it is
 unit-tested on captured outputs."""
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _TIME_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
 _SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
@@ -24,6 +24,9 @@ class WrkSummary:
     p99_ms: float
     non_2xx_3xx: int
     socket_errors: int   # connect + read + write + timeout
+    # each kind: a read error is also an answer cut short (the connection
+    # closed before its body was whole), a timeout one slower than --timeout
+    socket_error_kinds: dict = field(default_factory=dict)
 
 
 def _ms(text: str) -> float:
@@ -67,4 +70,6 @@ def parse(text: str) -> WrkSummary:
         p50_ms=percentiles[50], p90_ms=percentiles[90], p99_ms=percentiles[99],
         non_2xx_3xx=int(non_2xx.group(1)) if non_2xx else 0,
         socket_errors=sum(int(g) for g in errors.groups()) if errors else 0,
+        socket_error_kinds=dict(zip(("connect", "read", "write", "timeout"),
+                                    (int(g) for g in errors.groups()) if errors else (0, 0, 0, 0))),
     )
