@@ -21,11 +21,11 @@ local-images: setup
 # --exit-code-from: plain `up` exits 0 whatever bench's status was.
 # The lab on official images (needs a registry).
 lab: setup
-	$(COMPOSE_OFFICIAL) up --build --exit-code-from bench bench
+	$(COMPOSE_OFFICIAL) up --build --attach settings --attach bench --exit-code-from bench bench
 
 # The lab on local images (this machine, CI).
 lab-local: local-images
-	$(COMPOSE_LOCAL) up --build --exit-code-from bench bench
+	$(COMPOSE_LOCAL) up --build --attach settings --attach bench --exit-code-from bench bench
 
 # One run per value of one setting on local images, then one table across
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).
