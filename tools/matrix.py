@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.compare import (CompareError, cell, compare_case, differences, load,  # noqa: E402
                            metric_values, reference_moved, _shown)
+from lab_compose import settings_in  # noqa: E402
 
 RUN_DIR = re.compile(r"^run-dir: (.+)$", re.M)  # ci-lab.sh run's last line
 # Past MATRIX_RUN_TIMEOUT, ci-lab.sh may still kill the lab (60 s) and take it down (300 s).
@@ -32,17 +33,6 @@ CI_LAB_SLACK = 400
 
 class MatrixError(Exception):
     pass
-
-
-def settings_in(env_file: Path) -> dict:
-    """NAME=value lines of an env file (comments and blanks skipped)."""
-    out = {}
-    for line in env_file.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            name, value = line.split("=", 1)
-            out[name.strip()] = value
-    return out
 
 
 def run_streaming(cmd: list[str], env: dict, timeout: float, log: Path) -> tuple[int, str]:

@@ -4,6 +4,10 @@ import sys
 if sys.argv[1:2] == ["compare"]:
     from .compare import main as compare_main
     sys.exit(compare_main(sys.argv[2:]))
+# `python -m bench resilience-load ...`: make resilience's load (tools/resilience.py)
+if sys.argv[1:2] == ["resilience-load"]:
+    from .resilience_load import main as load_main
+    sys.exit(load_main(sys.argv[2:]))
 # `python -m bench check-settings`: every .env variable, before anything starts (compose service settings)
 if sys.argv[1:2] == ["check-settings"]:
     from .check_settings import main as check_settings_main

@@ -1,8 +1,12 @@
-"""Pure parser for `vegeta report -type=json`: the open-loop run's latency
-percentiles (nanoseconds in the JSON), its achieved rate and its successes.
-No I/O, so it is unit-tested on captured outputs."""
+"""Pure parsers of vegeta's output: `vegeta report -type=json` (the open-loop
+run's latency percentiles, nanoseconds in the JSON, its achieved rate and its
+successes) and `vegeta encode -to=json` (one answer a line, for make
+resilience). No I/O, so they are unit-tested on captured outputs."""
+import base64
+import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 
 
 class VegetaOutputError(ValueError):
@@ -44,3 +48,53 @@ def parse(text: str) -> VegetaSummary:
         )
     except (ValueError, KeyError, TypeError) as e:
         raise VegetaOutputError(f"not a vegeta JSON report: {e}") from e
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One request of `vegeta encode -to=json`."""
+    sent: float          # Unix time the request left, seconds
+    latency: float       # seconds to the whole answer (or to the error)
+    code: int            # HTTP status; 0 when no answer came (refused, timeout)
+    bytes_in: int
+    body_sha256: str     # of the body vegeta read ("" without one)
+    error: str           # vegeta's error ("" for a 2xx/3xx read whole)
+
+    @property
+    def done(self) -> float:
+        return self.sent + self.latency
+
+
+def _unix_seconds(stamp: str) -> float:
+    """RFC 3339 with nanoseconds (Go's format) to Unix seconds; Python's
+    fromisoformat takes at most microseconds."""
+    head, dot, rest = stamp.partition(".")
+    if not dot:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    digits = rest.rstrip("Z")
+    zone = ""
+    for sign in "+-":
+        if sign in digits:
+            digits, zone = digits.split(sign, 1)
+            zone = sign + zone
+            break
+    whole = datetime.fromisoformat(head + (zone or "+00:00")).timestamp()
+    return whole + int(digits) / 10 ** len(digits)
+
+
+def parse_results(text: str) -> list[Answer]:
+    """`vegeta encode -to=json` lines as Answers, in the order sent."""
+    answers = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            body = base64.b64decode(r["body"]) if r.get("body") else b""
+            answers.append(Answer(
+                sent=_unix_seconds(r["timestamp"]), latency=int(r["latency"]) / 1e9, code=int(r["code"]),
+                bytes_in=int(r["bytes_in"]), body_sha256=hashlib.sha256(body).hexdigest() if body else "",
+                error=str(r.get("error") or "")))
+        except (ValueError, KeyError, TypeError) as e:
+            raise VegetaOutputError(f"line {number} is not a vegeta JSON result: {e}") from e
+    return sorted(answers, key=lambda a: a.sent)

@@ -60,3 +60,21 @@ def verify_target(url: str, files: list[dict]) -> str | None:
     if status != 404:
         raise VerificationError(f"a missing file answered {status}, expected 404")
     return server
+
+
+def wait_until_serving(url: str, sha256: str, deadline: float) -> None:
+    """Polls until the file URL answers 200 with the bytes whose sha256 is
+    given (a path back after a fault serves again), or the monotonic
+    deadline; raises with the last answer."""
+    wait_until_healthy(url.rsplit("/files/", 1)[0], deadline)
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            status, _, body = get(url, timeout=30.0)
+            if status == 200 and hashlib.sha256(body).hexdigest() == sha256:
+                return
+            last = f"status {status}, {len(body)} bytes"
+        except (OSError, http.client.HTTPException) as e:
+            last = repr(e)
+        time.sleep(0.5)
+    raise VerificationError(f"{url} did not serve the file whole before the deadline: {last}")

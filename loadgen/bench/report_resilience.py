@@ -1,0 +1,67 @@
+"""make resilience's results.json as Markdown: one row per serving path and
+fault. Pure: a dict in, text out."""
+from .resilience import BOUND_S, RATE_BACK_HOLD, RATE_BACK_SHARE, ResilienceRow
+
+
+def _seconds(value: float | None, missing: str = "never") -> str:
+    return missing if value is None else f"{value:.2f} s"
+
+
+def _answers(counts: dict) -> str:
+    return ", ".join(f"{n} x {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "none sent"
+
+
+def _server(server: dict | None) -> str:
+    if not server:
+        return "unknown"
+    text = f"{server.get('product', 'unknown')} {server.get('version') or ''}".strip()
+    if server.get("backend"):
+        text += f" on {server['backend']}"
+    return text
+
+
+def render(doc: dict) -> str:
+    s = doc["settings"]
+    rows = [ResilienceRow.from_dict(r) for r in doc.get("resilience", [])]
+    lines = [
+        "# Resilience: serving paths while their database restarts or pauses",
+        "",
+        f"Run `{doc['run_id']}` with `{doc['env_file']}`, {doc['started']} to {doc['finished']}. "
+        f"MongoDB-protocol server: {_server(doc.get('server'))}.",
+        "",
+        f"Each path serves `{s['file']}` to {s['rate']:g} requests/s (vegeta, open loop: requests leave on "
+        f"schedule whatever the answers) for {s['seconds']} s. {s['fault_at']} s in, its database "
+        f"(compose label `lab.database`) is restarted (`docker compose stop`, then `start`) or, in a second "
+        f"run, paused for {s['pause_s']} s (`pause`, then `unpause`).",
+        "",
+    ]
+    if (doc.get("server") or {}).get("product") == "FerretDB":
+        lines += ["> The database is FerretDB standing in for MongoDB: how fast it comes back after a restart "
+                  "is FerretDB's, not MongoDB's. What a path answers while it is away is the path's own.", ""]
+    lines += [
+        "| path | database | fault | outage | requests | errors | answers to requests sent during the outage "
+        "| slowest of those | first good answer after return | rate back after | verdict |",
+        "|---|---|---|--:|--:|--:|---|--:|--:|--:|---|",
+    ]
+    for r in rows:
+        slowest = "-" if r.outage_slowest_ms is None else f"{r.outage_slowest_ms:.0f} ms"
+        lines.append(
+            f"| {r.path} | {r.database} | {r.fault} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
+            f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} "
+            f"| {_seconds(r.rate_back_s, 'not within the run')} | {r.verdict} |")
+    for f in doc.get("failed", []):
+        lines.append(f"| {f['path']} | {f.get('database', '?')} | {f['fault']} | - | - | - | - | - | - | - "
+                     f"| not measured: {f['error']} |")
+    lines += [
+        "",
+        "- **outage**: from the command that took the database away (stop, or pause) being issued to the one "
+        "that brought it back (start, or unpause) returning; requests sent in it include those in flight as "
+        "the database went.",
+        "- **errors**: every answer of the run that was not a 200 with the file's exact bytes.",
+        f"- **verdict**: right is 503 (or a whole 200) to every request sent during the outage, each within "
+        f"{BOUND_S:g} s, no truncated 200, and a good answer within {BOUND_S:g} s of the database's return. "
+        f"**rate back after**: to the end of the first second from which good answers/s hold "
+        f"{RATE_BACK_SHARE:.0%} of their level before the fault for {RATE_BACK_HOLD} s.",
+        "",
+    ]
+    return "\n".join(lines)

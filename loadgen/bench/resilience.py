@@ -1,0 +1,147 @@
+"""Pure analysis of one resilience case (make resilience): a serving path
+under a steady, fixed-rate load while its database is restarted or paused.
+From vegeta's answers and the instants the fault began and ended it counts
+what went wrong, what the path answered while the database was away, and how
+soon it served again. No I/O, so it is unit-tested on captured answers.
+
+Right, under a fault, is a clean error soon (nginx-gridfs: 503 within its
+timeouts) and good answers again soon after the database is back; wrong is a
+hang (an answer slower than BOUND_S), a truncated 200, or no recovery."""
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+from .vegeta_output import Answer
+
+BOUND_S = 5.0            # an answer slower than this, or a recovery later than this, is wrong
+RATE_BACK_SHARE = 0.9    # "back at its level": good answers/s at 90% of the level before the fault
+RATE_BACK_HOLD = 3       # ... for this many whole seconds in a row
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str       # "restart" or "pause"
+    database: str   # the compose service taken away
+    began: float    # Unix seconds: the command that took it away was issued
+    down: float     # ... it returned: the database is gone (stopped) or frozen (paused)
+    back: float     # the command that brought it back returned
+
+
+@dataclass(frozen=True)
+class ResilienceRow:
+    path: str
+    fault: str
+    database: str
+    rate: float                   # requests/s asked for
+    requests: int
+    good: int                     # 200s carrying the file's exact bytes
+    errors: int                   # every other answer, over the whole run
+    truncated: int                # 200s whose body is not the file
+    outage_s: float               # from began to back
+    outage_answers: dict          # what requests sent during the outage (began to back) got: status or error -> count
+    outage_slowest_ms: float | None
+    level_before: float | None    # good answers/s before the fault
+    first_good_s: float | None    # from back to the first good answer to a request sent after it
+    rate_back_s: float | None     # from back to the end of the first second of RATE_BACK_HOLD at the level
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ResilienceRow":
+        return cls(**d)
+
+
+def outcome(answer: Answer, expected_sha256: str) -> str:
+    """What one request got, as the table counts it."""
+    if answer.code == 200:
+        return "200" if answer.body_sha256 == expected_sha256 and not answer.error else "200 truncated"
+    if answer.code:
+        return str(answer.code)
+    error = answer.error.lower()
+    if "timeout" in error or "deadline exceeded" in error:
+        return "client timeout"
+    if "refused" in error:
+        return "connection refused"
+    if "reset" in error or "eof" in error or "broken pipe" in error:
+        return "connection reset"
+    return "client error"
+
+
+def good_per_second(answers: list[Answer], expected_sha256: str, start: float, seconds: int) -> list[int]:
+    """Good answers completed in each whole second from start."""
+    counts = [0] * max(seconds, 0)
+    for a in answers:
+        if outcome(a, expected_sha256) == "200":
+            i = math.floor(a.done - start)
+            if 0 <= i < len(counts):
+                counts[i] += 1
+    return counts
+
+
+def level_before(answers: list[Answer], expected_sha256: str, fault: Fault) -> float | None:
+    """Mean good answers/s over the whole seconds between the load's first
+    second (a ramp) and the fault."""
+    if not answers:
+        return None
+    start = answers[0].sent + 1
+    counts = good_per_second(answers, expected_sha256, start, int(fault.began - start))
+    # nothing good before the fault: no level to come back to
+    return sum(counts) / len(counts) if len(counts) >= 2 and any(counts) else None
+
+
+def rate_back_after(answers: list[Answer], expected_sha256: str, fault: Fault, level: float | None) -> float | None:
+    """Seconds from back to the end of the first whole second from which good
+    answers/s stay at RATE_BACK_SHARE of the level for RATE_BACK_HOLD seconds;
+    None when that never happens before the load ends."""
+    if level is None or not answers:
+        return None
+    last_sent = max(a.sent for a in answers)
+    counts = good_per_second(answers, expected_sha256, fault.back, int(last_sent - fault.back))
+    floor = RATE_BACK_SHARE * level
+    for i in range(len(counts) - RATE_BACK_HOLD + 1):
+        if all(c >= floor for c in counts[i:i + RATE_BACK_HOLD]):
+            return float(i + 1)
+    return None
+
+
+def verdict(row_outage: Counter, slowest_ms: float | None, truncated: int, first_good_s: float | None) -> str:
+    problems = []
+    if truncated:
+        problems.append(f"{truncated} truncated 200s")
+    if slowest_ms is not None and slowest_ms > BOUND_S * 1000:
+        problems.append(f"hangs: an outage answer took {slowest_ms / 1000:.1f} s")
+    # 503 is the contract's answer while the store is away; a 200 is fine
+    # (a cache, or an answer the database gave before it went)
+    others = {k: n for k, n in row_outage.items() if k not in ("200", "503", "200 truncated")}
+    if others:
+        problems.append("during the outage " + ", ".join(f"{n} x {k}" for k, n in others.items()))
+    if first_good_s is None:
+        problems.append("no good answer after the database was back")
+    elif first_good_s > BOUND_S:
+        problems.append(f"first good answer {first_good_s:.1f} s after the database was back")
+    if problems:
+        return "; ".join(problems)
+    return f"recovered in {first_good_s:.2f} s"
+
+
+def analyse(path: str, rate: float, answers: list[Answer], expected_sha256: str, fault: Fault) -> ResilienceRow:
+    outcomes = [outcome(a, expected_sha256) for a in answers]
+    # from the command that took it away: requests in flight as it goes are the telling ones
+    during = [a for a in answers if fault.began <= a.sent < fault.back]
+    outage = Counter(outcome(a, expected_sha256) for a in during)
+    slowest = max((a.latency for a in during), default=None)
+    first_good = min((a.done for a, o in zip(answers, outcomes) if o == "200" and a.sent >= fault.back),
+                     default=None)
+    first_good_s = None if first_good is None else first_good - fault.back
+    level = level_before(answers, expected_sha256, fault)
+    truncated = outcomes.count("200 truncated")
+    slowest_ms = None if slowest is None else slowest * 1000
+    return ResilienceRow(
+        path=path, fault=fault.kind, database=fault.database, rate=rate, requests=len(answers),
+        good=outcomes.count("200"), errors=len(answers) - outcomes.count("200"), truncated=truncated,
+        outage_s=fault.back - fault.began, outage_answers=dict(sorted(outage.items())),
+        outage_slowest_ms=slowest_ms, level_before=level, first_good_s=first_good_s,
+        rate_back_s=rate_back_after(answers, expected_sha256, fault, level),
+        verdict=verdict(outage, slowest_ms, truncated, first_good_s))

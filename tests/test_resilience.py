@@ -1,0 +1,142 @@
+"""make resilience's pure parts: vegeta's answers parsed from a real capture
+(tests/fixtures/vegeta/), a case analysed (outage answers, hangs, truncated
+200s, recovery), the settings and the choice of paths checked before anything
+starts, and the report."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "loadgen"))
+from bench.report_resilience import render  # noqa: E402
+from bench.resilience import Fault, analyse, outcome  # noqa: E402
+from bench.vegeta_output import Answer, VegetaOutputError, parse_results  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "vegeta"
+GOOD = "a" * 64
+
+
+def _driver():
+    sys.path.insert(0, str(ROOT / "tools"))
+    spec = importlib.util.spec_from_file_location("resilience_driver", ROOT / "tools" / "resilience.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def steady(start: float, seconds: float, rate: int, answer) -> list[Answer]:
+    """rate requests a second from start; answer(sent) -> (latency, code, sha, error)."""
+    out = []
+    for i in range(int(seconds * rate)):
+        sent = start + i / rate
+        latency, code, sha, error = answer(sent)
+        out.append(Answer(sent=sent, latency=latency, code=code, bytes_in=1024 if sha else 0, body_sha256=sha,
+                          error=error))
+    return out
+
+
+FAULT = Fault(kind="pause", database="mongo", began=1010.0, down=1010.1, back=1020.0)
+
+
+def test_a_path_that_fails_fast_and_recovers_is_right():
+    def answer(sent):
+        if FAULT.down <= sent < FAULT.back:
+            return 0.004, 503, "b" * 64, "503 Service Unavailable"
+        return 0.002, 200, GOOD, ""
+    row = analyse("nginx-gridfs", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
+    assert row.requests == 3000
+    assert row.outage_answers == {"200": 10, "503": 990}  # 10 answered before the stop took hold
+    assert row.errors == 990 and row.truncated == 0
+    assert row.level_before == pytest.approx(100, abs=1)
+    assert row.first_good_s == pytest.approx(0.002, abs=0.001)
+    assert row.rate_back_s == 1.0
+    assert row.verdict.startswith("recovered in")
+
+
+def test_hangs_timeouts_and_truncated_answers_are_named():
+    def answer(sent):
+        if FAULT.down <= sent < FAULT.back - 5:
+            return 30.0, 0, "", 'Get "http://flask:8080/files/1KB.bin": context deadline exceeded'
+        if FAULT.back - 5 <= sent < FAULT.back:
+            return FAULT.back - sent + 0.5, 200, "c" * 64, "unexpected EOF"  # held, then cut short
+        if FAULT.back <= sent < FAULT.back + 6:
+            return 0.01, 500, "d" * 64, "500 Internal Server Error"
+        return 0.002, 200, GOOD, ""
+    row = analyse("flask", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
+    assert row.outage_answers == {"200": 10, "client timeout": 490, "200 truncated": 500}
+    assert row.truncated == 500
+    assert row.first_good_s == pytest.approx(6.0, abs=0.02)
+    assert row.rate_back_s == 7.0
+    for words in ("500 truncated 200s", "hangs: an outage answer took 30.0 s", "490 x client timeout",
+                  "first good answer 6.0 s after"):
+        assert words in row.verdict, row.verdict
+
+
+def test_no_recovery_within_the_run():
+    def answer(sent):
+        return (0.002, 200, GOOD, "") if sent < FAULT.down else (0.001, 0, "", "connect: connection refused")
+    row = analyse("node", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
+    assert row.first_good_s is None and row.rate_back_s is None
+    assert "no good answer after the database was back" in row.verdict
+    assert "x connection refused" in row.verdict
+
+
+@pytest.mark.parametrize("code, sha, error, expected", [
+    (200, GOOD, "", "200"), (200, "e" * 64, "", "200 truncated"), (503, "", "503 Service Unavailable", "503"),
+    (0, "", "Get \"x\": net/http: request canceled (Client.Timeout exceeded while awaiting headers)",
+     "client timeout"),
+    (0, "", "read tcp 172.18.0.5:40000->172.18.0.3:8080: read: connection reset by peer", "connection reset"),
+    (0, "", "something else", "client error"),
+])
+def test_outcome(code, sha, error, expected):
+    assert outcome(Answer(0, 0, code, 0, sha, error), GOOD) == expected
+
+
+def test_parse_results_rejects_other_text():
+    with pytest.raises(VegetaOutputError, match="line 1"):
+        parse_results("Requests [total] 10\n")
+
+
+def test_settings_are_checked_before_anything_starts():
+    driver = _driver()
+    lab = {"BENCH_TARGETS": "nginx-static nginx-gridfs", "FILE_SIZES": "1KB 1MB"}
+    s = driver.read_settings({}, lab)
+    assert s["rate"] == 100 and s["targets"] == ["nginx-static", "nginx-gridfs"] and s["file"] == "1KB.bin"
+    for env, words in [({"RESILIENCE_RATE": "fast"}, "RESILIENCE_RATE='fast': expected a number"),
+                       ({"RESILIENCE_FILE": "5MB.bin"}, "RESILIENCE_FILE='5MB.bin': not a seeded file"),
+                       ({"RESILIENCE_FAULTS": "restart kill"}, "RESILIENCE_FAULTS='restart kill'"),
+                       ({"RESILIENCE_SECONDS": "12"}, "RESILIENCE_SECONDS=12: too short")]:
+        with pytest.raises(driver.LabError, match=words):
+            driver.read_settings(env, lab)
+
+
+def test_paths_with_a_database_come_from_compose_labels():
+    driver = _driver()
+    import json
+    import subprocess
+    config = subprocess.run(["docker", "compose", "--env-file", str(ROOT / ".env"), "config", "--format", "json"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    services = json.loads(config.stdout)["services"]
+    paths = driver.paths_with_database(services, ["nginx-static", "httpd-static", "nginx-gridfs", "flask", "node",
+                                                  "gridfs-fuse", "nginx-cache", "flask-postgres"])
+    assert paths == [("nginx-gridfs", "mongo"), ("flask", "mongo"), ("node", "mongo"), ("gridfs-fuse", "mongo"),
+                     ("nginx-cache", "mongo"), ("flask-postgres", "postgres")]
+    with pytest.raises(driver.LabError, match="BENCH_TARGETS names nginx-gridf,"):
+        driver.paths_with_database(services, ["nginx-gridf,"])
+
+
+def test_report_has_a_row_per_case_and_names_the_stand_in():
+    def answer(sent):
+        return (0.004, 503, "", "503") if FAULT.down <= sent < FAULT.back else (0.002, 200, GOOD, "")
+    row = analyse("nginx-gridfs", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
+    doc = {"run_id": "resilience-x", "env_file": "local.env", "started": "a", "finished": "b",
+           "settings": {"file": "1KB.bin", "rate": 100, "seconds": 30, "fault_at": 10, "pause_s": 10},
+           "server": {"product": "FerretDB", "version": "v1.24.2", "backend": "PostgreSQL"},
+           "resilience": [row.to_dict()], "failed": [{"path": "node", "database": "mongo", "fault": "restart",
+                                                      "error": "node: no answer within 240 s"}]}
+    text = render(doc)
+    assert "| nginx-gridfs | mongo | pause | 10.0 s | 3000 | 990 | 990 x 503, 10 x 200 |" in text
+    assert "| node | mongo | restart |" in text and "not measured: node: no answer" in text
+    assert "FerretDB standing in for MongoDB" in text

@@ -1,0 +1,164 @@
+"""What the host-side fault tools (tools/resilience.py, tools/overload.py)
+share: running docker compose with a timeout and an error naming the step,
+their checked number settings, the paths a run considers, the run's
+directory, and a container's memory as its cgroup counts it (v1 and v2)."""
+import json
+import subprocess
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class LabError(Exception):
+    pass
+
+
+def settings_in(env_file: Path) -> dict:
+    """NAME=value lines of an env file (comments and blanks skipped)."""
+    out = {}
+    for line in env_file.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            name, value = line.split("=", 1)
+            out[name.strip()] = value
+    return out
+
+
+def number(env: dict, name: str, default: str, low: float, high: float, whole: bool = False) -> float:
+    """One number within bounds, or a LabError naming the variable."""
+    text = env.get(name, default).strip()
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        kind = "a whole number" if whole else "a number"
+        raise LabError(f"{name}={text!r}: expected {kind} from {low:g} to {high:g}")
+    return value
+
+
+def compose_run(base: list[str], args: list[str], env: dict, timeout: float, what: str) -> str:
+    try:
+        p = subprocess.run(base + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what}: no end after {timeout:g} s (docker compose {' '.join(args)})") from None
+    if p.returncode != 0:
+        raise LabError(f"{what}: docker compose {' '.join(args)} exited {p.returncode}: "
+                       f"{(p.stderr or p.stdout).strip()[-600:]}")
+    return p.stdout
+
+
+def compose_services(base: list[str], env: dict) -> dict:
+    return json.loads(compose_run(base, ["config", "--format", "json"], env, 60, "reading compose.yaml"))["services"]
+
+
+def known_targets(services: dict, targets: list[str]) -> list[str]:
+    unknown = [t for t in targets if t not in services]
+    if unknown:
+        raise LabError(f"BENCH_TARGETS names {' '.join(unknown)}, not services in compose.yaml")
+    if not targets:
+        raise LabError("BENCH_TARGETS is empty")
+    return targets
+
+
+def results_dir(env: dict, lab: dict, kind: str) -> tuple[str, Path]:
+    """A new results/<kind>-<UTC time>/ (RESULTS_DIR as the lab reads it)."""
+    base = Path(env.get("RESULTS_DIR") or lab.get("RESULTS_DIR", "./results"))
+    base = base if base.is_absolute() else ROOT / base
+    run_id = f"{kind}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    (base / run_id).mkdir(parents=True)
+    return run_id, base / run_id
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def container_id(base: list[str], env: dict, service: str) -> str:
+    out = compose_run(base, ["ps", "-q", service], env, 60, f"finding {service}'s container").strip()
+    if not out:
+        raise LabError(f"{service}: no container (did it exit?)")
+    return out.splitlines()[0]
+
+
+def inspect(cid: str) -> dict:
+    p = subprocess.run(["docker", "inspect", cid], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise LabError(f"docker inspect {cid[:12]}: {p.stderr.strip()[-300:]}")
+    return json.loads(p.stdout)[0]
+
+
+def oom_events(cid: str, since: float, until: float) -> int:
+    """The kernel's OOM kills in the container's cgroup (Docker's `oom`
+    event: the whole container, or one process of it, such as an nginx
+    worker)."""
+    p = subprocess.run(["docker", "events", "--since", f"{since:.3f}", "--until", f"{until:.3f}",
+                        "--filter", f"container={cid}", "--filter", "event=oom", "--format", "{{json .}}"],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise LabError(f"docker events: {p.stderr.strip()[-300:]}")
+    return sum(1 for line in p.stdout.splitlines() if line.strip())
+
+
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def memory_stat_file(cid: str) -> Path | None:
+    """The container's memory.stat: cgroup v1 or v2, cgroupfs or systemd driver."""
+    for candidate in (CGROUP / "memory" / "docker" / cid, CGROUP / "memory" / "system.slice" / f"docker-{cid}.scope",
+                      CGROUP / "system.slice" / f"docker-{cid}.scope", CGROUP / "docker" / cid):
+        if (candidate / "memory.stat").exists():
+            return candidate / "memory.stat"
+    return None
+
+
+def unreclaimable_bytes(stat_text: str) -> int:
+    """What the kernel cannot drop to stay under the limit: anonymous memory
+    and tmpfs (v1: total_rss + total_shmem; v2: anon + shmem). The page cache
+    of files read is left out: it is dropped at the limit, not killed for."""
+    fields = dict(line.split() for line in stat_text.splitlines() if len(line.split()) == 2)
+    if "anon" in fields:  # v2
+        return int(fields["anon"]) + int(fields.get("shmem", 0))
+    return int(fields.get("total_rss", fields.get("rss", 0))) + int(fields.get("total_shmem", fields.get("shmem", 0)))
+
+
+class PeakMemory:
+    """Samples a container's unreclaimable memory five times a second in a
+    thread; .peak is the highest seen (None when its cgroup is not found)."""
+
+    def __init__(self, cid: str):
+        self.stat = memory_stat_file(cid)
+        self.peak: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            try:
+                value = unreclaimable_bytes(self.stat.read_text())
+                self.peak = value if self.peak is None else max(self.peak, value)
+            except (OSError, ValueError):
+                return  # the cgroup went with its container: the peak so far stands
+            self._stop.wait(0.2)
+
+    def __enter__(self):
+        if self.stat:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise LabError(f"{what}: not within {timeout:g} s")

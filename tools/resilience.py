@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""make resilience: each serving path with a database (compose label
+`lab.database`) under a steady fixed-rate load while that database is
+restarted, then, in a second run, paused. Run from the host, which drives
+Docker; the load comes from a bench container (`python -m bench
+resilience-load`), which has no Docker socket. Writes
+results/resilience-<UTC time>/results.json (a `resilience` section),
+report.md and each case's answers as CSV.
+
+Environment (each checked before anything starts):
+  RESILIENCE_ENV_FILE  the lab's env file (default local.env: the local images)
+  RESILIENCE_PROJECT   compose project (default gridfs-lab-resilience: its own
+                       containers and volumes, taken down after)
+  RESILIENCE_RATE      requests/s to each path (default 100: below every
+                       path's capacity on the FerretDB stand-in)
+  RESILIENCE_SECONDS   length of each case's load (default 30)
+  RESILIENCE_FAULT_AT  seconds into the load when the fault begins (default 10)
+  RESILIENCE_PAUSE     seconds the database stays paused (default 10)
+  RESILIENCE_FILE      the file requested (default 1KB.bin; one of FILE_SIZES)
+  RESILIENCE_FAULTS    which faults (default "restart pause")
+  BENCH_TARGETS        the paths considered (default: the env file's)"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "loadgen"))
+from bench.report_resilience import render  # noqa: E402
+from bench.resilience import RATE_BACK_HOLD, Fault, analyse  # noqa: E402
+from bench.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
+from lab_compose import (LabError, compose_run, compose_services, known_targets, now_iso, number,  # noqa: E402
+                         results_dir, settings_in)
+
+FAULTS = ("restart", "pause")
+CASE_OVERHEAD_S = 15       # a bench container's start, the path's readiness check, the fault's commands
+COMPOSE_TIMEOUT_S = 120    # one stop/start/pause/unpause/up
+BUILD_TIMEOUT_S = 3600
+SEED_TIMEOUT_S = 900
+LOAD_GRACE_S = 240         # past the load: readiness wait (120), vegeta's client timeout (30), slack
+
+
+def say(text: str) -> None:
+    print(f"[resilience] {text}", flush=True)
+
+
+def read_settings(env: dict, lab: dict) -> dict:
+    """The RESILIENCE_* knobs, checked; lab is the env file's settings."""
+    s = {
+        "rate": number(env, "RESILIENCE_RATE", "100", 1, 5000),
+        "seconds": number(env, "RESILIENCE_SECONDS", "30", 10, 3600, whole=True),
+        "fault_at": number(env, "RESILIENCE_FAULT_AT", "10", 3, 3600, whole=True),
+        "pause_s": number(env, "RESILIENCE_PAUSE", "10", 1, 600, whole=True),
+        "file": env.get("RESILIENCE_FILE", "1KB.bin").strip(),
+        "faults": env.get("RESILIENCE_FAULTS", " ".join(FAULTS)).split(),
+        "targets": (env.get("BENCH_TARGETS") or lab.get("BENCH_TARGETS", "")).split(),
+    }
+    seeded = [f"{size}.bin" for size in (env.get("FILE_SIZES") or lab.get("FILE_SIZES", "")).split()]
+    if s["file"] not in seeded:
+        raise LabError(f"RESILIENCE_FILE={s['file']!r}: not a seeded file; FILE_SIZES gives {seeded}")
+    bad = [f for f in s["faults"] if f not in FAULTS]
+    if bad or not s["faults"]:
+        raise LabError(f"RESILIENCE_FAULTS={' '.join(s['faults'])!r}: expected one or both of {FAULTS}")
+    # a level before the fault, the outage, then RATE_BACK_HOLD seconds to see the rate come back
+    needed = s["fault_at"] + s["pause_s"] + RATE_BACK_HOLD + 5
+    if s["seconds"] < needed:
+        raise LabError(f"RESILIENCE_SECONDS={s['seconds']}: too short to see a recovery; at least "
+                       f"{needed} with RESILIENCE_FAULT_AT={s['fault_at']} and RESILIENCE_PAUSE={s['pause_s']}")
+    return s
+
+
+def paths_with_database(services: dict, targets: list[str]) -> list[tuple[str, str]]:
+    """(path, database) for each target whose compose service names the
+    database it reads (label lab.database), in BENCH_TARGETS order."""
+    out = []
+    for t in known_targets(services, targets):
+        database = (services[t].get("labels") or {}).get("lab.database")
+        if database:
+            if database not in services:
+                raise LabError(f"{t}: label lab.database={database!r} is not a service in compose.yaml")
+            out.append((t, database))
+    return out
+
+
+def take_away(base: list[str], env: dict, kind: str, database: str, pause_s: int) -> Fault:
+    """The fault itself; the database is always brought back, even if a
+    command fails."""
+    began = time.time()
+    down = None
+    try:
+        if kind == "restart":
+            compose_run(base, ["stop", "-t", "10", database], env, COMPOSE_TIMEOUT_S, f"stopping {database}")
+            down = time.time()
+        else:
+            compose_run(base, ["pause", database], env, COMPOSE_TIMEOUT_S, f"pausing {database}")
+            down = time.time()
+            time.sleep(pause_s)
+    finally:
+        action = "start" if kind == "restart" else "unpause"
+        compose_run(base, [action, database], env, COMPOSE_TIMEOUT_S, f"bringing {database} back ({action})")
+    return Fault(kind=kind, database=database, began=began, down=down, back=time.time())
+
+
+def one_case(base: list[str], env: dict, s: dict, path: str, database: str, kind: str) -> tuple:
+    """Load on path, the fault in its middle; returns (header, answers, fault)."""
+    url = f"http://{path}:8080/files/{s['file']}"
+    cmd = base + ["run", "--rm", "--no-deps", "-T", "bench", "resilience-load", url, s["file"],
+                  f"{s['rate']:g}", str(s["seconds"])]
+    lines: list[str] = []
+    first_answer = threading.Event()
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        def pump():
+            for line in proc.stdout:
+                lines.append(line)
+                if len(lines) == 2:  # the header, then the first answer: the load is on
+                    first_answer.set()
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        fault = None
+        try:
+            deadline = time.monotonic() + LOAD_GRACE_S
+            while not first_answer.wait(timeout=0.5):
+                if proc.poll() is not None:
+                    raise LabError(f"{path}: the load exited {proc.returncode} before its first answer: "
+                                   f"{proc.stderr.read().strip()[-600:]}")
+                if time.monotonic() > deadline:
+                    raise LabError(f"{path}: no answer within {LOAD_GRACE_S} s of starting the load")
+            time.sleep(max(0.0, s["fault_at"] - 0.1))
+            fault = take_away(base, env, kind, database, s["pause_s"])
+            proc.wait(timeout=s["seconds"] + LOAD_GRACE_S)
+        except (subprocess.TimeoutExpired, LabError) as e:
+            proc.kill()
+            proc.wait(timeout=30)
+            raise LabError(str(e) if isinstance(e, LabError) else
+                           f"{path}: the load ran past {s['seconds'] + LOAD_GRACE_S} s") from None
+        finally:
+            reader.join(timeout=30)
+        stderr = proc.stderr.read()
+    if proc.returncode != 0:
+        raise LabError(f"{path}: the load exited {proc.returncode}: {stderr.strip()[-600:]}")
+    try:
+        header = json.loads(lines[0])
+        answers = parse_results("".join(lines[1:]))
+    except (IndexError, ValueError, VegetaOutputError) as e:
+        raise LabError(f"{path}: the load's output is not what resilience-load prints: {e}") from None
+    return header, answers, fault
+
+
+def write_answers(out: Path, name: str, answers, expected_sha256: str) -> None:
+    """Each request as CSV, times relative to the first, to audit a row."""
+    if not answers:
+        return
+    t0 = answers[0].sent
+    with open(out / f"{name}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["sent_s", "latency_ms", "code", "bytes_in", "whole_file", "error"])
+        for a in answers:
+            w.writerow([f"{a.sent - t0:.4f}", f"{a.latency * 1000:.2f}", a.code, a.bytes_in,
+                        int(a.body_sha256 == expected_sha256), a.error[:200]])
+
+
+def main() -> int:
+    env = dict(os.environ)
+    env_file = ROOT / env.get("RESILIENCE_ENV_FILE", "local.env")
+    if not env_file.exists():
+        print(f"resilience: error: RESILIENCE_ENV_FILE: {env_file} does not exist (make local-images writes "
+              "local.env; RESILIENCE_ENV_FILE=.env runs official images)", file=sys.stderr)
+        return 2
+    lab = settings_in(env_file)
+    project = env.get("RESILIENCE_PROJECT", "gridfs-lab-resilience")
+    base = ["docker", "compose", "-p", project, "--env-file", str(env_file)]
+    # only the files the load asks for: no working set, no store benchmark
+    env.update(FILE_SET="off")
+    try:
+        s = read_settings(env, lab)
+        cases = [(p, d, k) for p, d in paths_with_database(compose_services(base, env), s["targets"])
+                 for k in s["faults"]]
+    except (LabError, ValueError, KeyError) as e:
+        print(f"resilience: error: {e}", file=sys.stderr)
+        return 2
+    if not cases:
+        print(f"resilience: error: no path in BENCH_TARGETS ({' '.join(s['targets'])}) has a database "
+              "(compose label lab.database)", file=sys.stderr)
+        return 2
+    run_id, out = results_dir(env, lab, "resilience")
+    doc = {"kind": "resilience", "run_id": run_id, "env_file": env_file.name,
+           "started": now_iso(), "finished": None,
+           "settings": s, "images": {k: v for k, v in lab.items() if k.endswith("_IMAGE")},
+           "server": None, "resilience": [], "failed": []}
+    paths = sorted({p for p, _, _ in cases})
+    databases = sorted({d for _, d, _ in cases})
+    try:
+        say(f"{len(cases)} cases: {', '.join(paths)}; about "
+            f"{len(cases) * (s['seconds'] + CASE_OVERHEAD_S) // 60 + 1} min after the build and the seed")
+        compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
+        compose_run(base, ["up", "-d", *databases, *paths], env, COMPOSE_TIMEOUT_S * 3, "starting the paths")
+        compose_run(base, ["run", "--rm", "seed"], env, SEED_TIMEOUT_S, "seeding")
+        for i, (path, database, kind) in enumerate(cases):
+            left = (len(cases) - i) * (s["seconds"] + CASE_OVERHEAD_S)
+            say(f"{i + 1}/{len(cases)} {path}: {kind} {database} {s['fault_at']} s into {s['seconds']} s "
+                f"at {s['rate']:g}/s (about {left // 60} min {left % 60} s left)")
+            try:
+                header, answers, fault = one_case(base, env, s, path, database, kind)
+            except LabError as e:
+                say(f"{path} {kind}: not measured: {e}")
+                doc["failed"].append({"path": path, "database": database, "fault": kind, "error": str(e)})
+                continue
+            if database == "mongo":
+                doc["server"] = header.get("server")
+            row = analyse(path, s["rate"], answers, header["expected_sha256"], fault)
+            write_answers(out, f"{path}-{kind}", answers, header["expected_sha256"])
+            doc["resilience"].append(row.to_dict())
+            say(f"{path} {kind}: {row.errors} errors of {row.requests}; {row.verdict}")
+            (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    except LabError as e:
+        print(f"resilience: error: {e}", file=sys.stderr)
+        doc["failed"].append({"path": "-", "fault": "-", "error": str(e)})
+    finally:
+        try:
+            compose_run(base, ["down", "-v", "--remove-orphans"], env, 300, "taking the project down")
+        except LabError as e:
+            print(f"resilience: warning: {e}", file=sys.stderr)
+    doc["finished"] = now_iso()
+    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    report = render(doc)
+    (out / "report.md").write_text(report)
+    print(report)
+    say(f"wrote {out}/report.md and results.json")
+    return 1 if doc["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
