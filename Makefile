@@ -8,7 +8,7 @@ COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
 COMPOSE_LOCAL := docker compose --env-file local.env
 PYTEST_ARGS ?=
 
-.PHONY: setup local-images lab lab-local matrix test clean
+.PHONY: setup local-images lab lab-local matrix resilience overload test clean
 
 setup:
 	tools/setup.sh
@@ -31,6 +31,18 @@ lab-local: local-images
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).
 matrix: local-images
 	.venv/bin/python tools/matrix.py "$(VAR)" $(VALUES)
+
+# Each path with a database under steady load while that database restarts,
+# then pauses: errors, answers during the outage, time back to good answers
+# (tools/resilience.py; RESILIENCE_ENV_FILE=.env for official images).
+resilience: local-images
+	.venv/bin/python tools/resilience.py
+
+# Each path under 1000 clients, then serving a 100 MB file to 50 clients in a
+# 256 MB limit: OOM kills, answers cut short, peak memory against the limit
+# (tools/overload.py; OVERLOAD_ENV_FILE=.env for official images).
+overload: local-images
+	.venv/bin/python tools/overload.py
 
 # Every test, including the compose end-to-end run on local images; first the
 # FUSE filesystem's Go unit tests (chunk arithmetic, names).

@@ -8,6 +8,10 @@ if sys.argv[1:2] == ["compare"]:
 if sys.argv[1:2] == ["resilience-load"]:
     from .resilience_load import main as load_main
     sys.exit(load_main(sys.argv[2:]))
+# `python -m bench fetch URL FILE CLIENTS`: make overload's large file (tools/overload.py)
+if sys.argv[1:2] == ["fetch"]:
+    from .fetch import main as fetch_main
+    sys.exit(fetch_main(sys.argv[2:]))
 # `python -m bench check-settings`: every .env variable, before anything starts (compose service settings)
 if sys.argv[1:2] == ["check-settings"]:
     from .check_settings import main as check_settings_main

@@ -1,0 +1,97 @@
+"""make overload's pure parts: a row judged from wrk's output (real captures
+in tests/fixtures/wrk/) or from `bench fetch`'s outcomes and what Docker said
+of the container; memory read from a real cgroup v1 memory.stat and from
+cgroup v2's format; the settings checked before anything starts; the report."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "loadgen"))
+sys.path.insert(0, str(ROOT / "tools"))
+from bench.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
+from bench.report_overload import render  # noqa: E402
+from bench.wrk_output import parse  # noqa: E402
+from lab_compose import LabError, unreclaimable_bytes  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+MIB = 1024 ** 2
+FINE = ContainerAfter(oom_kills=0, status="running", oom_killed=False, exit_code=0, peak_bytes=90 * MIB,
+                      limit_bytes=512 * MIB)
+
+
+def driver():
+    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "overload.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_clean_run_is_ok():
+    wrk = parse((FIXTURES / "wrk" / "nginx-1MB-c100.txt").read_text())
+    row = clients_row("nginx-static", "1000 clients x 1MB.bin for 30 s", wrk, FINE)
+    assert row.answers == wrk.requests and row.whole == wrk.requests and row.broken == {}
+    assert (row.peak_mib, row.limit_mib, row.verdict) == (90.0, 512.0, "ok")
+
+
+def test_cut_connections_and_a_killed_worker_are_named():
+    wrk = parse((FIXTURES / "wrk" / "nginx-stopped-midway.txt").read_text())
+    killed = ContainerAfter(oom_kills=3, status="running", oom_killed=False, exit_code=0, peak_bytes=None,
+                            limit_bytes=512 * MIB)
+    row = clients_row("nginx-gridfs", "x", wrk, killed)
+    assert row.broken == {"read error": 13, "write error": 70789}
+    assert row.verdict == "3 OOM kills; 13 x read error; 70789 x write error"
+    assert row.peak_mib is None
+
+
+def test_an_oom_killed_container_and_large_file_outcomes():
+    dead = ContainerAfter(oom_kills=1, status="exited", oom_killed=True, exit_code=137, peak_bytes=255 * MIB,
+                          limit_bytes=256 * MIB)
+    fetched = {"clients": 50, "outcomes": {"whole": 20, "503": 5, "200 cut short": 10, "connection refused": 15}}
+    row = large_file_row("node", "50 clients x 100MB.bin in 256m", fetched, dead)
+    assert (row.whole, row.clean_errors) == (20, 5)
+    assert row.broken == {"200 cut short": 10, "connection refused": 15}
+    assert row.container == "OOM-killed"
+    assert row.verdict == "1 OOM kills; container OOM-killed; 10 x 200 cut short; 15 x connection refused"
+    exited = ContainerAfter(0, "exited", False, 1, None, 0)
+    assert exited.describe() == "exited (exit 1)"
+
+
+def test_memory_is_anonymous_plus_tmpfs_on_cgroup_v1_and_v2():
+    # a real memory.stat of nginx-cache's container (cgroup v1): total_rss + total_shmem
+    v1 = (FIXTURES / "cgroup" / "v1-nginx-cache-memory.stat").read_text()
+    fields = dict(line.split() for line in v1.splitlines())
+    assert unreclaimable_bytes(v1) == int(fields["total_rss"]) + int(fields["total_shmem"]) > 0
+    # cgroup v2 names them anon and shmem (Documentation/admin-guide/cgroup-v2.rst)
+    v2 = "anon 104857600\nfile 734003200\nkernel 9437184\nshmem 52428800\nfile_mapped 0\n"
+    assert unreclaimable_bytes(v2) == 104857600 + 52428800
+
+
+def test_settings_are_checked_before_anything_starts():
+    d = driver()
+    lab = {"BENCH_TARGETS": "nginx-static node"}
+    s = d.read_settings({}, lab)
+    assert (s["clients"], s["seconds"], s["file"], s["large_file"], s["large_mem"], s["large_cache_size"]) == (
+        1000, 30, "1MB", "100MB", "256m", "128m")
+    assert d.read_settings({"LARGE_FILE": "off"}, lab)["checks"] == ["clients"]
+    for env, words in [({"OVERLOAD_CLIENTS": "1e3"}, "OVERLOAD_CLIENTS='1e3': expected a whole number"),
+                       ({"OVERLOAD_FILE": "big"}, "OVERLOAD_FILE='BIG'"),
+                       ({"LARGE_MEM": "256MB"}, "LARGE_MEM='256mb': expected a Docker memory size"),
+                       ({"OVERLOAD_CHECKS": "clients crash"}, "OVERLOAD_CHECKS='clients crash'")]:
+        with pytest.raises(LabError, match=words):
+            d.read_settings(env, lab)
+
+
+def test_report_tables_each_check():
+    wrk = parse((FIXTURES / "wrk" / "nginx-1MB-c100.txt").read_text())
+    doc = {"run_id": "overload-x", "env_file": "local.env", "started": "a", "finished": "b",
+           "settings": {"clients": 1000, "file": "1MB", "seconds": 30, "large_file": "100MB", "large_clients": 50,
+                        "large_mem": "256m"},
+           "overload": [clients_row("nginx-static", "l", wrk, FINE).to_dict()],
+           "failed": [{"check": "large file", "path": "flask", "error": "flask: wrk: no end"}]}
+    text = render(doc)
+    assert "## 1000 clients at once on `1MB` for 30 s" in text
+    assert f"| nginx-static | {wrk.requests} | {wrk.requests} | 0 | none | 0 | running | 90 / 512 MiB | ok |" in text
+    assert "## `100MB` to 50 clients at once" in text and "| flask | - |" in text
