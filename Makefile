@@ -18,14 +18,19 @@ setup:
 local-images: setup
 	local-images/build.sh
 
-# --exit-code-from: plain `up` exits 0 whatever bench's status was.
+# --exit-code-from: plain `up` exits 0 whatever bench's status was. The
+# settings check first on its own, so a bad variable's line shows here (`up`
+# runs it again, silently, as a dependency; attaching to it there would end
+# the run when it exits).
 # The lab on official images (needs a registry).
 lab: setup
-	$(COMPOSE_OFFICIAL) up --build --attach settings --attach bench --exit-code-from bench bench
+	$(COMPOSE_OFFICIAL) run --rm --build settings
+	$(COMPOSE_OFFICIAL) up --build --exit-code-from bench bench
 
 # The lab on local images (this machine, CI).
 lab-local: local-images
-	$(COMPOSE_LOCAL) up --build --attach settings --attach bench --exit-code-from bench bench
+	$(COMPOSE_LOCAL) run --rm --build settings
+	$(COMPOSE_LOCAL) up --build --exit-code-from bench bench
 
 # One run per value of one setting on local images, then one table across
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).

@@ -44,7 +44,14 @@ run() {
   # Down whatever happens, so the next run starts from clean volumes.
   trap 'timeout 300 docker compose "${compose_args[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
         rm -f "$run_log"' EXIT
-  timeout --kill-after=60 "$timeout" docker compose "${compose_args[@]}" up --build --attach settings --attach bench --exit-code-from bench bench \
+  # the settings check on its own first, so a bad variable's line is in the log
+  # (attached within `up`, its exit would end the run)
+  # (pipefail, from lib.sh: the pipeline fails when docker compose does)
+  if ! timeout 1800 docker compose "${compose_args[@]}" run --rm --build settings 2>&1 | tee "$run_log"; then
+    say "no run started: a setting is wrong (the [settings] lines above)"
+    exit 2
+  fi
+  timeout --kill-after=60 "$timeout" docker compose "${compose_args[@]}" up --build --exit-code-from bench bench \
     2>&1 | tee "$run_log" || code=${PIPESTATUS[0]}
   [ "$code" = 124 ] && say "the lab took longer than LAB_RUN_TIMEOUT=$timeout s"
   run_id=$(sed -n 's/.*\[bench\] run \([0-9TZ]*\):.*/\1/p' "$run_log" | tail -n 1)
