@@ -4,6 +4,7 @@ their checked number settings, the paths a run considers, the run's
 directory, and a container's memory as its cgroup counts it (v1 and v2)."""
 import json
 import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -162,3 +163,23 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
             return
         time.sleep(interval)
     raise LabError(f"{what}: not within {timeout:g} s")
+
+
+def save(out: Path, doc: dict) -> None:
+    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render) -> int:
+    """Takes the tool's compose project down, whatever happened, then writes
+    results.json and report.md; 1 when a case was not measured."""
+    try:
+        compose_run(base, ["down", "-v", "--remove-orphans"], env, 300, "taking the project down")
+    except LabError as e:
+        print(f"{tool}: warning: {e}", file=sys.stderr)
+    doc["finished"] = now_iso()
+    save(out, doc)
+    report = render(doc)
+    (out / "report.md").write_text(report)
+    print(report)
+    print(f"[{tool}] wrote {out}/report.md and results.json", flush=True)
+    return 1 if doc["failed"] else 0

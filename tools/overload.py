@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
 from bench.report_overload import render  # noqa: E402
 from bench.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
-from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, inspect,  # noqa: E402
-                         known_targets, now_iso, number, oom_events, results_dir, settings_in)
+from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,  # noqa: E402
+                         inspect, known_targets, now_iso, number, oom_events, results_dir, save, settings_in)
 
 CHECKS = ("clients", "large")
 SIZE = re.compile(r"\d+(KB|MB|GB)")
@@ -138,9 +138,6 @@ def main() -> int:
            "settings": s, "images": {k: v for k, v in lab.items() if k.endswith("_IMAGE")},
            "target_mem": env.get("TARGET_MEM") or lab.get("TARGET_MEM"), "overload": [], "failed": []}
 
-    def save():
-        (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
-
     try:
         say(f"{', '.join(s['checks'])} on {' '.join(paths)}: building, seeding {' '.join(sizes)}")
         compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
@@ -170,24 +167,13 @@ def main() -> int:
                     doc["overload"].append(row.to_dict())
                     say(f"{path}: {row.whole} whole, {row.clean_errors} clean errors, peak {row.peak_mib} MiB "
                         f"of {row.limit_mib}: {row.verdict}")
-                save()
+                save(out, doc)
                 # a killed path comes back for the next check
                 compose_run(base, ["up", "-d", "--no-deps", path], check_env, 300, f"bringing {path} back")
     except LabError as e:
         print(f"overload: error: {e}", file=sys.stderr)
         doc["failed"].append({"check": "-", "path": "-", "error": str(e)})
-    finally:
-        try:
-            compose_run(base, ["down", "-v", "--remove-orphans"], env, 300, "taking the project down")
-        except LabError as e:
-            print(f"overload: warning: {e}", file=sys.stderr)
-    doc["finished"] = now_iso()
-    save()
-    report = render(doc)
-    (out / "report.md").write_text(report)
-    print(report)
-    say(f"wrote {out}/report.md and results.json")
-    return 1 if doc["failed"] else 0
+    return finish("overload", base, env, out, doc, render)
 
 
 def row_check(check: str) -> str:

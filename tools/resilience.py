@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.report_resilience import render  # noqa: E402
 from bench.resilience import RATE_BACK_HOLD, Fault, analyse  # noqa: E402
 from bench.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
-from lab_compose import (LabError, compose_run, compose_services, known_targets, now_iso, number,  # noqa: E402
-                         results_dir, settings_in)
+from lab_compose import (LabError, compose_run, compose_services, finish, known_targets, now_iso,  # noqa: E402
+                         number, results_dir, save, settings_in)
 
 FAULTS = ("restart", "pause")
 CASE_OVERHEAD_S = 15       # a bench container's start, the path's readiness check, the fault's commands
@@ -216,22 +216,11 @@ def main() -> int:
             write_answers(out, f"{path}-{kind}", answers, header["expected_sha256"])
             doc["resilience"].append(row.to_dict())
             say(f"{path} {kind}: {row.errors} errors of {row.requests}; {row.verdict}")
-            (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+            save(out, doc)
     except LabError as e:
         print(f"resilience: error: {e}", file=sys.stderr)
         doc["failed"].append({"path": "-", "fault": "-", "error": str(e)})
-    finally:
-        try:
-            compose_run(base, ["down", "-v", "--remove-orphans"], env, 300, "taking the project down")
-        except LabError as e:
-            print(f"resilience: warning: {e}", file=sys.stderr)
-    doc["finished"] = now_iso()
-    (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
-    report = render(doc)
-    (out / "report.md").write_text(report)
-    print(report)
-    say(f"wrote {out}/report.md and results.json")
-    return 1 if doc["failed"] else 0
+    return finish("resilience", base, env, out, doc, render)
 
 
 if __name__ == "__main__":
