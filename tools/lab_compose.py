@@ -183,3 +183,14 @@ def finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render) 
     print(report)
     print(f"[{tool}] wrote {out}/report.md and results.json", flush=True)
     return 1 if doc["failed"] else 0
+
+
+def open_lab(env: dict, prefix: str, project: str) -> tuple[Path, dict, list[str]]:
+    """The env file PREFIX_ENV_FILE names (default local.env), its settings,
+    and the docker compose command for the tool's own project PREFIX_PROJECT."""
+    env_file = ROOT / env.get(f"{prefix}_ENV_FILE", "local.env")
+    if not env_file.exists():
+        raise LabError(f"{prefix}_ENV_FILE: {env_file} does not exist (make local-images writes local.env; "
+                       f"{prefix}_ENV_FILE=.env runs official images)")
+    base = ["docker", "compose", "-p", env.get(f"{prefix}_PROJECT", project), "--env-file", str(env_file)]
+    return env_file, settings_in(env_file), base

@@ -28,7 +28,7 @@ from bench.overload import ContainerAfter, clients_row, large_file_row  # noqa: 
 from bench.report_overload import render  # noqa: E402
 from bench.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
 from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,  # noqa: E402
-                         inspect, known_targets, now_iso, number, oom_events, results_dir, save, settings_in)
+                         inspect, known_targets, now_iso, number, oom_events, open_lab, results_dir, save)
 
 CHECKS = ("clients", "large")
 SIZE = re.compile(r"\d+(KB|MB|GB)")
@@ -117,13 +117,11 @@ def large_case(base: list[str], env: dict, s: dict, path: str):
 
 def main() -> int:
     env = dict(os.environ)
-    env_file = ROOT / env.get("OVERLOAD_ENV_FILE", "local.env")
-    if not env_file.exists():
-        print(f"overload: error: OVERLOAD_ENV_FILE: {env_file} does not exist (make local-images writes "
-              "local.env; OVERLOAD_ENV_FILE=.env runs official images)", file=sys.stderr)
+    try:
+        env_file, lab, base = open_lab(env, "OVERLOAD", "gridfs-lab-overload")
+    except LabError as e:
+        print(f"overload: error: {e}", file=sys.stderr)
         return 2
-    lab = settings_in(env_file)
-    base = ["docker", "compose", "-p", env.get("OVERLOAD_PROJECT", "gridfs-lab-overload"), "--env-file", str(env_file)]
     try:
         s = read_settings(env, lab)
         paths = known_targets(compose_services(base, env), s["targets"])

@@ -34,7 +34,7 @@ from bench.report_resilience import render  # noqa: E402
 from bench.resilience import RATE_BACK_HOLD, Fault, analyse  # noqa: E402
 from bench.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
 from lab_compose import (LabError, compose_run, compose_services, finish, known_targets, now_iso,  # noqa: E402
-                         number, results_dir, save, settings_in)
+                         number, open_lab, results_dir, save)
 
 FAULTS = ("restart", "pause")
 CASE_OVERHEAD_S = 15       # a bench container's start, the path's readiness check, the fault's commands
@@ -166,16 +166,11 @@ def write_answers(out: Path, name: str, answers, expected_sha256: str) -> None:
 
 def main() -> int:
     env = dict(os.environ)
-    env_file = ROOT / env.get("RESILIENCE_ENV_FILE", "local.env")
-    if not env_file.exists():
-        print(f"resilience: error: RESILIENCE_ENV_FILE: {env_file} does not exist (make local-images writes "
-              "local.env; RESILIENCE_ENV_FILE=.env runs official images)", file=sys.stderr)
+    try:
+        env_file, lab, base = open_lab(env, "RESILIENCE", "gridfs-lab-resilience")
+    except LabError as e:
+        print(f"resilience: error: {e}", file=sys.stderr)
         return 2
-    lab = settings_in(env_file)
-    project = env.get("RESILIENCE_PROJECT", "gridfs-lab-resilience")
-    base = ["docker", "compose", "-p", project, "--env-file", str(env_file)]
-    # only the files the load asks for: no working set, no store benchmark
-    env.update(FILE_SET="off")
     try:
         s = read_settings(env, lab)
         cases = [(p, d, k) for p, d in paths_with_database(compose_services(base, env), s["targets"])
