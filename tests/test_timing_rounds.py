@@ -75,6 +75,10 @@ def test_rounds_rotate_and_a_target_that_dies_is_failed_not_timed(two_nginx, veg
     assert not b4.ok and "stopped answering" in b4.error and b4.rps == 0
     assert "b" in timer.down
     assert [c.target for c in results.comparisons] == ["a"]
+    # ab -k and wrk take turns going first, so a warming path favours neither
+    assert [o for o in results.order if "ab -k" in o or "wrk" in o] == [
+        "a 1KB.bin c=4 ab -k r=1", "a 1KB.bin c=4 wrk r=1", "a 1KB.bin c=4 wrk r=2", "a 1KB.bin c=4 ab -k r=2"]
+    assert [len(t.repetitions) for t in (results.comparisons[0].ab_keepalive, results.comparisons[0].wrk)] == [2, 2]
     a_loop, b_loop = results.open_loop
     assert a_loop.ok and a_loop.rate == pytest.approx(0.2 * max(r.rps for r in results.runs if r.target == "a"),
                                                       rel=1e-3)

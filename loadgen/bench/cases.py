@@ -40,6 +40,11 @@ def case_seconds(cfg, warmup: Measurement | None, concurrency: int) -> float:
     return min(max(cfg.duration, math.ceil(wanted / warmup.rps)), cfg.duration * SLOW_CASE_STRETCH)
 
 
+def tools_in_turn(repetition: int) -> tuple[str, str]:
+    """ab -k first in odd repetitions, wrk first in even ones."""
+    return ("ab -k", "wrk") if repetition % 2 else ("wrk", "ab -k")
+
+
 def few_rounds(requests: int, concurrency: int) -> bool:
     """Each client completed fewer than ROUNDS_WANTED requests on average."""
     return requests < ROUNDS_WANTED * concurrency
@@ -176,7 +181,10 @@ class Timer:
 
     def compare_round(self, targets: list[TargetResult], f: dict, c: int) -> list[Comparison]:
         """ab -k and wrk at the same connection count and duration, their
-        repetitions interleaved and rotating through the targets."""
+        repetitions interleaved and rotating through the targets. Which tool
+        goes first alternates by repetition: a path still warming up (node
+        and FerretDB gain 10-20% over a few seconds) would otherwise always
+        favour the second."""
         reps: dict[str, dict[str, list[dict]]] = {t.name: {"ab -k": [], "wrk": []} for t in targets}
         failed: set[str] = set()
         for i in range(1, self.cfg.repetitions + 1):
@@ -185,12 +193,15 @@ class Timer:
                     continue
                 case = case_name(t.name, f["name"], c)
                 seconds = self.case_duration(t.name, f["name"], c)
+                runs = {
+                    "ab -k": lambda: run_ab(self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}",
+                                            keepalive=True, expected_size=f["size"]),
+                    "wrk": lambda: run_wrk(self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}"),
+                }
                 try:
-                    reps[t.name]["ab -k"].append(self.measured(t.name, lambda: run_ab(
-                        self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}", keepalive=True,
-                        expected_size=f["size"])))
-                    reps[t.name]["wrk"].append(self.measured(t.name, lambda: run_wrk(
-                        self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}")))
+                    for tool in tools_in_turn(i):
+                        reps[t.name][tool].append(self.measured(t.name, runs[tool]))
+                        self.results.order.append(f"{t.name} {f['name']} c={c} {tool} r={i}")
                 except TimingError as e:
                     failed.add(t.name)
                     self.results.warnings.append(f"{case}: ab -k / wrk not compared: {e}")

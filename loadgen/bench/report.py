@@ -470,7 +470,8 @@ def _agreement(results: Results) -> list[str]:
     seen = {f for c in results.comparisons for t in (c.ab_keepalive, c.wrk) for f in t.flags}
     return ["## ab -k against wrk (requests per second; agreement per case)", "",
             "Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
-            "at the same connection count and for the same seconds, repetitions interleaved. "
+            "at the same connection count and for the same seconds, repetitions interleaved, the tool going "
+            "first alternating. "
             f"Difference: |ab -k - wrk| / their mean, of the median repetitions; **differ**: over "
             f"{TOOLS_DISAGREE:.0%}. Latency: p50 / p90 / p99 / max ms (closed loop: queueing included).", "",
             *_table(["target", "size", "concurrency", "ab -k req/s", "wrk req/s", "difference",
