@@ -15,6 +15,24 @@ const MONGO_URI = process.env.MONGO_URI || 'mongodb://mongo:27017';
 const GRIDFS_DB = process.env.GRIDFS_DB || 'lab';
 const GRIDFS_BUCKET = process.env.GRIDFS_BUCKET || 'fs';
 
+function log(message) {
+  process.stderr.write(`${new Date().toISOString()} gridfs-lab-node: ${message}\n`);
+}
+
+// A positive integer up to max from the environment variable `name` (unset
+// or empty: the fallback); anything else stops the process before it starts.
+function positiveIntegerFromEnv(name, fallback, max = Number.MAX_SAFE_INTEGER) {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = /^[0-9]+$/.test(text) ? Number(text) : NaN;
+  if (!(value >= 1 && value <= max)) {
+    const limit = max < Number.MAX_SAFE_INTEGER ? ` up to ${max}` : '';
+    log(`${name} must be a positive integer${limit}, got ${JSON.stringify(text)}`);
+    process.exit(2);
+  }
+  return value;
+}
+
 // Bounded waits, so that a missing MongoDB turns into a 503 within about two
 // seconds instead of a hung request; once connected, the driver reconnects
 // by itself after an outage.
@@ -46,6 +64,17 @@ const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.cont
 // Chunks fetched per cursor round trip: memory per request stays at a few
 // chunks (~1 MiB) whatever the file size, instead of the driver's 16 MiB batches.
 const CHUNKS_PER_BATCH = 4;
+// Bodies streamed at once, so that memory is bounded whatever the number of
+// clients. Each stream holds up to CHUNKS_PER_BATCH chunks in its cursor
+// batch plus one in the pipeline: 32 x 5 x 255 KiB ~ 40 MiB, twice that
+// with garbage not yet collected, plus node's own ~70 MiB: ~150 MiB, well
+// inside a 256 MiB container (64 streams would be ~230 MiB). Each stream is
+// paced by its client or by MongoDB, so 32 keep two cores busy.
+const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
+// How long a body waits for a stream before its 503: nginx-gridfs's
+// gridfs_queue_timeout, so that both paths shed load alike, and well below
+// the load generators' 30 s client timeout. (2^31 - 1: setTimeout's limit.)
+const STREAM_WAIT_MS = positiveIntegerFromEnv('NODE_STREAM_WAIT_MS', 10_000, 2 ** 31 - 1);
 const MAX_NAME_BYTES = 255;
 const MAX_OFFSET_DIGITS = '9223372036854775807'; // nginx's off_t limit for Range values
 
@@ -63,10 +92,6 @@ const CONTENT_TYPES = {
 
 const NOT_SATISFIABLE = 'not satisfiable';
 const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-function log(message) {
-  process.stderr.write(`${new Date().toISOString()} gridfs-lab-node: ${message}\n`);
-}
 
 function sendText(res, status, text, headers = {}) {
   const body = `${text}\n`;
@@ -277,6 +302,77 @@ function openChunks(fileId, chunkSize, start, end) {
   return { cursor, nextPiece };
 }
 
+// A counting semaphore whose waiters are served first come, first served.
+class Semaphore {
+  #free;
+  // A Set iterates in insertion order (FIFO) and lets a waiter leave in O(1).
+  #waiters = new Set();
+
+  constructor(count) {
+    this.#free = count;
+  }
+
+  // Resolves to the slot's release function (idempotent), or to null when
+  // no slot freed within timeoutMs or `signal` aborted first.
+  acquire(timeoutMs, signal) {
+    if (this.#free > 0) {
+      this.#free--;
+      return Promise.resolve(this.#releaser());
+    }
+    if (signal.aborted) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const settle = (release) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', leave);
+        this.#waiters.delete(grant);
+        resolve(release);
+      };
+      const grant = () => settle(this.#releaser());
+      const leave = () => settle(null);
+      const timer = setTimeout(leave, timeoutMs);
+      signal.addEventListener('abort', leave, { once: true });
+      this.#waiters.add(grant);
+    });
+  }
+
+  #releaser() {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      // Handed straight to the oldest waiter, so that a newcomer cannot take it first.
+      const [oldest] = this.#waiters;
+      if (oldest === undefined) this.#free++;
+      else oldest();
+    };
+  }
+}
+
+const streamSlots = new Semaphore(MAX_STREAMS);
+
+// A stream slot for this response, in turn: its release function, called
+// at the latest when the response closes, or null when none freed within
+// STREAM_WAIT_MS or the client left while waiting (it leaves the queue).
+async function takeStreamSlot(res) {
+  if (res.destroyed) return null;
+  const clientGone = new AbortController();
+  const abort = () => clientGone.abort();
+  res.once('close', abort);
+  const release = await streamSlots.acquire(STREAM_WAIT_MS, clientGone.signal);
+  res.off('close', abort);
+  if (release === null) return null;
+  if (res.destroyed) { // granted after the client left
+    release();
+    return null;
+  }
+  res.once('close', release);
+  return release;
+}
+
+function sendUnavailable(res) {
+  sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
+}
+
 async function serveFile(req, res) {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     sendText(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
@@ -296,7 +392,7 @@ async function serveFile(req, res) {
   } catch (error) {
     if (!(error instanceof MongoError)) throw error;
     log(`MongoDB unavailable looking up ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
-    sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
+    sendUnavailable(res);
     return;
   }
   if (document === null) {
@@ -376,6 +472,16 @@ async function serveFile(req, res) {
     res.end();
     return;
   }
+  // Only reading chunks takes a stream slot (memory grows with streams, not
+  // with requests): HEAD, 304 and errors above never wait for one.
+  const release = await takeStreamSlot(res);
+  if (release === null) {
+    if (res.destroyed) return; // the client left while waiting
+    log(`no stream of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms) `
+      + `for ${JSON.stringify(name)}: 503`);
+    sendUnavailable(res);
+    return;
+  }
   // The first chunk is read before the status line goes out, so that a
   // MongoDB failure there is still a clean 503; later failures can only cut
   // the connection short (Content-Length tells the client).
@@ -384,10 +490,11 @@ async function serveFile(req, res) {
   try {
     firstPiece = await nextPiece();
   } catch (error) {
+    release();
     cursor.close().catch(() => {});
     if (!(error instanceof MongoError || error instanceof CorruptFile)) throw error;
     log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
-    sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
+    sendUnavailable(res);
     return;
   }
   res.writeHead(status, responseHeaders);
@@ -400,7 +507,9 @@ async function serveFile(req, res) {
   }
   // highWaterMark 1: at most one chunk waits in the stream, whatever the
   // client's speed; pipeline destroys the response on a read error.
+  // The slot is released here or on the response's 'close', whichever comes first.
   pipeline(Readable.from(pieces(), { highWaterMark: 1 }), res, (error) => {
+    release();
     if (error && error.code !== 'ERR_STREAM_PREMATURE_CLOSE') {
       log(`stream of ${JSON.stringify(name)} cut short: ${error.name}: ${error.message}`);
     }
