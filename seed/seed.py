@@ -27,6 +27,7 @@ from pathlib import Path
 import gridfs
 import psycopg
 import pymongo
+from pymongo.database import Database
 from pymongo.errors import ConnectionFailure, PyMongoError
 
 import file_set
@@ -36,6 +37,8 @@ from file_set import CONTENT_TYPE, UNITS, FileSetError
 # One round trip at most this long: the file set's largest deletes and its
 # sorted chunk cursor take seconds on FerretDB.
 MONGO_SOCKET_TIMEOUT_MS = 300_000
+# Chunks per reply when reading GridFS back: 16 x 255 KiB, about 4 MB.
+CHUNKS_PER_BATCH = 16
 SIZE = re.compile(r"^(\d+)(B|KB|MB|GB)$", re.IGNORECASE)
 
 
@@ -141,15 +144,32 @@ def store_on_disk(files_dir: Path, entry: ManifestEntry, data: bytes) -> str:
     return "written"
 
 
-def check_back(bucket: gridfs.GridFSBucket, files_dir: Path, entry: ManifestEntry,
+def gridfs_sha256(database: Database, name: str) -> str:
+    """The sha256 of the newest revision of `name` in the fs bucket, read in
+    batches of CHUNKS_PER_BATCH chunks. The driver's own reader leaves the
+    batch size to the server, and FerretDB, unlike MongoDB, does not cap a
+    reply at 16 MiB: a 100 MB file came back in one 65 MB reply, over the
+    48 MB the driver accepts."""
+    grid_out = gridfs.GridFSBucket(database).open_download_stream_by_name(name)
+    digest, n = hashlib.sha256(), 0
+    for chunk in database["fs.chunks"].find({"files_id": grid_out._id}, {"n": 1, "data": 1}, sort=[("n", 1)],
+                                            batch_size=CHUNKS_PER_BATCH):
+        if chunk["n"] != n:
+            raise SeedError(f"{name}: GridFS chunk {n} missing (found chunk {chunk['n']})")
+        digest.update(chunk["data"])
+        n += 1
+    return digest.hexdigest()
+
+
+def check_back(database: Database, files_dir: Path, entry: ManifestEntry,
                postgres: psycopg.Connection | None = None) -> None:
     """Every copy read back and compared by sha256; entry.stores names them."""
-    copies = {"gridfs": lambda: bucket.open_download_stream_by_name(entry.name).read(),
-              "disk": lambda: (files_dir / entry.name).read_bytes()}
+    copies = {"gridfs": lambda: gridfs_sha256(database, entry.name),
+              "disk": lambda: sha256((files_dir / entry.name).read_bytes())}
     if postgres is not None:
-        copies["postgres"] = lambda: postgres_store.read_back(postgres, entry.name)
-    for store, read in copies.items():
-        digest = sha256(read())
+        copies["postgres"] = lambda: sha256(postgres_store.read_back(postgres, entry.name))
+    for store, digest_of in copies.items():
+        digest = digest_of()
         if digest != entry.sha256:
             raise SeedError(f"{entry.name} read back from {store} has sha256 {digest}, expected {entry.sha256}")
     entry.stores = list(copies)
@@ -204,7 +224,7 @@ def main() -> None:
         print(f"seed: {entry.name} ({size} bytes): {states}", flush=True)
         entries.append(entry)
     for entry in entries:
-        check_back(bucket, files_dir, entry, postgres)
+        check_back(client[db], files_dir, entry, postgres)
     set_stores = [file_set.GridFSSet(client[db]), file_set.DiskSet(files_dir)]
     if postgres is not None:
         set_stores.append(file_set.PostgresSet(postgres))

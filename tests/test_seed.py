@@ -63,6 +63,22 @@ def test_seed_writes_gridfs_disk_and_manifest_then_reruns_idempotently(mongo_uri
     assert [d.upload_date for d in bucket.find().sort("filename")] == upload_dates
 
 
+def test_a_file_past_the_largest_reply_is_seeded_and_read_back(mongo_uri, tmp_path):
+    """80 MB: read back by the driver's own GridOut, FerretDB answered the
+    chunks past its first batch in one reply over the 48 MB the driver takes
+    (100MB in FILE_SIZES failed so); the seed reads in bounded batches."""
+    done = run_seed(mongo_uri, tmp_path, "seedbig", "80MB")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 files verified by sha256" in done.stdout
+    with pytest.raises(pymongo.errors.ProtocolError, match="larger than server max message size"):
+        gridfs.GridFSBucket(pymongo.MongoClient(mongo_uri).seedbig).open_download_stream_by_name("80MB.bin").read()
+    # a chunk gone is caught, not read past
+    pymongo.MongoClient(mongo_uri).seedbig["fs.chunks"].delete_one({"n": 7})
+    (tmp_path / "80MB.bin").unlink()  # so the seed rewrites the disk copy, not GridFS's
+    broken = run_seed(mongo_uri, tmp_path, "seedbig", "80MB")
+    assert broken.returncode != 0 and "chunk 7 missing" in broken.stderr, broken.stdout + broken.stderr
+
+
 def test_seed_replaces_a_corrupted_file(mongo_uri, tmp_path):
     assert run_seed(mongo_uri, tmp_path, "seedfix", "1KB").returncode == 0
     (tmp_path / "1KB.bin").write_bytes(b"corrupt")
