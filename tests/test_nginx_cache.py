@@ -56,8 +56,6 @@ class NginxCache:
     def config(self) -> str:
         return native_nginx_config(SERVICE / "nginx.conf", self.prefix, {
             "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
-            "include /etc/nginx/cache-env.conf;": f"include {self.prefix}/cache-env.conf;",
-            "/var/log/nginx/cache-status.log": str(self.status_log),
         })
 
     def start(self) -> "NginxCache":

@@ -27,7 +27,7 @@ fi
 
 # worker_processes from .env, as in nginx-static: `auto` would count the
 # host's cores, not the container's cpuset.
-nginx -g "daemon off; worker_processes ${NGINX_WORKERS:-1};" &
+nginx -e stderr -g "daemon off; worker_processes ${NGINX_WORKERS:-1};" &
 nginx_pid=$!
 
 stop() {

@@ -40,7 +40,7 @@ esac
 [ "$kib" -ge 2048 ] || fail "CACHE_SIZE=$size is below the 2m minimum"
 max_kib=$((kib * 9 / 10))
 
-conf=${NGINX_CACHE_CONF:-/etc/nginx/cache-env.conf}
+conf=${NGINX_CACHE_CONF:-/tmp/cache-env.conf}
 cache_dir=${NGINX_CACHE_DIR:-/var/cache/nginx-cache}
 cat >"$conf" <<CONF
 proxy_cache_path $cache_dir levels=1:2 keys_zone=files:8m max_size=${max_kib}k inactive=1d use_temp_path=off;
@@ -60,4 +60,4 @@ if command -v getent >/dev/null; then
     waited=$((waited + 1))
   done
 fi
-exec nginx -g "daemon off; worker_processes ${NGINX_WORKERS:-1};"
+exec nginx -e stderr -g "daemon off; worker_processes ${NGINX_WORKERS:-1};"
