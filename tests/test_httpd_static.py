@@ -61,6 +61,8 @@ class HttpdStatic:
             "/usr/local/apache2": str(self.prefix),
             "\nListen 8080\n": f"\nListen 127.0.0.1:{self.port}\n",
             '"/data/files': f'"{self.files_dir}',
+            "PidFile /tmp/": f"PidFile {self.prefix}/logs/",
+            "DefaultRuntimeDir /tmp\n": f"DefaultRuntimeDir {self.prefix}/logs\n",
         }
         for old, new in replacements.items():
             if old not in text:
