@@ -196,6 +196,19 @@ def write_manifest(files_dir: Path, entries: list[ManifestEntry], db: str, secon
     tmp.replace(files_dir / "manifest.json")
 
 
+def check_writable(files_dir: Path) -> None:
+    """The files volume must be the seed's: one made by an earlier version of
+    the lab, whose seed ran as root, is not (its files are root's)."""
+    probe = files_dir / f".seed-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except PermissionError as error:
+        sys.exit(f"seed: error: {files_dir} (the files volume) is not writable by uid {os.getuid()} ({error}): "
+                 "it was made by an earlier version of the lab, which ran the seed as root. Remove it "
+                 "(docker compose down -v, or docker volume rm <project>_files) and run again.")
+
+
 def main() -> None:
     started = time.monotonic()
     uri = os.environ.get("MONGO_URI", "mongodb://mongo:27017")
@@ -204,6 +217,7 @@ def main() -> None:
     sizes = parse_sizes(os.environ.get("FILE_SIZES", "1KB 100KB 1MB"))
     spec = file_set_spec()
     files_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(files_dir)
 
     client = connect(uri, float(os.environ.get("SEED_MONGO_TIMEOUT", "120")))
     bucket = gridfs.GridFSBucket(client[db])
