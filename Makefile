@@ -21,16 +21,19 @@ local-images: setup
 # --exit-code-from: plain `up` exits 0 whatever bench's status was. The
 # settings check first on its own, so a bad variable's line shows here (`up`
 # runs it again, silently, as a dependency; attaching to it there would end
-# the run when it exits).
+# the run when it exits). bench runs as RESULTS_OWNER: tools/results-owner.sh
+# gives your own ids (as root: .env's, with results/ handed to them).
 # The lab on official images (needs a registry).
 lab: setup
-	$(COMPOSE_OFFICIAL) run --rm --build settings
-	$(COMPOSE_OFFICIAL) up --build --exit-code-from bench bench
+	owner=$$(tools/results-owner.sh .env) && export RESULTS_OWNER=$$owner \
+	  && $(COMPOSE_OFFICIAL) run --rm --build settings \
+	  && $(COMPOSE_OFFICIAL) up --build --exit-code-from bench bench
 
 # The lab on local images (this machine, CI).
 lab-local: local-images
-	$(COMPOSE_LOCAL) run --rm --build settings
-	$(COMPOSE_LOCAL) up --build --exit-code-from bench bench
+	owner=$$(tools/results-owner.sh local.env) && export RESULTS_OWNER=$$owner \
+	  && $(COMPOSE_LOCAL) run --rm --build settings \
+	  && $(COMPOSE_LOCAL) up --build --exit-code-from bench bench
 
 # One run per value of one setting on local images, then one table across
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).

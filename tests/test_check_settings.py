@@ -76,6 +76,8 @@ BAD = [
     ("WRITE_FILES", "0"), ("WRITE_SIZE", "10TB"), ("WRITE_THREADS", "300"), ("BENCH_STARTUP_TIMEOUT", "0"),
     ("BENCH_ALLOW_NONCONFORMING", "2"), ("BENCH_REQUESTS", "500"),
     ("RESULTS_DIR", "results"), ("RESULTS_DIR", "./a:b"), ("RESULTS_DIR", ""), ("RESULTS_DIR", "./my results"),
+    ("RESULTS_OWNER", "0:0"), ("RESULTS_OWNER", "1000"), ("RESULTS_OWNER", "me:me"), ("RESULTS_OWNER", ""),
+    ("RESULTS_OWNER", "1000:0"), ("RESULTS_OWNER", "1000:1000 2"),
     ("NGINX_WORKERS", "1 2"), ("NGINX_WORKERS", "0"), ("NGINX_WORKERS", "auto"), ("GUNICORN_WORKERS", "1.5"),
     ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "1001"),
     ("CACHE_UPSTREAM", "nginx-gridfs"), ("CACHE_UPSTREAM", "nginx-gridfs:0"), ("CACHE_UPSTREAM", "-x:8080"),

@@ -41,8 +41,9 @@ def test_bad_settings_name_the_variable(change, named):
 
 
 def test_every_knob_of_env_is_recorded_and_reaches_bench_with_its_effective_value():
-    # .env is the list of knobs: each is recorded in results.json (but the two
-    # that only say where and how long to wait), and compose hands each to bench
+    # .env is the list of knobs: each is recorded in results.json (but the
+    # three that only say where, as whom and how long to wait), and compose
+    # hands each to bench
     import json
     import re
     import subprocess
@@ -51,7 +52,7 @@ def test_every_knob_of_env_is_recorded_and_reaches_bench_with_its_effective_valu
     from bench.settings import RECORDED
     repo = Path(__file__).resolve().parent.parent
     names = [m.group(1) for m in re.finditer(r"^([A-Z][A-Z0-9_]*)=", (repo / ".env").read_text(), re.M)]
-    assert set(names) - set(RECORDED) == {"BENCH_STARTUP_TIMEOUT", "RESULTS_DIR"}
+    assert set(names) - set(RECORDED) == {"BENCH_STARTUP_TIMEOUT", "RESULTS_DIR", "RESULTS_OWNER"}
     done = subprocess.run(["docker", "compose", "--env-file", ".env", "config", "--format", "json"], cwd=repo,
                           env={"PATH": "/usr/local/bin:/usr/bin:/bin", "FLASK_IMAGE": "python:3.13-slim"},
                           capture_output=True, text=True, timeout=60)

@@ -40,6 +40,9 @@ run() {
   lines=$(compose_args) || exit 1
   # globals: the EXIT trap reads them after run() has returned
   mapfile -t compose_args <<<"$lines"
+  # bench writes the results as this uid:gid (never root)
+  RESULTS_OWNER=$(tools/results-owner.sh "${LAB_ENV_FILE:-.env}") || exit 1
+  export RESULTS_OWNER
   run_log=$(mktemp)
   # Down whatever happens, so the next run starts from clean volumes.
   trap 'timeout 300 docker compose "${compose_args[@]}" down -v --remove-orphans >/dev/null 2>&1 || true

@@ -41,6 +41,7 @@ CPUSETS = tuple(f"{service}_CPUS" for service in SERVICES)
 MEMORY_LIMITS = tuple(f"{service}_MEM" for service in SERVICES)
 
 VARIABLES = (*BASE_IMAGES, *SERVICE_IMAGES, "FILE_SIZES", "FILE_SET", "GRIDFS_DB", *BENCH_KNOBS, "RESULTS_DIR",
+             "RESULTS_OWNER",
              *WORKER_COUNTS, "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS, *CPUSETS, "LOADGEN_CPU_QUOTA",
              *MEMORY_LIMITS)
 
@@ -177,6 +178,17 @@ def results_dir(name: str, text: str) -> str:
     value = _one_word(name, text, accepts)
     if not value.startswith((".", "/")) or ":" in value:
         raise SettingsError(f"{name}={text!r}: expected {accepts} (Compose reads a bare name as a volume)")
+    return value
+
+
+def results_owner(name: str, text: str) -> str:
+    # compose.yaml runs bench as `user: ${RESULTS_OWNER}`; root would undo
+    # the least privilege every other container of the lab keeps.
+    accepts = "uid:gid, two numbers other than 0 such as 1000:1000 (your own: id -u, id -g)"
+    value = _one_word(name, text, accepts)
+    ids = value.split(":")
+    if len(ids) != 2 or not all(WHOLE_NUMBER.fullmatch(i) for i in ids):
+        raise SettingsError(f"{name}={text!r}: expected {accepts}")
     return value
 
 
@@ -330,6 +342,7 @@ def check(env: dict, host_cores: int) -> list[str]:
     parsed("FILE_SET", file_set)
     parsed("GRIDFS_DB", database_name)
     parsed("RESULTS_DIR", results_dir)
+    parsed("RESULTS_OWNER", results_owner)
     for name, maximum in WORKER_COUNTS.items():
         parsed(name, whole_number, maximum)
     parsed("CACHE_UPSTREAM", upstream)

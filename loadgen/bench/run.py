@@ -15,7 +15,8 @@ from .progress import Progress, clock, planned_seconds, say
 from .settings import SLOW_CASE_STRETCH
 from .report import render_markdown
 from .results import Results
-from .run_dir import load_manifest, new_run_dir, now, point_latest
+from .run_dir import (RESULTS_NOT_WRITABLE, VOLUME_NOT_WRITABLE, load_manifest, new_run_dir, not_writable, now,
+                      point_latest)
 from .working_set import time_working_set
 from .writes import StoreBenchmark
 
@@ -116,6 +117,13 @@ def main() -> int:
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
     results_dir = Path(cfg.results_dir)
+    problems = [not_writable(results_dir, RESULTS_NOT_WRITABLE)]
+    if cfg.write:
+        problems.append(not_writable(Path(cfg.write_dir), VOLUME_NOT_WRITABLE, volume="writes"))
+    for problem in filter(None, problems):
+        print(f"bench: error: {problem}", file=sys.stderr)
+    if any(problems):
+        return 2
     manifest = load_manifest(Path(cfg.files_dir))
     files = manifest["files"]
     file_set = manifest.get("file_set")

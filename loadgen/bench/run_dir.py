@@ -1,8 +1,27 @@
 """Where a run is written: results/<UTC time>/ (never an existing one),
 results/latest pointing at it, and the seed's manifest it starts from."""
 import json
+import os
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+
+RESULTS_NOT_WRITABLE = ("{path} (RESULTS_DIR, mounted) is not writable by uid {uid}:{gid}, the RESULTS_OWNER "
+                        "bench runs as: set RESULTS_OWNER to the directory's owner (make lab sets it to your "
+                        "own ids), e.g. RESULTS_OWNER=$(id -u):$(id -g) docker compose up bench")
+VOLUME_NOT_WRITABLE = ("{path} (the {volume} volume) is not writable by uid {uid}:{gid}: it was made by an earlier "
+                       "version of the lab, which ran as root. Remove it (docker compose down -v, or docker volume "
+                       "rm <project>_{volume}) and run again")
+
+
+def not_writable(path: Path, message: str, **names) -> str | None:
+    """`message` filled in when this process cannot create a file in `path`
+    (bench is not root: compose.yaml), else None."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".bench-probe-"):
+            return None
+    except OSError as error:
+        return message.format(path=path, uid=os.getuid(), gid=os.getgid(), **names) + f" ({error.strerror})"
 
 
 def now() -> str:

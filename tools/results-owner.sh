@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prints the uid:gid bench should run as (compose.yaml: `user:
+# ${RESULTS_OWNER}`) so that it can write RESULTS_DIR, and makes sure it can:
+#   - not root: your own ids, so the results are yours;
+#   - root: RESULTS_OWNER as set (shell, else the env files; bench never
+#     runs as root), and RESULTS_DIR itself handed to it (root reads it all
+#     the same; runs already in it keep their owner).
+# Usage: RESULTS_OWNER=$(tools/results-owner.sh ENV_FILE...) docker compose ...
+# Later env files win, as with docker compose --env-file.
+. "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || die "usage: tools/results-owner.sh ENV_FILE..."
+
+from_env_files() { # NAME: its last value in the env files, as Compose reads them
+  local name=$1 value='' file line
+  for file in "${env_files[@]}"; do
+    [ -f "$file" ] || die "$file: no such env file"
+    line=$(sed -n "s/^$name=//p" "$file" | tail -n 1)
+    [ -n "$line" ] && value=$line
+  done
+  printf '%s' "$value"
+}
+
+env_files=("$@")
+if [ "$(id -u)" != 0 ]; then
+  echo "$(id -u):$(id -g)"
+  exit 0
+fi
+owner=${RESULTS_OWNER:-$(from_env_files RESULTS_OWNER)}
+[[ $owner =~ ^[1-9][0-9]*:[1-9][0-9]*$ ]] ||
+  die "RESULTS_OWNER=$owner: expected uid:gid, two numbers other than 0 (bench does not run as root)"
+dir=${RESULTS_DIR:-$(from_env_files RESULTS_DIR)}
+dir=${dir:-./results}
+case $dir in /*) ;; *) dir="$root/${dir#./}" ;; esac
+mkdir -p "$dir"
+chown "$owner" "$dir"
+echo "$owner"
