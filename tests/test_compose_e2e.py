@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from test_least_privilege import inspected_problems
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-e2e"  # fixed, so its images are reused from run to run
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks
@@ -61,7 +63,11 @@ def lab():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     results = REPO / "results" / f"e2e-{os.getpid()}"
     results.mkdir(parents=True)
-    env = {**os.environ, "RESULTS_DIR": str(results), "FILE_SIZES": SIZES,
+    env = {**os.environ, "RESULTS_DIR": str(results)}
+    # bench is not root: it writes the results as RESULTS_OWNER, as make lab runs it
+    env["RESULTS_OWNER"] = subprocess.run([str(REPO / "tools" / "results-owner.sh"), "local.env"], cwd=REPO, env=env,
+                                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    env = {**env, "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
            "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_OPEN_LOOP": "0.5",
            "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "1", "BENCH_PROFILE": "full", "FILE_SET": FILE_SET,
@@ -94,6 +100,23 @@ def test_bench_exits_zero_with_every_target_verified_and_timed(lab):
     assert {(o["target"], o["file"]) for o in data["open_loop"]} == {
         (t, f"{s}.bin") for t in targets for s in SIZES.split()}
     assert all(o["status"] == "ok" and o["requests"] > 0 and o["p50_ms"] <= o["p99_ms"] for o in data["open_loop"])
+
+
+def test_every_container_ran_unprivileged_or_says_why(lab):
+    """What Docker ran, not only what compose.yaml asks for: each container
+    of the run, inspected (tests/test_least_privilege.py's rules)."""
+    _, _, results, env = lab
+    ids = compose("ps", "-a", "-q", env=env, timeout=60).stdout.split()
+    containers = json.loads(subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, timeout=60,
+                                           check=True).stdout)
+    ran = {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in containers}
+    assert EVERY_PATH | {"settings", "seed", "bench", "mongo", "postgres", "cadvisor"} <= set(ran)
+    assert [p for c in containers for p in inspected_problems(c)] == []
+    assert ran["bench"]["Config"]["User"] == env["RESULTS_OWNER"]
+    # and the results are the owner's, from the run directory down
+    owner = tuple(map(int, env["RESULTS_OWNER"].split(":")))
+    run_dir = results / json.loads((results / "latest" / "results.json").read_text())["run_id"]
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in [run_dir, *run_dir.iterdir()]} == {owner}
 
 
 def test_every_target_conforms_to_nginx_static(lab):
