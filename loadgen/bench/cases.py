@@ -181,10 +181,11 @@ class Timer:
 
     def compare_round(self, targets: list[TargetResult], f: dict, c: int) -> list[Comparison]:
         """ab -k and wrk at the same connection count and duration, their
-        repetitions interleaved and rotating through the targets. Which tool
-        goes first alternates by repetition: a path still warming up (node
-        and FerretDB gain 10-20% over a few seconds) would otherwise always
-        favour the second."""
+        repetitions interleaved and rotating through the targets. Each pair
+        starts after BENCH_WARMUP seconds of wrk on the path, not counted, and
+        which tool goes first alternates by repetition: the first run on node
+        after the other paths' turns was 20-25% slower than the second, in
+        either order (run 20261125T141036Z)."""
         reps: dict[str, dict[str, list[dict]]] = {t.name: {"ab -k": [], "wrk": []} for t in targets}
         failed: set[str] = set()
         for i in range(1, self.cfg.repetitions + 1):
@@ -199,6 +200,8 @@ class Timer:
                     "wrk": lambda: run_wrk(self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}"),
                 }
                 try:
+                    if self.cfg.warmup:
+                        run_wrk(self.url(t, f), c, self.cfg.warmup)
                     for tool in tools_in_turn(i):
                         reps[t.name][tool].append(self.measured(t.name, runs[tool]))
                         self.results.order.append(f"{t.name} {f['name']} c={c} {tool} r={i}")
@@ -207,7 +210,8 @@ class Timer:
                     self.results.warnings.append(f"{case}: ab -k / wrk not compared: {e}")
                     say(f"{case}: ab -k / wrk FAILED: {e}")
                     self.health(t)
-                self.progress.advance(2 * (self.cfg.duration + MEASURED_OVERHEAD_S))
+                self.progress.advance(2 * (self.cfg.duration + MEASURED_OVERHEAD_S)
+                                      + (self.cfg.warmup + OVERHEAD_S if self.cfg.warmup else 0.0))
                 self.progress.report(f"{case} ab -k / wrk r{i} done")
         comparisons = []
         for t in targets:
