@@ -507,9 +507,12 @@ async function serveFile(req, res) {
   }
   // highWaterMark 1: at most one chunk waits in the stream, whatever the
   // client's speed; pipeline destroys the response on a read error.
-  // The slot is released here or on the response's 'close', whichever comes first.
+  // The slot is released here or on the response's 'close', whichever comes
+  // first; the cursor is closed here too, as pieces() never started (its
+  // finally never runs) when the client left before the first read.
   pipeline(Readable.from(pieces(), { highWaterMark: 1 }), res, (error) => {
     release();
+    cursor.close().catch(() => {});
     if (error && error.code !== 'ERR_STREAM_PREMATURE_CLOSE') {
       log(`stream of ${JSON.stringify(name)} cut short: ${error.name}: ${error.message}`);
     }
