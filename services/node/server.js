@@ -64,7 +64,8 @@ const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.cont
 // Chunks fetched per cursor round trip: memory per request stays at a few
 // chunks (~1 MiB) whatever the file size, instead of the driver's 16 MiB batches.
 const CHUNKS_PER_BATCH = 4;
-// Bodies streamed at once, so that memory is bounded whatever the number of
+// Requests using MongoDB at once (a lookup, then the body's chunks), so
+// that memory and the driver's pool are bounded whatever the number of
 // clients. Each stream holds up to CHUNKS_PER_BATCH chunks in its cursor
 // batch plus one in the pipeline: 32 x 5 x 255 KiB ~ 40 MiB, twice that
 // with garbage not yet collected, plus node's own ~70 MiB: ~150 MiB, well
@@ -385,6 +386,19 @@ async function serveFile(req, res) {
     return;
   }
 
+  // A slot before the lookup: every request that uses MongoDB takes one,
+  // so the driver's pool is never queued deep with lookups that chunk reads
+  // then wait behind (at 1000 clients on 1 MB, not one body came whole).
+  // Released when the response closes, whatever it was.
+  const release = await takeStreamSlot(res);
+  if (release === null) {
+    if (res.destroyed) return; // the client left while waiting
+    log(`no slot of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms) `
+      + `for ${JSON.stringify(name)}: 503`);
+    sendUnavailable(res);
+    return;
+  }
+
   let document;
   try {
     if (!connected) await ensureConnected();
@@ -470,16 +484,6 @@ async function serveFile(req, res) {
   if (req.method === 'HEAD' || start === end) {
     res.writeHead(status, responseHeaders);
     res.end();
-    return;
-  }
-  // Only reading chunks takes a stream slot (memory grows with streams, not
-  // with requests): HEAD, 304 and errors above never wait for one.
-  const release = await takeStreamSlot(res);
-  if (release === null) {
-    if (res.destroyed) return; // the client left while waiting
-    log(`no stream of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms) `
-      + `for ${JSON.stringify(name)}: 503`);
-    sendUnavailable(res);
     return;
   }
   // The first chunk is read before the status line goes out, so that a
