@@ -69,10 +69,10 @@ const CHUNKS_PER_BATCH = 4;
 // clients. Each stream holds up to CHUNKS_PER_BATCH chunks in its cursor
 // batch plus one in the pipeline: 32 x 5 x 255 KiB ~ 40 MiB, twice that
 // with garbage not yet collected, plus node's own ~70 MiB: ~150 MiB, well
-// inside a 256 MiB container (64 streams would be ~230 MiB). Each stream is
-// paced by its client or by MongoDB, so 32 keep two cores busy.
+// inside a 256 MiB container (64 streams would be ~230 MiB). Measured: 94
+// MiB at its peak under 1000 clients on 1 MB (overload-20261125T151339Z).
 const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
-// How long a body waits for a stream before its 503: nginx-gridfs's
+// How long a request waits for a slot before its 503: nginx-gridfs's
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
 // the load generators' 30 s client timeout. (2^31 - 1: setTimeout's limit.)
 const STREAM_WAIT_MS = positiveIntegerFromEnv('NODE_STREAM_WAIT_MS', 10_000, 2 ** 31 - 1);
@@ -349,17 +349,17 @@ class Semaphore {
   }
 }
 
-const streamSlots = new Semaphore(MAX_STREAMS);
+const mongoSlots = new Semaphore(MAX_STREAMS);
 
-// A stream slot for this response, in turn: its release function, called
+// A slot to use MongoDB for this response, in turn: its release function, called
 // at the latest when the response closes, or null when none freed within
 // STREAM_WAIT_MS or the client left while waiting (it leaves the queue).
-async function takeStreamSlot(res) {
+async function takeMongoSlot(res) {
   if (res.destroyed) return null;
   const clientGone = new AbortController();
   const abort = () => clientGone.abort();
   res.once('close', abort);
-  const release = await streamSlots.acquire(STREAM_WAIT_MS, clientGone.signal);
+  const release = await mongoSlots.acquire(STREAM_WAIT_MS, clientGone.signal);
   res.off('close', abort);
   if (release === null) return null;
   if (res.destroyed) { // granted after the client left
@@ -390,7 +390,7 @@ async function serveFile(req, res) {
   // so the driver's pool is never queued deep with lookups that chunk reads
   // then wait behind (at 1000 clients on 1 MB, not one body came whole).
   // Released when the response closes, whatever it was.
-  const release = await takeStreamSlot(res);
+  const release = await takeMongoSlot(res);
   if (release === null) {
     if (res.destroyed) return; // the client left while waiting
     log(`no slot of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms) `
