@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ab_output import AbOutputError, parse_percentiles, parse_summary, short_answers
+from bench.clients.ab_output import AbOutputError, parse_percentiles, parse_summary, short_answers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ab"
 

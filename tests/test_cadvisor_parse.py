@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cadvisor import (CadvisorError, cpu_allowance, cpus_in_mask, find_by_id, own_container_id,
+from bench.measure.cadvisor import (CadvisorError, cpu_allowance, cpus_in_mask, find_by_id, own_container_id,
                             parse_container, parse_counters, parse_docker_list, parse_timestamp_ns, services_of_project)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cadvisor"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.compare import (CompareError, compare, load, main, mann_whitney, regressions, render_markdown,
+from bench.report.compare import (CompareError, compare, load, main, mann_whitney, regressions, render_markdown,
                            smallest_p)
 from bench.results import Results
 

@@ -1,4 +1,4 @@
-"""The conformance suite (loadgen/bench/conformance.py) against real servers:
+"""The conformance suite (loadgen/bench/checks/conformance.py) against real servers:
 nginx-static judged against itself passes every case; a server that ignores
 Range and Host is caught; every native serving path passes against nginx-static."""
 import hashlib
@@ -13,7 +13,7 @@ import pymongo
 import pytest
 
 import seed as seed_mod
-from bench.conformance import check, hostile_requests
+from bench.checks.conformance import check, hostile_requests
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.cadvisor import parse_docker_list, services_of_project
-from bench.charts import cpu_chart
-from bench.report import render_markdown
+from bench.measure.cadvisor import parse_docker_list, services_of_project
+from bench.report.charts import cpu_chart
+from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult, failed_run, repeated_run
-from bench.usage import (CORE_SATURATED, LOADGEN, LOADGEN_BOUND, SHORT_WINDOW, WindowInput, busy_shares,
+from bench.measure.usage import (CORE_SATURATED, LOADGEN, LOADGEN_BOUND, SHORT_WINDOW, WindowInput, busy_shares,
                          container_usage, cores_series, edges, flags, parse_proc_stat, window)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cadvisor"
@@ -227,8 +227,8 @@ def test_chart_is_a_png_per_target_with_every_repetition_shaded(tmp_path):
 
 
 def test_a_caching_paths_hits_are_counted_and_a_missing_cache_is_flagged():
-    from bench.cache_log import counts
-    from bench.usage import CACHE_MISSED
+    from bench.measure.cache_log import counts
+    from bench.measure.usage import CACHE_MISSED
     words = ["HIT"] * 990 + ["MISS"] * 9 + ["EXPIRED"]
     c = counts(words)
     assert (c["hits"], c["misses"], c["other"], c["requests"]) == (990, 9, {"EXPIRED": 1}, 1000)

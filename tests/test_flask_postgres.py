@@ -24,7 +24,7 @@ import requests
 
 import postgres_store
 import seed as seed_mod
-from bench.conformance import Server, check
+from bench.checks.conformance import Server, check
 from processes import PostgresServer, wait_for_port
 from service_processes import NginxStatic, flask_postgres_service, postgres_database
 

@@ -421,8 +421,8 @@ def test_directory_and_parent_are_not_served(service):
 
 
 def test_bench_conformance_against_nginx_static(service, nginx, files):
-    """The lab's own contract (loadgen/bench/conformance.py), as bench runs it."""
-    from bench.conformance import check
+    """The lab's own contract (loadgen/bench/checks/conformance.py), as bench runs it."""
+    from bench.checks.conformance import check
     chosen = ["1KB.bin", "255KiB-plus-1.bin", "1MB.bin"]
     results = check(nginx.url, service.url, [{"name": name, "size": len(files[name])} for name in chosen])
     failed = [f"{r.case}: expected {r.expected}, got {r.got}" for r in results if not r.passed]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from bench.conformance import check
+from bench.checks.conformance import check
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NginxStatic
 

@@ -1,4 +1,4 @@
-"""bench.monitor against a real cAdvisor (the image test_cadvisor_local
+"""bench.measure.monitor against a real cAdvisor (the image test_cadvisor_local
 builds and runs): it finds a compose-labelled container, measures a window
 of its CPU, samples it, and gives up cleanly when no cAdvisor answers."""
 import time
@@ -9,8 +9,8 @@ import pytest
 from processes import free_port
 from docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
 
-from bench.monitor import CadvisorClient, Monitor, MonitorError
-from bench.usage import LOADGEN_BOUND, THROTTLED, WindowInput
+from bench.measure.monitor import CadvisorClient, Monitor, MonitorError
+from bench.measure.usage import LOADGEN_BOUND, THROTTLED, WindowInput
 
 pytestmark = pytest.mark.skipif(not docker_engine_answers(), reason="no Docker engine answers on this machine")
 

@@ -20,8 +20,8 @@ import pytest
 import requests
 
 import seed as seed_mod
-from bench import cache_log
-from bench.conformance import Server, check, functional_cases
+from bench.measure import cache_log
+from bench.checks.conformance import Server, check, functional_cases
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NGINX, NginxStatic, flask_service, native_nginx_config, nginx_gridfs_service
 

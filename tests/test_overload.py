@@ -11,9 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 sys.path.insert(0, str(ROOT / "tools"))
-from bench.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
-from bench.report_overload import render  # noqa: E402
-from bench.wrk_output import parse  # noqa: E402
+from bench.faults.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
+from bench.report.overload import render  # noqa: E402
+from bench.clients.wrk_output import parse  # noqa: E402
 from lab_compose import LabError, unreclaimable_bytes  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -2,8 +2,8 @@
 while nothing ran, and a pair while `yes` kept both cores busy."""
 from pathlib import Path
 
-from bench.quiet import QUIET_SAMPLE_S, is_quiet, wait_until_quiet
-from bench.usage import parse_proc_stat
+from bench.benchmark.quiet import QUIET_SAMPLE_S, is_quiet, wait_until_quiet
+from bench.measure.usage import parse_proc_stat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc_stat"
 

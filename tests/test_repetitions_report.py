@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.cases import case_seconds, few_rounds
+from bench.benchmark.cases import case_seconds, few_rounds
 from bench.progress import planned_seconds
-from bench.report import render_markdown
+from bench.report.markdown import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
 from bench.settings import from_env
-from bench.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from bench.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
-from bench.usage import LOADGEN_BOUND, tool_bound
-from bench.vegeta_output import VegetaOutputError, parse as parse_vegeta
+from bench.measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from bench.clients.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
+from bench.measure.usage import LOADGEN_BOUND, tool_bound
+from bench.clients.vegeta_output import VegetaOutputError, parse as parse_vegeta
 
 FIXTURES = Path(__file__).parent / "fixtures" / "repetitions"
 VEGETA = Path(__file__).parent / "fixtures" / "vegeta"

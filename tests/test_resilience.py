@@ -10,9 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.report_resilience import render  # noqa: E402
-from bench.resilience import Fault, analyse, outcome  # noqa: E402
-from bench.vegeta_output import Answer, VegetaOutputError, parse_results  # noqa: E402
+from bench.report.resilience import render  # noqa: E402
+from bench.faults.resilience import Fault, analyse, outcome  # noqa: E402
+from bench.clients.vegeta_output import Answer, VegetaOutputError, parse_results  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "vegeta"
 GOOD = "a" * 64

@@ -2,8 +2,8 @@
 it: seed 000's figures beside ours, ratios to nginx-static, failures."""
 from pathlib import Path
 
-from bench.ab_output import parse_percentiles, parse_summary
-from bench.report import render_markdown
+from bench.clients.ab_output import parse_percentiles, parse_summary
+from bench.report.markdown import render_markdown
 from bench.results import Results, Run, TargetResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ab"

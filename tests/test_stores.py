@@ -1,4 +1,4 @@
-"""The write phase's stores (bench/stores.py) against real servers: FerretDB
+"""The write phase's stores (bench/databases/stores.py) against real servers: FerretDB
 on PostgreSQL for GridFS, PostgreSQL 15, a temporary directory. Each writes
 files from one thread and from three, reads them back by sha256, measures
 its disk, resets to nothing, and fails clearly."""
@@ -11,9 +11,9 @@ import psycopg
 import pymongo
 import pytest
 
-from bench.stores import (FilesystemStore, GridFSStore, PostgresStore, StoreError, first_host, make_stores,
+from bench.databases.stores import (FilesystemStore, GridFSStore, PostgresStore, StoreError, first_host, make_stores,
                           mongo_hosts, open_stores)
-from bench.write_data import FileSource, base_bytes
+from bench.databases.write_data import FileSource, base_bytes
 from processes import free_port
 from service_processes import postgres_database
 

@@ -13,9 +13,9 @@ import pytest
 
 from service_processes import NginxStatic
 
-from bench.cases import Timer
+from bench.benchmark.cases import Timer
 from bench.progress import Progress
-from bench.report import render_markdown
+from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult
 from bench.settings import from_env
 

@@ -14,13 +14,13 @@ import pytest
 from service_processes import NginxStatic
 from processes import free_port, stop_process, wait_for_port
 
-from bench.cases import Timer
+from bench.benchmark.cases import Timer
 from bench.progress import Progress
-from bench.report import render_markdown
+from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult
 from bench.settings import from_env
-from bench.timing import run_wrk
-from bench.working_set import SCRIPT, sample, time_working_set
+from bench.clients.timing import run_wrk
+from bench.benchmark.working_set import SCRIPT, sample, time_working_set
 
 COUNT = 300
 

@@ -10,15 +10,15 @@ import pytest
 
 from service_processes import postgres_database
 
-from bench import seed002
-from bench.cases import Timer
+from bench.report import seed002
+from bench.benchmark.cases import Timer
 from bench.progress import Progress
-from bench.report import render_markdown
+from bench.report.markdown import render_markdown
 from bench.results import Results, StorePass
 from bench.settings import from_env
-from bench.stores import make_stores
-from bench.write_data import file_name
-from bench.writes import StoreBenchmark, memory_shortfall, timed_pass
+from bench.databases.stores import make_stores
+from bench.databases.write_data import file_name
+from bench.benchmark.writes import StoreBenchmark, memory_shortfall, timed_pass
 
 FILES, THREADS = 6, 3
 

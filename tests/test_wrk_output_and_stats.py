@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.stats import relative_difference, summarize
-from bench.wrk_output import WrkOutputError, parse
+from bench.measure.stats import relative_difference, summarize
+from bench.clients.wrk_output import WrkOutputError, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wrk"
 

@@ -2,15 +2,15 @@ import sys
 
 # `python -m bench compare RUN_A RUN_B ...` compares two runs; otherwise a run.
 if sys.argv[1:2] == ["compare"]:
-    from .compare import main as compare_main
+    from .report.compare import main as compare_main
     sys.exit(compare_main(sys.argv[2:]))
 # `python -m bench resilience-load ...`: make resilience's load (tools/resilience.py)
 if sys.argv[1:2] == ["resilience-load"]:
-    from .resilience_load import main as load_main
+    from .faults.resilience_load import main as load_main
     sys.exit(load_main(sys.argv[2:]))
 # `python -m bench fetch URL FILE CLIENTS`: make overload's large file (tools/overload.py)
 if sys.argv[1:2] == ["fetch"]:
-    from .fetch import main as fetch_main
+    from .clients.fetch import main as fetch_main
     sys.exit(fetch_main(sys.argv[2:]))
 # `python -m bench check-settings`: every .env variable, before anything starts (compose service settings)
 if sys.argv[1:2] == ["check-settings"]:

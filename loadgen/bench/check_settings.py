@@ -13,7 +13,7 @@ import re
 import sys
 
 from .settings import RETIRED, SettingsError, from_env
-from .writes import BENCH_OWN_BYTES, memory_shortfall
+from .benchmark.writes import BENCH_OWN_BYTES, memory_shortfall
 
 MIB = 2 ** 20
 
@@ -62,7 +62,7 @@ MEMORY_FLOORS = {
     # below (memory_errors).
     "TARGET_MEM": (256 * MIB, "flask and node peaked at 179 and 154 MiB under the lab's load"),
     # bench without the store benchmark: its own share in writes.py's formula.
-    "LOADGEN_MEM": (BENCH_OWN_BYTES, "bench's own (loadgen/bench/writes.py)"),
+    "LOADGEN_MEM": (BENCH_OWN_BYTES, "bench's own (loadgen/bench/benchmark/writes.py)"),
     # Python with pymongo and psycopg, and the file set's 16 MiB batches
     # (file_set.BATCH_BYTES) encoded for sending; the FILE_SIZES files are
     # added below (memory_errors).

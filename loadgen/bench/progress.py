@@ -2,7 +2,7 @@
 expected to take from its settings, with the time left as it goes."""
 import time
 
-from .quiet import QUIET_SAMPLE_S
+from .benchmark.quiet import QUIET_SAMPLE_S
 
 
 def say(message: str) -> None:

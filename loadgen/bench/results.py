@@ -4,8 +4,8 @@ import json
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 
-from .stats import relative_difference, spread_of, TOOLS_DISAGREE
-from .usage import LOADGEN, LOADGEN_BOUND
+from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
+from .measure.usage import LOADGEN, LOADGEN_BOUND
 
 NOISY = "noisy"        # the repetitions' requests per second lie more than stats.NOISY_HALF_RANGE from their median
 
@@ -53,18 +53,18 @@ class Run:
     raw_output: str | None = None  # the row's repetition's ab report, beside results.json
     # CPU and memory of the row's repetition, by role (the target's compose
     # service, the database's, "bench"): cpu_seconds, cores, cpu_ms_per_request,
-    # peak_memory_bytes, ... (see bench.usage). None when cAdvisor was not read.
+    # peak_memory_bytes, ... (see bench.measure.usage). None when cAdvisor was not read.
     cpu: dict | None = None
-    flags: list[str] = field(default_factory=list)  # see bench.usage and report's legend
-    cpu_window: dict | None = None  # the row's repetition's window (bench.usage.window's figures)
-    # Every counted repetition: a bench.timing.Measurement as a dict, plus
+    flags: list[str] = field(default_factory=list)  # see bench.measure.usage and report's legend
+    cpu_window: dict | None = None  # the row's repetition's window (bench.measure.usage.window's figures)
+    # Every counted repetition: a bench.clients.timing.Measurement as a dict, plus
     # its own cpu, flags and cpu_window.
     repetitions: list[dict] = field(default_factory=list)
     # Of requests per second over the repetitions: {median, min, max,
     # half_range, noisy}, half_range = (max - min) / 2 / median, printed ±.
     spread: dict | None = None
     duration_s: float | None = None  # what each repetition was asked to last
-    # A caching path's own count over the counted repetitions (bench.cache_log):
+    # A caching path's own count over the counted repetitions (bench.measure.cache_log):
     # {hits, misses, other, requests, hit_ratio}; None for paths without a cache log.
     cache: dict | None = None
 
@@ -208,7 +208,7 @@ class StorePass:
     filesystem), one operation (write, or read back), one thread count,
     BENCH_REPETITIONS passes over the same WRITE_FILES files. The figures
     are the median pass's by files per second, so no row mixes passes;
-    every pass is in `passes` (a bench.timing.Measurement as a dict, with
+    every pass is in `passes` (a bench.clients.timing.Measurement as a dict, with
     its cpu, flags and cpu_window: requests are files, p50..max the
     seconds of one file in ms). A pass that failed fails the row."""
     store: str
@@ -226,7 +226,7 @@ class StorePass:
     # bytes) moved, over the median pass: its cores over the pass's interval
     # times the pass's seconds, per GB
     cpu_s_per_gb: dict = field(default_factory=dict)
-    cpu: dict | None = None    # the median pass's cpu by role (bench.usage.container_usage)
+    cpu: dict | None = None    # the median pass's cpu by role (bench.measure.usage.container_usage)
     flags: list[str] = field(default_factory=list)
     passes: list[dict] = field(default_factory=list)
     spread: dict | None = None  # of files per second over the passes (stats.spread_of)

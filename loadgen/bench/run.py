@@ -7,18 +7,18 @@ import traceback
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .cases import Timer
-from .checks import check_all_conformance, verify_targets
-from .cpu_windows import connect_monitor, database_service
-from .monitor import LOADGEN
+from .benchmark.cases import Timer
+from .checks.before_timing import check_all_conformance, verify_targets
+from .measure.cpu_windows import connect_monitor, database_service
+from .measure.monitor import LOADGEN
 from .progress import Progress, clock, planned_seconds, say
 from .settings import SLOW_CASE_STRETCH
-from .report import render_markdown
+from .report.markdown import render_markdown
 from .results import Results
 from .run_dir import (RESULTS_NOT_WRITABLE, VOLUME_NOT_WRITABLE, load_manifest, new_run_dir, not_writable, now,
                       point_latest)
-from .working_set import time_working_set
-from .writes import StoreBenchmark
+from .benchmark.working_set import time_working_set
+from .benchmark.writes import StoreBenchmark
 
 
 class Phases:
@@ -37,7 +37,7 @@ def draw_charts(cfg, results: Results, run_dir: Path) -> None:
     """PNGs per timed target: CPU over time, requests/s against concurrency;
     a charting failure never costs the results."""
     try:
-        from .charts import cpu_chart, sweep_chart
+        from .report.charts import cpu_chart, sweep_chart
         for t in sorted({r.target for r in results.runs}):
             name = f"cpu-{t}.png"
             if results.cpu_samples and cpu_chart(results, t, database_service(cfg), LOADGEN, run_dir / name):

@@ -8,13 +8,13 @@ import random
 import tempfile
 from pathlib import Path
 
-from . import cache_log
+from ..measure import cache_log
 from .cases import case_seconds, few_rounds
-from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
-from .results import Run, TargetResult, WorkingSet, failed_run, repeated_run
-from .timing import TimingError, run_wrk
-from .usage import CACHE_MISSED, FEW_ROUNDS
-from .verify import VerificationError, verify_target
+from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
+from ..results import Run, TargetResult, WorkingSet, failed_run, repeated_run
+from ..clients.timing import TimingError, run_wrk
+from ..measure.usage import CACHE_MISSED, FEW_ROUNDS
+from ..checks.verify import VerificationError, verify_target
 
 SCRIPT = Path(__file__).with_name("working_set.lua")
 SAMPLE = 24  # files of the set each path must serve byte for byte before it is timed

@@ -11,7 +11,7 @@ Bad input that HTTP defines an answer for (repeated or malformed Host,
 absolute-form targets, HTTP versions, an HTTP/0.9 request line) must get
 nginx's status, and nginx's bytes where it serves the file.
 
-Run on its own:  python -m bench.conformance --reference URL --target URL [--files-dir DIR]
+Run on its own:  python -m bench.checks.conformance --reference URL --target URL [--files-dir DIR]
 """
 import argparse
 import hashlib

@@ -21,7 +21,7 @@ import psycopg
 import pymongo
 from pymongo.errors import OperationFailure, PyMongoError
 
-from .environment import ferretdb_backend
+from ..environment import ferretdb_backend
 
 CHUNK_SIZE = 255 * 1024      # GridFS's default chunk size, used by the SQL store too
 READ_PIECE = 1 << 20         # the filesystem's write and read unit

@@ -14,9 +14,9 @@ import time
 
 import pymongo
 
-from .environment import database_server
-from .timing import vegeta_rate
-from .verify import VerificationError, wait_until_serving
+from ..environment import database_server
+from ..clients.timing import vegeta_rate
+from ..checks.verify import VerificationError, wait_until_serving
 
 FILES_DIR = "/data/files"
 READY_TIMEOUT_S = 120     # the path, and its database after the last case's fault, answering again

@@ -11,13 +11,13 @@ import resource
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .environment import own_memory_limit
-from .progress import Progress, clock, say
-from .results import FAILED, READ, WRITE, Results, StorePass
-from .stores import Store, StoreError, make_stores
-from .timing import Measurement
-from .usage import LOADGEN
-from .write_data import FileSource, base_bytes, file_name
+from ..environment import own_memory_limit
+from ..progress import Progress, clock, say
+from ..results import FAILED, READ, WRITE, Results, StorePass
+from ..databases.stores import Store, StoreError, make_stores
+from ..clients.timing import Measurement
+from ..measure.usage import LOADGEN
+from ..databases.write_data import FileSource, base_bytes, file_name
 
 IN_ORDER, RANDOM = "in order", "random"
 MISMATCHES_NAMED = 3

@@ -1,6 +1,6 @@
 """CPU and memory one timed repetition cost each container, from cAdvisor's
 cumulative counters, and the flags that say how far to trust the row. Pure:
-bench.monitor reads, this computes.
+bench.measure.monitor reads, this computes.
 
 The window is the timed interval itself: of each container's stats entries
 (about one a second), the first and last stamped inside the tool's run, so

@@ -6,8 +6,8 @@ nginx-cache's, on the core it shares with the load generator, and
 nginx-cache read at half its rate."""
 import time
 
-from .monitor import read_proc_stat
-from .usage import ProcStat, busy_shares, parse_proc_stat
+from ..measure.monitor import read_proc_stat
+from ..measure.usage import ProcStat, busy_shares, parse_proc_stat
 
 QUIET_SHARE = 0.15     # the host's busy share (all cores) under which it is quiet
 QUIET_SAMPLE_S = 0.3   # one reading of /proc/stat over this long

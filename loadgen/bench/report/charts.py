@@ -9,9 +9,9 @@ import matplotlib
 matplotlib.use("Agg")  # no display in the bench container
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .cadvisor import Counters  # noqa: E402
-from .results import Results  # noqa: E402
-from .usage import cores_series  # noqa: E402
+from ..measure.cadvisor import Counters  # noqa: E402
+from ..results import Results  # noqa: E402
+from ..measure.usage import cores_series  # noqa: E402
 
 MARGIN_S = 2.0  # seconds of context either side of a target's windows
 COLOURS = {"target": "tab:blue", "database": "tab:green", "loadgen": "tab:red"}

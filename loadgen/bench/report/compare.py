@@ -28,9 +28,9 @@ from itertools import combinations
 from pathlib import Path
 from statistics import median
 
-from .report import LEGEND
-from .results import Results, Run
-from .stats import NOISY_HALF_RANGE
+from .markdown import LEGEND
+from ..results import Results, Run
+from ..measure.stats import NOISY_HALF_RANGE
 
 ALPHA = 0.05
 FEW_REPETITIONS_LEVEL = 0.10

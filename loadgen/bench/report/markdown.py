@@ -5,9 +5,9 @@ figures, CPU per request and cores, latency at a fixed rate, memory, ab -k
 against wrk, the sweep, every case, what the run cost). A failed case reads
 "failed" in every table, never a number."""
 from . import seed000, seed002
-from .results import NOISY, OpenLoop, Results, Run, StorePass
-from .stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from .usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
+from ..results import NOISY, OpenLoop, Results, Run, StorePass
+from ..measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from ..measure.usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
                     LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
 
 BASELINE = "nginx-static"

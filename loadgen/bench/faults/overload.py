@@ -7,7 +7,7 @@ container still running, and every answer whole or a clean HTTP error (a
 503 that sheds load); wrong is a kill, a connection cut mid-answer, a hang."""
 from dataclasses import asdict, dataclass
 
-from .wrk_output import WrkSummary
+from ..clients.wrk_output import WrkSummary
 
 MIB = 1024 ** 2
 

@@ -4,8 +4,8 @@ import time
 from dataclasses import asdict
 
 from . import conformance
-from .progress import say
-from .results import TargetResult
+from ..progress import say
+from ..results import TargetResult
 from .verify import VerificationError, verify_target, wait_until_healthy
 
 

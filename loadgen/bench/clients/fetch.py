@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from urllib.parse import urlsplit
 
-from .verify import VerificationError, wait_until_serving
+from ..checks.verify import VerificationError, wait_until_serving
 
 FILES_DIR = "/data/files"
 READY_TIMEOUT_S = 300   # the first whole download, after a restart

@@ -7,16 +7,16 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import cache_log, usage
-from .monitor import Monitor, MonitorError, read_proc_stat
-from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say
+from ..measure import cache_log, usage
+from ..measure.monitor import Monitor, MonitorError, read_proc_stat
+from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say
 from .quiet import wait_until_quiet
-from .results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
+from ..results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
-from .settings import SLOW_CASE_STRETCH
-from .timing import Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk
-from .usage import CACHE_MISSED, FEW_ROUNDS, LOADGEN_BOUND, ROUNDS_WANTED, tool_bound
-from .verify import VerificationError, wait_until_healthy
+from ..settings import SLOW_CASE_STRETCH
+from ..clients.timing import Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk
+from ..measure.usage import CACHE_MISSED, FEW_ROUNDS, LOADGEN_BOUND, ROUNDS_WANTED, tool_bound
+from ..checks.verify import VerificationError, wait_until_healthy
 
 SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate was at its own limit
 

@@ -1,5 +1,5 @@
 """make overload's results.json as Markdown: a table per check. Pure."""
-from .overload import OverloadRow
+from ..faults.overload import OverloadRow
 
 
 def _broken(counts: dict) -> str:

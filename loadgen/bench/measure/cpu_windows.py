@@ -5,8 +5,8 @@ import time
 from urllib.parse import urlsplit
 
 from .monitor import CadvisorClient, Monitor, MonitorError, own_id
-from .progress import say
-from .results import Results
+from ..progress import say
+from ..results import Results
 
 
 def database_service(cfg) -> str:

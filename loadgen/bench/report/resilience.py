@@ -1,6 +1,6 @@
 """make resilience's results.json as Markdown: one row per serving path and
 fault. Pure: a dict in, text out."""
-from .resilience import BOUND_S, RATE_BACK_HOLD, RATE_BACK_SHARE, ResilienceRow
+from ..faults.resilience import BOUND_S, RATE_BACK_HOLD, RATE_BACK_SHARE, ResilienceRow
 
 
 def _seconds(value: float | None, missing: str = "never") -> str:

@@ -1,7 +1,7 @@
 """Pure parser of cAdvisor's REST JSON (GET /api/v1.3/docker/): each Docker
 container's identity (compose project and service), its CPU allowance, and
 its cumulative counters per stats entry. No I/O, so it is unit-tested on
-captured JSON; bench.monitor does the fetching."""
+captured JSON; bench.measure.monitor does the fetching."""
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone

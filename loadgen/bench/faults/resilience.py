@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .vegeta_output import Answer
+from ..clients.vegeta_output import Answer
 
 BOUND_S = 5.0            # an answer slower than this, or a recovery later than this, is wrong
 RATE_BACK_SHARE = 0.9    # "back at its level": good answers/s at 90% of the level before the fault

@@ -1,0 +1,1 @@
+"""Faults and overload: make resilience's load and judgement, make overload's."""
