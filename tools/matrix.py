@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.compare import (CompareError, cell, compare_case, differences, load,  # noqa: E402
+from bench.report.compare import (CompareError, cell, compare_case, differences, load,  # noqa: E402
                            metric_values, reference_moved, _shown)
 from lab_compose import settings_in  # noqa: E402
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
-from bench.report_overload import render  # noqa: E402
-from bench.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
+from bench.faults.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
+from bench.report.overload import render  # noqa: E402
+from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
 from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,  # noqa: E402
                          inspect, known_targets, now_iso, number, oom_events, open_lab, results_dir, save)
 

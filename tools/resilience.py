@@ -30,9 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.report_resilience import render  # noqa: E402
-from bench.resilience import RATE_BACK_HOLD, Fault, analyse  # noqa: E402
-from bench.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
+from bench.report.resilience import render  # noqa: E402
+from bench.faults.resilience import RATE_BACK_HOLD, Fault, analyse  # noqa: E402
+from bench.clients.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
 from lab_compose import (LabError, compose_run, compose_services, finish, known_targets, now_iso,  # noqa: E402
                          number, open_lab, results_dir, save)
 
