@@ -251,9 +251,18 @@ def test_repetitions_spread_tools_sweep_and_phases(lab):
         assert (run["spread"]["min"], run["spread"]["max"]) == (rps[0], rps[1])
         assert ("noisy" in run["flags"]) == run["spread"]["noisy"]
         assert all((run_dir / r["raw_output"]).exists() for r in run["repetitions"])
-    # repetitions rotate through the targets within each (file, concurrency)
+    # the targets run in the schedule's order, a different one each repetition
+    # (a row of a balanced Latin square), and ran as recorded
+    orders = data["schedule"]["orders"]["1KB.bin c=1"]
+    assert data["schedule"]["design"] == "williams" and data["schedule"]["seed"] == data["run_id"]
+    assert len(orders) == 2 and orders[0] != orders[1] and sorted(orders[0]) == sorted(targets)
+    assert orders[0].index("nginx-static") != orders[1].index("nginx-static")
     first_round = [o for o in data["order"] if " 1KB.bin c=1 " in o]
-    assert first_round == [f"{t} 1KB.bin c=1 r={i}" for i in (1, 2) for t in targets]
+    assert first_round == [f"{t} 1KB.bin c=1 r={i}" for i, order in enumerate(orders, 1) for t in order]
+    # every target's warm-up before every case is recorded (BENCH_WARMUP=1: one window)
+    warm_ups = data["schedule"]["warm_ups"]
+    assert {f"{t} {s}.bin c={c}" for t in targets for s in SIZES.split() for c in CONCURRENCY} <= set(warm_ups)
+    assert all(w["seconds"] == 1.0 and len(w["windows"]) == 1 for w in warm_ups.values())
     cases = {(r["target"], r["file"], max(CONCURRENCY)) for r in data["runs"]}
     assert {(c["target"], c["file"], c["concurrency"]) for c in data["comparisons"]} == cases
     for c in data["comparisons"]:
@@ -357,7 +366,9 @@ def test_every_store_is_written_verified_and_read_back(lab):
     durability = data["store_setup"]["durability"]
     assert durability["postgres"]["fsync"] == "on" and durability["postgres"]["synchronous_commit"] == "on"
     order = [o for o in data["order"] if " write threads=1 " in o]
-    assert order[:3] == [f"{s} write threads=1 r=1" for s in ("gridfs", "postgres", "filesystem")]
+    first = data["schedule"]["orders"]["stores write threads=1"][0]
+    assert order[:3] == [f"{s} write threads=1 r=1" for s in first]
+    assert sorted(first) == ["filesystem", "gridfs", "postgres"]
     report = (results / data["run_id"] / "report.md").read_text()
     assert "## Stores: writes and reads (seed 002)" in report and "gridfs (FerretDB)" in report
     # removed after the phase: the writes volume is empty again

@@ -45,7 +45,7 @@ def two_nginx():
     shutil.rmtree(files, ignore_errors=True)
 
 
-def test_rounds_rotate_and_a_target_that_dies_is_failed_not_timed(two_nginx, vegeta, tmp_path):
+def test_rounds_follow_the_schedule_and_a_target_that_dies_is_failed_not_timed(two_nginx, vegeta, tmp_path):
     first, second = two_nginx
     cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
                     "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_CONCURRENCY": "2 4",
@@ -57,7 +57,12 @@ def test_rounds_rotate_and_a_target_that_dies_is_failed_not_timed(two_nginx, veg
     f = {"name": "1KB.bin", "size": 1024}
 
     results.runs += timer.round(targets, f, 2)
-    assert results.order == ["a 1KB.bin c=2 r=1", "b 1KB.bin c=2 r=1", "a 1KB.bin c=2 r=2", "b 1KB.bin c=2 r=2"]
+    # the schedule's order: A B then B A (or B A then A B), as recorded
+    orders = results.schedule["orders"]["1KB.bin c=2"]
+    assert orders[1] == orders[0][::-1]
+    assert results.order == [f"{t} 1KB.bin c=2 r={i}" for i, order in enumerate(orders, 1) for t in order]
+    warm = results.schedule["warm_ups"]["a 1KB.bin c=2"]
+    assert warm["seconds"] == 1.0 and len(warm["windows"]) == 1 and warm["windows"][0]["requests"] > 0
     for run in results.runs:
         assert run.ok and run.rps > 0 and len(run.repetitions) == 2, run
         assert all(0.9 <= r["seconds"] <= 1.5 for r in run.repetitions)  # timed by seconds, not requests

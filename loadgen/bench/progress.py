@@ -3,6 +3,7 @@ expected to take from its settings, with the time left as it goes."""
 import time
 
 from .benchmark.quiet import QUIET_SAMPLE_S
+from .benchmark.schedule import WINDOW_S as WARM_UP_WINDOW_S
 
 
 def say(message: str) -> None:
@@ -20,13 +21,19 @@ OVERHEAD_S = 0.5
 MEASURED_OVERHEAD_S = OVERHEAD_S + QUIET_SAMPLE_S
 
 
+def warm_up_seconds(cfg) -> float:
+    """What a warm-up is planned at: two windows, the fewest that can agree
+    (a slow case takes longer, up to BENCH_WARMUP, and the pace shows it)."""
+    return min(cfg.warmup, 2 * WARM_UP_WINDOW_S) + 2 * OVERHEAD_S if cfg.warmup else 0.0
+
+
 def planned_seconds(cfg, targets: int, files: int, working_set: bool = False) -> float:
     """What the timed HTTP phases should take with these settings: every tool
     run's seconds plus a little overhead each. Slow cases (fewer than
     BENCH_MIN_REQUESTS requests in BENCH_DURATION) stretch past it. The store
     benchmark's time depends on the stores' speed: it says its own as it goes."""
     levels = len(cfg.concurrency)
-    warmup = cfg.warmup + OVERHEAD_S if cfg.warmup else 0.0
+    warmup = warm_up_seconds(cfg)
     per_case = warmup + cfg.repetitions * (cfg.duration + MEASURED_OVERHEAD_S)
     compared = (cfg.repetitions * (2 * (cfg.duration + MEASURED_OVERHEAD_S) + warmup)
                 if "wrk" in cfg.tools else 0.0)

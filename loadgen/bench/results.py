@@ -298,9 +298,11 @@ class Results:
     charts: dict = field(default_factory=dict)  # target -> PNG file name beside results.json
     comparisons: list[Comparison] = field(default_factory=list)  # when BENCH_TOOLS has wrk
     open_loop: list[OpenLoop] = field(default_factory=list)  # p99 at a fixed rate, per target and size
-    # The order the counted repetitions ran in ("target file c=N r=i"): they
-    # rotate through the targets so a drift over the run falls on all alike.
+    # The order the counted repetitions ran in ("target file c=N r=i"), as
+    # run; `schedule` has how it was chosen (bench.benchmark.schedule: the
+    # design, the seed, each phase's orders and each target's warm-up).
     order: list[str] = field(default_factory=list)
+    schedule: dict = field(default_factory=dict)
     # "complete", or "interrupted"/"crashed: <why>" when the run stopped early.
     status: str = "running"
     timing: dict = field(default_factory=dict)  # the timing knobs as applied (bench.settings.effective)

@@ -55,11 +55,11 @@ class Settings:
     target_port: int
     cadvisor_url: str  # empty: CPU and memory are not measured
     duration: int = 4             # seconds of each counted repetition
-    warmup: int = 1               # seconds of load before a case's repetitions, not counted
+    warmup: int = 6               # at most this long warming a target before a case (bench.benchmark.schedule)
     # A case whose warm-up rate would give fewer requests than this in
     # `duration` runs longer, up to SLOW_CASE_STRETCH x duration.
     min_requests: int = 200
-    repetitions: int = 3          # counted runs of each case, rotating through the targets
+    repetitions: int = 3          # counted runs of each case, the targets in the schedule's order
     tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk at the highest concurrency
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
     sweep_duration: int = 1       # seconds per level and tool
@@ -180,7 +180,7 @@ def from_env(env=os.environ) -> Settings:
         cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
         # whole seconds: ab's -t (and wrk's -d) take no fraction
         duration=_one(env, "BENCH_DURATION", "4", int, 1, 3600),
-        warmup=_one(env, "BENCH_WARMUP", "1", int, 0, 600),
+        warmup=_one(env, "BENCH_WARMUP", "6", int, 0, 600),
         min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
         repetitions=_one(env, "BENCH_REPETITIONS", "3", int, 1, 100),
         tools=_tools(env), sweep=_sweep(env),

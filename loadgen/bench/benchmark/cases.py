@@ -9,8 +9,9 @@ from pathlib import Path
 
 from ..measure import cache_log, usage
 from ..measure.monitor import Monitor, MonitorError, read_proc_stat
-from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say
+from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say, warm_up_seconds
 from .quiet import wait_until_quiet
+from .schedule import Schedule, WarmUp, warm_up
 from ..results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
 from ..settings import SLOW_CASE_STRETCH
@@ -25,7 +26,7 @@ def case_name(target: str, file: str, c: int | None = None) -> str:
     return f"{target}-{file.removesuffix('.bin')}" + (f"-c{c}" if c is not None else "")
 
 
-def case_seconds(cfg, warmup: Measurement | None, concurrency: int) -> float:
+def case_seconds(cfg, warmup: WarmUp | Measurement | None, concurrency: int) -> float:
     """Each repetition lasts BENCH_DURATION, longer for a slow case (at most
     SLOW_CASE_STRETCH times as long), so that at the warm-up's rate it holds
     BENCH_MIN_REQUESTS requests and ROUNDS_WANTED rounds of the concurrency:
@@ -60,6 +61,10 @@ class Timer:
         self.allowance, self.progress = allowance, progress
         self.down: dict[str, str] = {}  # target -> why it stopped answering
         self.cache_logs: dict[str, bool] = {}  # target -> it serves GET /cache-log
+        # Every phase's order and warm-ups; results.schedule holds the same
+        # dicts, so results.json has them as the run goes.
+        self.schedule = Schedule(seed=results.run_id, repetitions=cfg.repetitions)
+        results.schedule = self.schedule.to_dict()
 
     def cache_offset(self, target: TargetResult) -> int | None:
         """Where the target's cache log ends now (None: it has none)."""
@@ -123,10 +128,23 @@ class Timer:
             say(f"{target.name}: DOWN, its remaining cases are marked failed: {e}")
 
     # --- a round: one (file, concurrency) across every target ---------------
+    def warm(self, phase: str, target: str, concurrency: int, window) -> WarmUp | None:
+        """The schedule's warm-up of one target before one case (None when
+        BENCH_WARMUP is 0): window(seconds) -> (requests, req/s)."""
+        if not self.cfg.warmup:
+            return None
+        warm = warm_up(window, concurrency, self.cfg.warmup)
+        self.schedule.record_warm_up(phase, target, warm)
+        self.progress.advance(warm_up_seconds(self.cfg))
+        return warm
+
     def round(self, targets: list[TargetResult], f: dict, c: int) -> list[Run]:
-        """Warm-up, then BENCH_REPETITIONS counted repetitions rotating
-        through the targets (A B C, A B C, ...), so a drift in the machine
-        falls on every target alike."""
+        """Warm-up, then BENCH_REPETITIONS counted repetitions, the targets in
+        the schedule's order (a different one each repetition), so a drift in
+        the machine and the carry-over from one path to the next fall on
+        every target alike."""
+        phase = f"{f['name']} c={c}"
+        by_name = {t.name: t for t in targets}
         reps: dict[str, list[dict]] = {t.name: [] for t in targets}
         errors: dict[str, str] = {}
         seconds: dict[str, float] = {}
@@ -136,31 +154,32 @@ class Timer:
             if t.name in self.down:
                 continue
             try:
-                warm = (run_ab(self.url(t, f), self.cfg.warmup, c, expected_size=f["size"], need_answers=False)
-                        if self.cfg.warmup else None)
+                warm = self.warm(phase, t.name, c, lambda s: run_ab(self.url(t, f), s, c, expected_size=f["size"],
+                                                                    need_answers=False))
                 seconds[t.name] = case_seconds(self.cfg, warm, c)
             except TimingError as e:
                 errors[t.name] = f"warm-up failed: {e}"
                 self.health(t)
-            self.progress.advance(self.cfg.warmup + OVERHEAD_S if self.cfg.warmup else 0.0)
         # a caching path's log, from after its warm-up: the counted requests only
         offsets = {t.name: self.cache_offset(t) for t in targets if t.name not in self.down and t.name not in errors}
-        for i in range(1, self.cfg.repetitions + 1):
-            for t in targets:
-                if t.name in self.down or t.name in errors:
-                    continue
-                name = f"{case_name(t.name, f['name'], c)}-r{i}"
-                try:
-                    rep = self.measured(t.name, lambda: run_ab(self.url(t, f), seconds[t.name], c,
-                                                                self.run_dir, name, expected_size=f["size"]))
-                    reps[t.name].append(rep)
-                    self.results.order.append(f"{t.name} {f['name']} c={c} r={i}")
-                except TimingError as e:
-                    errors[t.name] = f"repetition {i}: {e}"
-                    say(f"{name}: FAILED: {e}")
-                    self.health(t)
-                self.progress.advance(self.cfg.duration + MEASURED_OVERHEAD_S)
-                self.progress.report(f"{name} done")
+
+        def repetition(name: str, i: int) -> None:
+            t = by_name[name]
+            case = f"{case_name(name, f['name'], c)}-r{i}"
+            try:
+                rep = self.measured(name, lambda: run_ab(self.url(t, f), seconds[name], c, self.run_dir, case,
+                                                         expected_size=f["size"]))
+                reps[name].append(rep)
+                self.results.order.append(f"{name} {f['name']} c={c} r={i}")
+            except TimingError as e:
+                errors[name] = f"repetition {i}: {e}"
+                say(f"{case}: FAILED: {e}")
+                self.health(t)
+            self.progress.advance(self.cfg.duration + MEASURED_OVERHEAD_S)
+            self.progress.report(f"{case} done")
+
+        self.schedule.repeat(phase, [t.name for t in targets], repetition,
+                             skip=lambda name: name in self.down or name in errors)
         runs = []
         for t in targets:
             why = self.down.get(t.name) if t.name not in errors else errors[t.name]
@@ -181,38 +200,40 @@ class Timer:
 
     def compare_round(self, targets: list[TargetResult], f: dict, c: int) -> list[Comparison]:
         """ab -k and wrk at the same connection count and duration, their
-        repetitions interleaved and rotating through the targets. Each pair
-        starts after BENCH_WARMUP seconds of wrk on the path, not counted, and
-        which tool goes first alternates by repetition: the first run on node
-        after the other paths' turns was 20-25% slower than the second, in
-        either order (run 20261125T141036Z)."""
+        repetitions interleaved, the targets in the schedule's order. Each
+        pair starts after the schedule's warm-up with wrk on the path, not
+        counted, and which tool goes first alternates by repetition: the
+        first run on node after the other paths' turns was 20-25% slower than
+        the second, in either order (run 20261125T141036Z)."""
+        by_name = {t.name: t for t in targets}
         reps: dict[str, dict[str, list[dict]]] = {t.name: {"ab -k": [], "wrk": []} for t in targets}
         failed: set[str] = set()
-        for i in range(1, self.cfg.repetitions + 1):
-            for t in targets:
-                if t.name in self.down or t.name in failed:
-                    continue
-                case = case_name(t.name, f["name"], c)
-                seconds = self.case_duration(t.name, f["name"], c)
-                runs = {
-                    "ab -k": lambda: run_ab(self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}",
-                                            keepalive=True, expected_size=f["size"]),
-                    "wrk": lambda: run_wrk(self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}"),
-                }
-                try:
-                    if self.cfg.warmup:
-                        run_wrk(self.url(t, f), c, self.cfg.warmup)
-                    for tool in tools_in_turn(i):
-                        reps[t.name][tool].append(self.measured(t.name, runs[tool]))
-                        self.results.order.append(f"{t.name} {f['name']} c={c} {tool} r={i}")
-                except TimingError as e:
-                    failed.add(t.name)
-                    self.results.warnings.append(f"{case}: ab -k / wrk not compared: {e}")
-                    say(f"{case}: ab -k / wrk FAILED: {e}")
-                    self.health(t)
-                self.progress.advance(2 * (self.cfg.duration + MEASURED_OVERHEAD_S)
-                                      + (self.cfg.warmup + OVERHEAD_S if self.cfg.warmup else 0.0))
-                self.progress.report(f"{case} ab -k / wrk r{i} done")
+
+        def pair(name: str, i: int) -> None:
+            t = by_name[name]
+            case = case_name(name, f["name"], c)
+            seconds = self.case_duration(name, f["name"], c)
+            runs = {
+                "ab -k": lambda: run_ab(self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}",
+                                        keepalive=True, expected_size=f["size"]),
+                "wrk": lambda: run_wrk(self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}"),
+            }
+            try:
+                self.warm(f"{f['name']} c={c} ab -k / wrk r={i}", name, c,
+                          lambda s: run_wrk(self.url(t, f), c, s))
+                for tool in tools_in_turn(i):
+                    reps[name][tool].append(self.measured(name, runs[tool]))
+                    self.results.order.append(f"{name} {f['name']} c={c} {tool} r={i}")
+            except TimingError as e:
+                failed.add(name)
+                self.results.warnings.append(f"{case}: ab -k / wrk not compared: {e}")
+                say(f"{case}: ab -k / wrk FAILED: {e}")
+                self.health(t)
+            self.progress.advance(2 * (self.cfg.duration + MEASURED_OVERHEAD_S))
+            self.progress.report(f"{case} ab -k / wrk r{i} done")
+
+        self.schedule.repeat(f"{f['name']} c={c} ab -k / wrk", [t.name for t in targets], pair,
+                             skip=lambda name: name in self.down or name in failed)
         comparisons = []
         for t in targets:
             if t.name in failed or t.name in self.down or not reps[t.name]["wrk"]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..measure import cache_log
 from .cases import case_seconds, few_rounds
-from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
+from ..progress import MEASURED_OVERHEAD_S, say
 from ..results import Run, TargetResult, WorkingSet, failed_run, repeated_run
 from ..clients.timing import TimingError, run_wrk
 from ..measure.usage import CACHE_MISSED, FEW_ROUNDS
@@ -34,7 +34,8 @@ def label(file_set: dict) -> str:
 
 
 def time_working_set(timer, targets: list[TargetResult], file_set: dict, concurrency: int) -> WorkingSet:
-    """One Run per target: warm-up, then BENCH_REPETITIONS rotating runs of wrk."""
+    """One Run per target: warm-up, then BENCH_REPETITIONS runs of wrk in
+    the schedule's order."""
     cfg = timer.cfg
     result = WorkingSet(file_set["spec"], file_set["count"], file_set["total_bytes"], concurrency)
     if timer.monitor is not None:
@@ -49,6 +50,7 @@ def time_working_set(timer, targets: list[TargetResult], file_set: dict, concurr
             return run_wrk(f"{t.url}/", concurrency, seconds, timer.run_dir if out else None, out,
                            script=SCRIPT, script_args=(str(names),))
 
+        by_name = {t.name: t for t in targets}
         errors: dict[str, str] = {}
         seconds: dict[str, float] = {}
         for t in targets:
@@ -58,7 +60,7 @@ def time_working_set(timer, targets: list[TargetResult], file_set: dict, concurr
                 continue
             try:
                 verify_target(t.url, sample(file_set))
-                warm = wrk(t, cfg.warmup) if cfg.warmup else None
+                warm = timer.warm(name_of, t.name, concurrency, lambda s: wrk(t, s))
                 seconds[t.name] = case_seconds(cfg, warm, concurrency)
             except (VerificationError, OSError, http.client.HTTPException) as e:
                 errors[t.name] = f"the working set not served right: {e}"
@@ -66,24 +68,24 @@ def time_working_set(timer, targets: list[TargetResult], file_set: dict, concurr
             except TimingError as e:
                 errors[t.name] = f"warm-up failed: {e}"
                 timer.health(t)
-            timer.progress.advance(cfg.warmup + OVERHEAD_S if cfg.warmup else 0.0)
         live = [t for t in targets if t.name not in timer.down and t.name not in errors]
         offsets = {t.name: timer.cache_offset(t) for t in live}
         reps: dict[str, list[dict]] = {t.name: [] for t in targets}
-        for i in range(1, cfg.repetitions + 1):
-            for t in live:
-                if t.name in timer.down or t.name in errors:
-                    continue
-                out = f"{t.name}-set-c{concurrency}-r{i}"
-                try:
-                    reps[t.name].append(timer.measured(t.name, lambda: wrk(t, seconds[t.name], out)))
-                    timer.results.order.append(f"{t.name} {name_of} c={concurrency} r={i}")
-                except TimingError as e:
-                    errors[t.name] = f"repetition {i}: {e}"
-                    say(f"{out}: FAILED: {e}")
-                    timer.health(t)
-                timer.progress.advance(cfg.duration + MEASURED_OVERHEAD_S)
-                timer.progress.report(f"{out} done")
+
+        def repetition(name: str, i: int) -> None:
+            out = f"{name}-set-c{concurrency}-r{i}"
+            try:
+                reps[name].append(timer.measured(name, lambda: wrk(by_name[name], seconds[name], out)))
+                timer.results.order.append(f"{name} {name_of} c={concurrency} r={i}")
+            except TimingError as e:
+                errors[name] = f"repetition {i}: {e}"
+                say(f"{out}: FAILED: {e}")
+                timer.health(by_name[name])
+            timer.progress.advance(cfg.duration + MEASURED_OVERHEAD_S)
+            timer.progress.report(f"{out} done")
+
+        timer.schedule.repeat(f"{name_of} c={concurrency}", [t.name for t in live], repetition,
+                              skip=lambda name: name in timer.down or name in errors)
     for t in targets:
         why = errors.get(t.name) or timer.down.get(t.name)
         if why is not None or not reps[t.name]:

@@ -1,7 +1,7 @@
 """Seed 002's store benchmark: WRITE_FILES files of WRITE_SIZE bytes written
 into every store (GridFS, PostgreSQL, the filesystem) with 1 thread and with
-WRITE_THREADS, each pass into an empty store, the passes rotating through
-the stores (A B C, A B C) so a drift falls on all alike; after each thread
+WRITE_THREADS, each pass into an empty store, the stores in the schedule's
+order (bench.benchmark.schedule: a different one each repetition); after each thread
 count every file is verified by sha256 and the store's disk use measured;
 then the files are read back, 1 thread in order and WRITE_THREADS in random
 order (seed 002's method), and finally removed, so reruns start equal."""
@@ -135,24 +135,26 @@ class StoreBenchmark:
     # --- passes -----------------------------------------------------------
     def rotating_passes(self, stores: list[Store], operation: str, threads: int, order: str,
                         work, indexes: list[int], reset: bool) -> dict[str, list[dict]]:
-        """BENCH_REPETITIONS measured passes rotating through the stores
-        (A B C, A B C): work(store, index) for every index; `reset` empties
-        the store before each pass. A store that fails is out from then on."""
+        """BENCH_REPETITIONS measured passes, the stores in the schedule's
+        order: work(store, index) for every index; `reset` empties the store
+        before each pass. A store that fails is out from then on."""
         passes: dict[str, list[dict]] = {s.name: [] for s in stores}
+        by_name = {s.name: s for s in stores}
         label = f"{operation}{' ' + order if operation == READ else ''} threads={threads}"
-        for i in range(1, self.cfg.repetitions + 1):
-            for store in stores:
-                if store.name in self.broken:
-                    continue
-                try:
-                    if reset:
-                        store.reset()
-                    passes[store.name].append(self.timer.measured(store.service or LOADGEN, lambda: timed_pass(
-                        f"{store.name} {operation}", lambda n: work(store, n), indexes, threads, self.size)))
-                    self.results.order.append(f"{store.name} {label} r={i}")
-                except StoreError as e:
-                    self.fail_store(store, f"{operation} pass {i} with {threads} threads: {e}")
-                self.step(f"{store.name} {operation} x{threads} pass {i}")
+
+        def one_pass(name: str, i: int) -> None:
+            store = by_name[name]
+            try:
+                if reset:
+                    store.reset()
+                passes[name].append(self.timer.measured(store.service or LOADGEN, lambda: timed_pass(
+                    f"{name} {operation}", lambda n: work(store, n), indexes, threads, self.size)))
+                self.results.order.append(f"{name} {label} r={i}")
+            except StoreError as e:
+                self.fail_store(store, f"{operation} pass {i} with {threads} threads: {e}")
+            self.step(f"{name} {operation} x{threads} pass {i}")
+
+        self.timer.schedule.repeat(f"stores {label}", list(by_name), one_pass, skip=lambda name: name in self.broken)
         return passes
 
     # --- writes -----------------------------------------------------------
