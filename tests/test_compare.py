@@ -182,3 +182,18 @@ def test_a_moved_reference_warns_that_the_machine_changed(tmp_path):
     assert warning.startswith("nginx-static, the reference, changed significantly in 1 case(s) (nginx-static 1KB c=5 0.")
     assert "the machine itself was not the same" in render_markdown(comparison, "a", "b")
     assert not [w for w in compare(load(NOISE_A), load(NOISE_B))["warnings"] if "the reference" in w]
+
+
+@pytest.mark.parametrize("args", [["compare", "--help"], ["--help"], ["-h"]])
+def test_help_prints_usage_and_exits_zero(args):
+    """`python -m bench compare --help` crashed on a % in a help string."""
+    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT / "loadgen", capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage:") and "compare" in proc.stdout
+
+
+def test_an_unknown_command_is_named_with_the_usage():
+    proc = subprocess.run([sys.executable, "-m", "bench", "comapre"], cwd=ROOT / "loadgen", capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown command 'comapre'" in proc.stderr and "usage:" in proc.stderr

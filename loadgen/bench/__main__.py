@@ -1,22 +1,41 @@
+"""`python -m bench [COMMAND]`: a run by default (what `docker compose up
+bench` starts); the commands below for the tools around it."""
 import sys
 
-# `python -m bench compare RUN_A RUN_B ...` compares two runs; otherwise a run.
-if sys.argv[1:2] == ["compare"]:
+USAGE = """usage: python -m bench [COMMAND] [ARGS]
+
+Without a command: one bench run with the settings in the environment (.env
+through compose): verify, check conformance, time, write results/<run-id>/.
+
+commands:
+  compare RUN_A RUN_B [...]    what changed between two runs (python -m bench compare --help)
+  check-settings               every .env variable checked, one line per bad one
+  resilience-load URL FILE RATE SECONDS
+                               make resilience's open-loop load (tools/resilience.py)
+  fetch URL FILE CLIENTS       make overload's large-file clients (tools/overload.py)
+  -h, --help                   this text
+"""
+
+command = sys.argv[1:2]
+if command in (["-h"], ["--help"], ["help"]):
+    print(USAGE, end="")
+    sys.exit(0)
+if command == ["compare"]:
     from .report.compare import main as compare_main
     sys.exit(compare_main(sys.argv[2:]))
-# `python -m bench resilience-load ...`: make resilience's load (tools/resilience.py)
-if sys.argv[1:2] == ["resilience-load"]:
+if command == ["resilience-load"]:
     from .faults.resilience_load import main as load_main
     sys.exit(load_main(sys.argv[2:]))
-# `python -m bench fetch URL FILE CLIENTS`: make overload's large file (tools/overload.py)
-if sys.argv[1:2] == ["fetch"]:
+if command == ["fetch"]:
     from .clients.fetch import main as fetch_main
     sys.exit(fetch_main(sys.argv[2:]))
-# `python -m bench check-settings`: every .env variable, before anything starts (compose service settings)
-if sys.argv[1:2] == ["check-settings"]:
+if command == ["check-settings"]:
     from .check_settings import main as check_settings_main
     sys.exit(check_settings_main())
+if command:
+    print(f"bench: error: unknown command {command[0]!r}\n\n{USAGE}", file=sys.stderr, end="")
+    sys.exit(2)
 
-from .run import main
+from .run import main  # noqa: E402
 
 sys.exit(main())

@@ -387,8 +387,9 @@ def main(argv: list[str]) -> int:
                         help="exit 1 when a significant regression (req/s lower, CPU/request or p99 higher) "
                              "exceeds PCT percent, or a case fails in B only")
     parser.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
+    # help strings are %-formatted by argparse: a percent sign is written %%
     parser.add_argument("--min-change", type=_percent, default=MIN_CHANGE * 100, metavar="PCT",
-                        help=f"smallest change marked significant (default {MIN_CHANGE:.0%})")
+                        help=f"smallest change marked significant (default {MIN_CHANGE * 100:g}%%)")
     args = parser.parse_args(argv)
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha {args.alpha}: expected a level between 0 and 1, e.g. 0.05")
