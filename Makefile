@@ -8,7 +8,7 @@ COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
 COMPOSE_LOCAL := docker compose --env-file local.env
 PYTEST_ARGS ?=
 
-.PHONY: setup local-images lab lab-local matrix resilience overload test clean
+.PHONY: setup local-images lab lab-local ab matrix resilience overload test clean
 
 setup:
 	tools/setup.sh
@@ -34,6 +34,13 @@ lab-local: local-images
 	owner=$$(tools/results-owner.sh local.env) && export RESULTS_OWNER=$$owner \
 	  && $(COMPOSE_LOCAL) run --rm --build settings \
 	  && $(COMPOSE_LOCAL) up --build --exit-code-from bench bench
+
+# Did one change make a path faster or slower? A twin of SERVICE with the
+# change, timed against it in interleaved blocks in one run (tools/ab.py):
+# make ab SERVICE=flask B_IMAGE=python:3.13-slim (or B_CONTEXT=dir, B_REF=main,
+# B_CPUS=0.8, B_ENV="GUNICORN_WORKERS=2"; none: an A/A calibration).
+ab: local-images
+	.venv/bin/python tools/ab.py
 
 # One run per value of one setting on local images, then one table across
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).

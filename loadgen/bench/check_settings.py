@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from .settings import RETIRED, SettingsError, from_env
+from .settings import RETIRED, SettingsError, ab_from_env, from_env
 from .benchmark.writes import BENCH_OWN_BYTES, memory_shortfall
 
 MIB = 2 ** 20
@@ -29,6 +29,8 @@ BENCH_KNOBS = ("BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_DURATION", "BENCH_WA
                "BENCH_REPETITIONS", "BENCH_PROFILE", "BENCH_TOOLS", "BENCH_OPEN_LOOP", "BENCH_SWEEP",
                "BENCH_SWEEP_DURATION", "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
                "BENCH_STARTUP_TIMEOUT", "BENCH_ALLOW_NONCONFORMING")
+# An A/B run's (make ab sets them): judged together, as AB_A needs AB_B.
+AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY")
 # What decides how much memory bench's writer threads take.
 WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
 # Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/config.go).
@@ -40,7 +42,8 @@ SERVICES = ("MONGO", "POSTGRES", "TARGET", "LOADGEN", "SEED", "CADVISOR")
 CPUSETS = tuple(f"{service}_CPUS" for service in SERVICES)
 MEMORY_LIMITS = tuple(f"{service}_MEM" for service in SERVICES)
 
-VARIABLES = (*BASE_IMAGES, *SERVICE_IMAGES, "FILE_SIZES", "FILE_SET", "GRIDFS_DB", *BENCH_KNOBS, "RESULTS_DIR",
+VARIABLES = (*BASE_IMAGES, *SERVICE_IMAGES, "FILE_SIZES", "FILE_SET", "GRIDFS_DB", *BENCH_KNOBS, *AB_KNOBS,
+             "RESULTS_DIR",
              "RESULTS_OWNER",
              *WORKER_COUNTS, "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS, *CPUSETS, "LOADGEN_CPU_QUOTA",
              *MEMORY_LIMITS)
@@ -295,6 +298,18 @@ def bench_knob_errors(env: dict) -> dict[str, str]:
     return errors
 
 
+def ab_errors(env: dict) -> dict[str, str]:
+    """The A/B knobs together, against the run's BENCH_TARGETS (the first
+    one that is wrong: from_env stops there)."""
+    targets = env.get("BENCH_TARGETS", "").split() or ["nginx-static"]
+    try:
+        ab_from_env(env, targets)
+    except SettingsError as e:
+        name = re.match(r"[A-Z_]+", str(e)).group(0)
+        return {name if name in AB_KNOBS else "AB_A": str(e)}
+    return {}
+
+
 def memory_errors(env: dict, limits: dict[str, int], errors: dict[str, str],
                   cache_bytes: int | None, largest_file: int | None) -> dict[str, str]:
     """Each memory limit against what its service needs at the least."""
@@ -326,6 +341,7 @@ def check(env: dict, host_cores: int) -> list[str]:
     good. A variable missing from env is checked as empty, as compose's
     ${VAR} would pass it."""
     errors = bench_knob_errors(env)
+    errors.update(ab_errors(env))
 
     def parsed(name, parse, *args):
         try:

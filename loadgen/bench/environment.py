@@ -8,6 +8,12 @@ from pathlib import Path
 import pymongo
 
 
+def machine_of(environment: dict) -> dict:
+    """What makes two runs "the same machine" here (an A/B quotes the last
+    A/A of its machine): CPU model, cores, kernel."""
+    return {k: environment.get(k) for k in ("cpu_model", "host_cores", "kernel")}
+
+
 def database_server(uri: str, db: str) -> dict:
     """The database as it describes itself: product and version from
     buildInfo, and what stores its data (MongoDB: serverStatus's storage

@@ -67,6 +67,9 @@ class Run:
     # A caching path's own count over the counted repetitions (bench.measure.cache_log):
     # {hits, misses, other, requests, hit_ratio}; None for paths without a cache log.
     cache: dict | None = None
+    # An A/B run's rows: "A" (the service as it is) or "B" (its twin); their
+    # repetitions are the windows of the blocks, in `results.ab`'s pairs.
+    variant: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -319,6 +322,9 @@ class Results:
     reads: list[StorePass] = field(default_factory=list)
     store_setup: dict = field(default_factory=dict)
     working_set: WorkingSet | None = None
+    # An A/B run (bench.benchmark.ab): the two services, the change, every
+    # case's paired blocks, and one judged row per case and metric.
+    ab: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:

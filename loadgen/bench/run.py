@@ -1,18 +1,23 @@
 """Orchestrates a bench run: wait, verify, check conformance, time, sweep,
 chart, write results/<run-id>/."""
+import json
+import os
 import signal
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 from . import environment, settings as settings_mod
+from .benchmark.ab import AbRun
 from .benchmark.cases import Timer
 from .checks.before_timing import check_all_conformance, verify_targets
 from .measure.cpu_windows import connect_monitor, database_service
 from .measure.monitor import LOADGEN
-from .progress import Progress, clock, planned_seconds, say
+from .progress import MEASURED_OVERHEAD_S, Progress, clock, planned_seconds, say, warm_up_seconds
 from .settings import SLOW_CASE_STRETCH
+from .report.ab import last_calibration, render_ab
 from .report.markdown import render_markdown
 from .results import Results
 from .run_dir import (RESULTS_NOT_WRITABLE, VOLUME_NOT_WRITABLE, load_manifest, new_run_dir, not_writable, now,
@@ -108,6 +113,25 @@ def time_everything(cfg, results: Results, files: list[dict], file_set: dict | N
         results.warnings.append(f"{target} stopped answering during the run ({why}); its later cases are failed")
 
 
+def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
+            phases: Phases) -> None:
+    """An A/B run: only A against its twin B, block by block (benchmark/ab.py)."""
+    ab = cfg.ab
+    cases = len(ab.files) * len(ab.concurrency)
+    window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
+    planned = cases * ab.blocks * 2 * window
+    say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "
+        f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
+        f"of at least {cfg.duration} s, each after its warm-up; expected about {clock(planned)}")
+    results.timing["planned_seconds"] = round(planned, 1)
+    progress = Progress(planned)
+    timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
+    AbRun(cfg, timer, results, os.environ.get("CACHE_UPSTREAM", "")).run(files)
+    results.ab["calibration"] = last_calibration(Path(cfg.results_dir), results)
+    results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
+    phases.end("A/B blocks")
+
+
 def main() -> int:
     started = time.monotonic()
     try:
@@ -151,7 +175,10 @@ def main() -> int:
         phases.end("conformance")
         results.write_json(run_dir / "results.json")
         monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
-        time_everything(cfg, results, files, file_set, run_dir, monitor, allowance, phases)
+        if cfg.ab:
+            time_ab(cfg, results, files, run_dir, monitor, allowance, phases)
+        else:
+            time_everything(cfg, results, files, file_set, run_dir, monitor, allowance, phases)
         results.status = "complete"
     except (Interrupted, KeyboardInterrupt) as e:
         results.status = "interrupted"
@@ -193,7 +220,12 @@ def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, sta
     results.environment["duration_seconds"] = round(time.monotonic() - started, 1)
     results.phases["bench total"] = results.environment["duration_seconds"]
     results.write_json(run_dir / "results.json")
-    report = render_markdown(results)
+    report = render_markdown(results) if not results.ab else render_ab(results)
+    if results.ab:  # an A/B run's own files; report.md is the same page
+        (run_dir / "ab.md").write_text(report)
+        (run_dir / "ab.json").write_text(json.dumps({"run_id": results.run_id, **results.ab,
+                                                     "runs": [asdict(r) for r in results.runs if r.variant]},
+                                                    indent=2) + "\n")
     (run_dir / "report.md").write_text(report)
     if results.status == "complete":
         point_latest(results_dir, run_dir)  # an interrupted run never becomes "latest"

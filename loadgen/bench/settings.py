@@ -2,7 +2,7 @@
 error naming the variable when one is wrong."""
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.
 RECORDED = [
@@ -13,6 +13,7 @@ RECORDED = [
     "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
+    "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY",
     "NGINX_WORKERS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
     "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT",
     "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
@@ -42,6 +43,25 @@ WRITE_SIZE_MIN, WRITE_SIZE_MAX = 1024, 1024 ** 3
 
 class SettingsError(ValueError):
     pass
+
+
+# An A/B run (tools/ab.py, make ab): B, a twin of service A, timed against A
+# in interleaved blocks. Below 6 blocks no 95% interval exists
+# (bench.measure.paired); 8 gives one from the 4th Walsh average of each end.
+AB_KINDS = ("A/B", "A/A")
+AB_BLOCKS_MIN = 6
+
+
+@dataclass(frozen=True)
+class AbSettings:
+    a: str                 # the service measured as it is
+    b: str                 # its twin, with one thing changed (or nothing: A/A)
+    kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
+    change: str = ""       # what differs in B, in words (tools/ab.py writes it)
+    blocks: int = 8        # paired blocks per case (each: one window of A, one of B)
+    threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
+    files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
+    concurrency: tuple[int, ...] = (100,)
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ class Settings:
     write_threads: int = 20
     write_dir: str = "/data/writes"  # the filesystem store: a scratch volume of bench's own
     working_set: bool = True      # time the seed's FILE_SET on every path, when it loaded one
+    ab: AbSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
 
     def url_of(self, target: str) -> str:
         return f"http://{target}:{self.target_port}"
@@ -159,6 +180,40 @@ def _flag(env, name: str) -> bool:
     return text in ("1", "true", "yes")
 
 
+def _threshold(env) -> float:
+    text = env.get("AB_THRESHOLD", "5").strip()
+    try:
+        value = float(text.removesuffix("%"))
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 50:
+        raise SettingsError(f"AB_THRESHOLD={text!r}: expected a percentage above 0 and at most 50, e.g. '5' "
+                            "(changes within +-5% are called no change)")
+    return value / 100
+
+
+def ab_from_env(env, targets: list[str]) -> AbSettings | None:
+    """The A/B settings, or None when AB_B is empty (an ordinary run)."""
+    a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
+    if not b and not a:
+        return None
+    if not a or not b or a == b:
+        raise SettingsError(f"AB_A={a!r} AB_B={b!r}: an A/B run names two different services, the path and its "
+                            "twin (make ab SERVICE=flask ... sets both)")
+    missing = [name for name in (a, b) if name not in targets]
+    if missing:
+        raise SettingsError(f"AB_A/AB_B: {' and '.join(missing)} not in BENCH_TARGETS={' '.join(targets)!r}: "
+                            "both must be verified like any path")
+    kind = env.get("AB_KIND", "A/B").strip() or "A/B"
+    if kind not in AB_KINDS:
+        raise SettingsError(f"AB_KIND={kind!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
+    return AbSettings(
+        a=a, b=b, kind=kind, change=env.get("AB_CHANGE", "").strip(),
+        blocks=_one(env, "AB_BLOCKS", "8", int, AB_BLOCKS_MIN, 100), threshold=_threshold(env),
+        files=tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB"),
+        concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
+
+
 def from_env(env=os.environ) -> Settings:
     for name, instead in RETIRED.items():
         if env.get(name):
@@ -194,6 +249,7 @@ def from_env(env=os.environ) -> Settings:
         write_size=_size(env, "WRITE_SIZE", "10000000"),
         write_threads=_one(env, "WRITE_THREADS", "20", int, 1, 256),
         write_dir=env.get("WRITE_DIR", "/data/writes"),
+        ab=ab_from_env(env, targets),
     )
     return replace(settings, **QUICK) if profile == "quick" else settings
 
@@ -205,7 +261,8 @@ def effective(cfg: Settings) -> dict:
             "repetitions": cfg.repetitions, "tools": list(cfg.tools), "sweep": list(cfg.sweep),
             "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop,
             "write": cfg.write, "write_files": cfg.write_files, "write_size_bytes": cfg.write_size,
-            "write_threads": cfg.write_threads, "working_set": cfg.working_set}
+            "write_threads": cfg.write_threads, "working_set": cfg.working_set,
+            "ab": asdict(cfg.ab) if cfg.ab else None}
 
 
 def recorded_parameters(env=os.environ) -> dict:

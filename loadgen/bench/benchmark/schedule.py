@@ -128,11 +128,12 @@ class Schedule:
     warm_ups: dict[str, dict] = field(default_factory=dict)
 
     def repeat(self, phase: str, names: list[str], one: Callable[[str, int], None],
-               skip: Callable[[str], bool] = lambda name: False) -> None:
-        """one(name, repetition) for every name in every repetition, in the
-        phase's recorded order; a name for which skip(name) holds (down,
-        failed) is passed over from then on."""
-        orders = repetition_orders(names, self.repetitions, f"{self.seed}:{phase}")
+               skip: Callable[[str], bool] = lambda name: False, repetitions: int | None = None) -> None:
+        """one(name, repetition) for every name in every repetition (the
+        run's count, or `repetitions`: an A/B's blocks), in the phase's
+        recorded order; a name for which skip(name) holds (down, failed) is
+        passed over from then on."""
+        orders = repetition_orders(names, repetitions or self.repetitions, f"{self.seed}:{phase}")
         self.orders[phase] = orders
         for repetition, order in enumerate(orders, 1):
             for name in order:

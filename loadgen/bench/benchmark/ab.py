@@ -1,0 +1,205 @@
+"""An A/B run: B, a twin of service A with one thing changed (its image, its
+build, a CPU quota; or nothing, for an A/A calibration), timed against A in
+the same run, on the same core, database and files, never at the same time.
+
+Each case (size, concurrency) runs AB_BLOCKS blocks; a block is one window
+of A and one of B in the schedule's order (A B, B A, A B, ...: the ABBA
+blocks of a Williams design for two), each window after its own warm-up,
+which is not counted. A block gives one paired sample per metric, log(B/A):
+requests per second, the path's own CPU per request, and the total CPU per
+request of what serves it (the path, its databases, its upstream). Pairing
+within a block cancels what drifts over the run (the machine, its
+neighbours, the database's caches), which is what a test on two separate
+runs mistakes for a change. The statistics are bench.measure.paired's."""
+import math
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..clients.timing import TimingError, run_wrk
+from ..environment import machine_of
+from ..measure import paired
+from ..measure.cpu_windows import database_services
+from ..progress import MEASURED_OVERHEAD_S, say
+from ..results import Results, TargetResult, failed_run, repeated_run
+from .cases import case_name, case_seconds
+
+IDLE_CORES = 0.05   # the twin not being timed used less than this of a core in the window: idle
+TWIN_BUSY = "twin-busy"
+
+# metric key, what it is, higher is better, (words when better, when worse)
+METRICS = (
+    ("rps", "requests per second", True, ("faster", "slower")),
+    ("cpu_path", "CPU per request, the path's own", False, ("cheaper", "costlier")),
+    ("cpu_total", "CPU per request, path + database + upstream", False, ("cheaper", "costlier")),
+)
+
+
+@dataclass(frozen=True)
+class WindowRate:
+    """What sizes a window when its warm-up gave no rate: the last window's."""
+    requests: int
+    rps: float
+
+
+def upstream_of(service: str, env_upstream: str) -> str | None:
+    """nginx-cache's upstream (CACHE_UPSTREAM, e.g. nginx-gridfs:8080), shared
+    by A and its twin: its CPU is part of what serves them."""
+    if not service.startswith("nginx-cache") or not env_upstream:
+        return None
+    return urlsplit(f"//{env_upstream}").hostname
+
+
+def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
+    """One window's figures: req/s, the path's CPU ms per request, and the
+    total over the path and what it leans on (None where not measured)."""
+    cpu = rep.get("cpu") or {}
+    own = (cpu.get(target) or {}).get("cpu_ms_per_request")
+    total = None
+    if own is not None:
+        total = own + sum((cpu.get(role) or {}).get("cpu_ms_per_request") or 0.0 for role in supporting)
+    return {"rps": rep["rps"], "cpu_path": own, "cpu_total": total}
+
+
+class AbRun:
+    """Times A against B for every case of cfg.ab and judges the table."""
+
+    def __init__(self, cfg, timer, results: Results, cache_upstream: str = ""):
+        self.cfg, self.ab, self.timer, self.results = cfg, cfg.ab, timer, results
+        upstream = upstream_of(self.ab.a, cache_upstream)
+        self.supporting = database_services(cfg) + ([upstream] if upstream else [])
+
+    def cases(self, files: list[dict]) -> list[tuple[dict, int]]:
+        by_size = {f["name"].removesuffix(".bin"): f for f in files}
+        missing = [size for size in self.ab.files if size not in by_size]
+        if missing:
+            raise ValueError(f"AB_FILES={' '.join(self.ab.files)!r}: {' '.join(missing)} not loaded by the seed "
+                             f"(FILE_SIZES has {' '.join(by_size)})")
+        return [(by_size[size], c) for size in self.ab.files for c in self.ab.concurrency]
+
+    def run(self, files: list[dict]) -> None:
+        ab = self.ab
+        targets = {t.name: t for t in self.results.targets}
+        self.results.ab = {"a": ab.a, "b": ab.b, "kind": ab.kind, "change": ab.change, "blocks": ab.blocks,
+                           "threshold": ab.threshold, "supporting": self.supporting,
+                           "machine": machine_of(self.results.environment), "cases": [], "rows": []}
+        unready = [n for n in (ab.a, ab.b) if not (n in targets and targets[n].verified)]
+        if unready:
+            why = "; ".join(f"{n}: {targets[n].error if n in targets else 'not a target'}" for n in unready)
+            self.results.ab["error"] = f"not timed: {why}"
+            say(f"A/B: {self.results.ab['error']}")
+            return
+        for f, c in self.cases(files):
+            self.results.ab["cases"].append(self.case(targets[ab.a], targets[ab.b], f, c))
+            self.results.write_json(self.timer.run_dir / "results.json")
+        self.results.ab["rows"] = judge(self.results.ab["cases"], ab.threshold)
+        for row in self.results.ab["rows"]:
+            say(f"A/B {row['case']} {row['metric']}: {row['headline']}")
+
+    def case(self, a: TargetResult, b: TargetResult, f: dict, c: int) -> dict:
+        """AB_BLOCKS blocks of one (file, concurrency): the windows of each
+        side as ordinary Runs (variant A and B), and the paired samples."""
+        phase = f"A/B {f['name']} c={c}"
+        sides = {a.name: a, b.name: b}
+        reps: dict[str, list[dict]] = {a.name: [], b.name: []}
+        last: dict[str, WindowRate] = {}
+        errors: dict[str, str] = {}
+
+        def window(name: str, block: int) -> None:
+            target = sides[name]
+            url = f"{target.url}/files/{f['name']}"
+            out = f"{case_name(name, f['name'], c)}-ab{block}"
+            try:
+                warm = self.timer.warm(f"{phase} b={block}", name, c, lambda s: run_wrk(url, c, s))
+                sized = warm if warm is not None and warm.requests else last.get(name)
+                seconds = max(self.cfg.duration, case_seconds(self.cfg, sized, c))
+                rep = self.timer.measured(name, lambda: run_wrk(url, c, seconds, self.timer.run_dir, out))
+            except TimingError as e:
+                errors[name] = f"block {block}: {e}"
+                say(f"{out}: FAILED: {e}")
+                return
+            finally:
+                self.timer.progress.advance(self.cfg.duration + MEASURED_OVERHEAD_S)
+                self.timer.progress.report(f"{out} done")
+            other = b.name if name == a.name else a.name
+            idle = ((rep.get("cpu") or {}).get(other) or {}).get("cores")
+            if idle is not None and idle > IDLE_CORES:
+                rep["flags"].append(TWIN_BUSY)  # the resting side was not idle: this window is not clean
+            rep["block"] = block
+            reps[name].append(rep)
+            last[name] = WindowRate(rep["requests"], rep["rps"])
+            self.results.order.append(f"{name} {f['name']} c={c} block={block}")
+
+        self.timer.schedule.repeat(phase, [a.name, b.name], window, repetitions=self.ab.blocks,
+                                   skip=lambda name: bool(errors))
+        for variant, name in (("A", a.name), ("B", b.name)):
+            if errors.get(name) or not reps[name]:
+                run = failed_run(name, f["name"], f["size"], c, errors.get(name, "not run"), reps[name])
+            else:
+                run = repeated_run(name, f["name"], f["size"], c, reps[name])
+            run.variant = variant
+            self.results.runs.append(run)
+        return {"file": f["name"], "size_bytes": f["size"], "concurrency": c, "error": "; ".join(errors.values()),
+                "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
+
+
+def blocks(a_reps: list[dict], b_reps: list[dict], a: str, b: str, supporting: list[str]) -> list[dict]:
+    """The paired samples: block by block, A's and B's figures and the flags
+    of either window."""
+    by_block = {r["block"]: r for r in b_reps}
+    paired_blocks = []
+    for ra in a_reps:
+        rb = by_block.get(ra["block"])
+        if rb is None:
+            continue
+        paired_blocks.append({"block": ra["block"], "a": window_metrics(ra, a, supporting),
+                              "b": window_metrics(rb, b, supporting),
+                              "flags": sorted(set(ra.get("flags", [])) | set(rb.get("flags", [])))})
+    return paired_blocks
+
+
+def judge(cases: list[dict], threshold: float) -> list[dict]:
+    """One row per case and metric: the paired log-ratios, the Hodges-
+    Lehmann ratio with its exact 95% interval, the signed-rank p-value
+    adjusted with Holm's method across the whole table, and the verdict."""
+    rows = []
+    for case in cases:
+        for key, what, higher_is_better, words in METRICS:
+            a = [blk["a"][key] for blk in case["blocks"]]
+            b = [blk["b"][key] for blk in case["blocks"]]
+            d = paired.log_ratios(a, b)
+            rows.append({"case": f"{case['file'].removesuffix('.bin')} c={case['concurrency']}",
+                         "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,
+                         "higher_is_better": higher_is_better, "words": list(words), "log_ratios": d,
+                         "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0})
+    for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
+        interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)
+        row["p_holm"] = adjusted
+        row["ratio"] = round(math.exp(interval.estimate), 4)
+        row["low"] = round(math.exp(interval.low), 4) if interval.low is not None else None
+        row["high"] = round(math.exp(interval.high), 4) if interval.high is not None else None
+        row["coverage"] = interval.coverage
+        row["verdict"] = paired.verdict(interval, adjusted, row["higher_is_better"], threshold)
+        row["gate_fails"] = paired.beyond_threshold_worse(interval, row["higher_is_better"], threshold)
+        row["headline"] = headline(row, threshold)
+    return rows
+
+
+def headline(row: dict, threshold: float) -> str:
+    """The verdict in words: "B faster by 12% [8%, 16%]", "no change beyond
+    +-5% [-2%, 3%]", or "inconclusive [-4%, 9%]"."""
+    if row["low"] is None:
+        return f"inconclusive: {row['n']} blocks give no 95% interval (at least 6 needed)"
+    span = f"[{_signed(row['low'])}, {_signed(row['high'])}]"
+    better, worse = row["words"]
+    change = abs(row["ratio"] - 1) * 100
+    if row["verdict"] == paired.BETTER:
+        return f"B {better} by {change:.1f}% {span}"
+    if row["verdict"] == paired.WORSE:
+        return f"B {worse} by {change:.1f}% {span}"
+    if row["verdict"] == paired.SAME:
+        return f"no change beyond ±{threshold * 100:g}% {span}"
+    return f"inconclusive {span} (ratio {row['ratio']:.3f}, adjusted p {row['p_holm']:.2g})"
+
+
+def _signed(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"

@@ -1,0 +1,125 @@
+"""An A/B run's page (ab.md, also its report.md) and where its verdicts'
+false-alarm rate comes from: the last A/A run on the same machine. Pure
+but for last_calibration, which reads the results directory."""
+import json
+from pathlib import Path
+
+from ..environment import machine_of
+from ..measure import paired
+from ..results import Results
+from .markdown import server_label
+
+ALARMS = (paired.BETTER, paired.WORSE)
+
+
+def false_alarms(rows: list[dict]) -> dict:
+    """In an A/A run every "better" or "worse" verdict is a false alarm."""
+    alarms = sum(1 for r in rows if r["verdict"] in ALARMS)
+    return {"alarms": alarms, "rows": len(rows), "rate": round(alarms / len(rows), 4) if rows else None}
+
+
+def last_calibration(results_dir: Path, results: Results) -> dict | None:
+    """The newest complete A/A run on this machine before this one (its
+    ab.json), with its false alarms; None when there is none."""
+    here = machine_of(results.environment)
+    for ab_json in sorted(results_dir.glob("*/ab.json"), reverse=True):
+        if ab_json.parent.name >= results.run_id:
+            continue
+        try:
+            data = json.loads(ab_json.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("kind") == "A/A" and data.get("machine") == here and data.get("rows"):
+            return {"run_id": data.get("run_id"), **false_alarms(data["rows"])}
+    return None
+
+
+def _ratio(row: dict) -> str:
+    return f"{row['ratio']:.3f}" if row.get("ratio") is not None else "-"
+
+
+def _interval(row: dict) -> str:
+    if row.get("low") is None:
+        return "none (too few blocks)"
+    return f"[{row['low']:.3f}, {row['high']:.3f}]"
+
+
+def _median(values: list) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    return known[(len(known) - 1) // 2] if known else None
+
+
+def _figure(value: float | None, metric: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if metric == "rps" else f"{value:.3f}"
+
+
+def calibration_lines(ab: dict) -> list[str]:
+    if ab.get("kind") == "A/A":
+        found = false_alarms(ab.get("rows", []))
+        return [f"- **A/A calibration:** B is A unchanged, so every \"better\" or \"worse\" verdict below is a false "
+                f"alarm: **{found['alarms']} of {found['rows']}** case-metrics"
+                + (f" ({found['rate']:.0%})." if found["rate"] is not None else ".")]
+    cal = ab.get("calibration")
+    if not cal:
+        return ["- **False alarms on this machine: not measured.** No A/A run here yet: run the same command "
+                "with no change to B (`make ab SERVICE=<path>`) to learn how often an unchanged B gets a verdict."]
+    return [f"- **False alarms on this machine:** the last A/A (run {cal['run_id']}) gave a verdict to "
+            f"{cal['alarms']} of {cal['rows']} case-metrics of an unchanged B"
+            + (f" ({cal['rate']:.0%})." if cal.get("rate") is not None else ".")]
+
+
+def render_ab(results: Results) -> str:
+    ab = results.ab
+    env = results.environment
+    change = ab.get("change") or ("nothing (A/A)" if ab.get("kind") == "A/A" else "not stated")
+    lines = [
+        f"# {ab.get('kind', 'A/B')} report: run {results.run_id}",
+        "",
+        f"- **A:** `{ab.get('a')}`; **B:** `{ab.get('b')}`, its twin (same core, memory limit, database and files); "
+        f"B's change: {change}",
+        f"- Database: **{server_label(env)}**; machine: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} "
+        f"cores, kernel {env.get('kernel', '?')}",
+        f"- Method: {ab.get('blocks')} blocks per case, each one window of A and one of B in turn (A B, B A, ...), "
+        "never at once, each window after its own warm-up (not counted); one paired sample per block, log(B/A). "
+        "Ratio: Hodges-Lehmann estimate; interval: the exact distribution-free 95% interval of Wilcoxon's "
+        "signed-rank test (at least 95% coverage at any block count; a bootstrap under-covers at 6-12 samples); "
+        "p-values adjusted with Holm's method across the table. "
+        f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD).",
+        *calibration_lines(ab),
+    ]
+    if ab.get("error"):
+        lines += ["", f"**Not timed:** {ab['error']}"]
+    if results.warnings:
+        lines += ["", "## Warnings", "", *[f"- {w}" for w in results.warnings]]
+    rows = ab.get("rows", [])
+    if rows:
+        lines += ["", "## Verdicts", ""]
+        lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)" for r in rows]
+        lines += ["", "| case | metric | A (median) | B (median) | B/A | 95% interval | blocks | adjusted p | verdict |",
+                  "|---|---|--:|--:|--:|---|--:|--:|---|"]
+        cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
+        for r in rows:
+            case = cases.get((r["file"], r["concurrency"]), {"blocks": []})
+            a = _median([b["a"][r["metric"]] for b in case["blocks"]])
+            b = _median([b["b"][r["metric"]] for b in case["blocks"]])
+            lines.append(f"| {r['case']} | {r['what']} | {_figure(a, r['metric'])} | {_figure(b, r['metric'])} | "
+                         f"{_ratio(r)} | {_interval(r)} | {r['n']} | {r['p_holm']:.3g} | {r['verdict']} |")
+    for case in ab.get("cases", []):
+        title = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
+        lines += ["", f"## Blocks: {title}", ""]
+        if case.get("error"):
+            lines += [f"**Failed:** {case['error']}", ""]
+        chart = (ab.get("charts") or {}).get(title)
+        if chart:
+            lines += [f"![paired log-ratios, {title}]({chart})", ""]
+        lines += ["| block | A req/s | B req/s | B/A req/s | A CPU ms/req | B CPU ms/req | flags |",
+                  "|--:|--:|--:|--:|--:|--:|---|"]
+        for blk in case["blocks"]:
+            a, b = blk["a"], blk["b"]
+            ratio = f"{b['rps'] / a['rps']:.3f}" if a["rps"] else "-"
+            lines.append(f"| {blk['block']} | {a['rps']:.0f} | {b['rps']:.0f} | {ratio} | "
+                         f"{_figure(a['cpu_path'], 'cpu')} | {_figure(b['cpu_path'], 'cpu')} | "
+                         f"{', '.join(blk['flags']) or '-'} |")
+    return "\n".join(lines) + "\n"

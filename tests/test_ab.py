@@ -1,0 +1,171 @@
+"""The A/B mode's parts that need no running lab: its settings, the judged
+table and its page, the calibration lookup, and make ab's twin as compose
+itself reads it (docker compose config). The whole A/B runs in
+tests/test_compose_e2e.py."""
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.benchmark.ab import blocks, judge, upstream_of, window_metrics
+from bench.check_settings import ab_errors
+from bench.report.ab import last_calibration, render_ab
+from bench.results import Results
+from bench.settings import SettingsError, from_env
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import ab as ab_tool  # noqa: E402
+
+TARGETS = "nginx-static flask flask-b"
+
+
+def test_an_ab_run_is_read_from_its_variables():
+    cfg = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "10",
+                    "AB_THRESHOLD": "3%", "AB_FILES": "1KB", "AB_CONCURRENCY": "5 100", "AB_CHANGE": "x"})
+    assert (cfg.ab.a, cfg.ab.b, cfg.ab.blocks, cfg.ab.threshold, cfg.ab.files, cfg.ab.concurrency) == (
+        "flask", "flask-b", 10, 0.03, ("1KB",), (5, 100))
+    assert from_env({"BENCH_TARGETS": TARGETS}).ab is None
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"AB_A": "flask"}, "AB_A"),
+    ({"AB_A": "flask", "AB_B": "node-b"}, "AB_A"),
+    ({"AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "5"}, "AB_BLOCKS"),
+    ({"AB_A": "flask", "AB_B": "flask-b", "AB_THRESHOLD": "0"}, "AB_THRESHOLD"),
+    ({"AB_A": "flask", "AB_B": "flask-b", "AB_KIND": "B/A"}, "AB_KIND"),
+])
+def test_a_bad_ab_setting_is_named_before_anything_starts(env, named):
+    full = {"BENCH_TARGETS": TARGETS, **env}
+    with pytest.raises(SettingsError, match=named):
+        from_env(full)
+    assert list(ab_errors(full)) == [named]
+
+
+def rep(block: int, rps: float, own: float, db: float, flags=()) -> dict:
+    return {"block": block, "rps": rps, "flags": list(flags),
+            "cpu": {"flask": {"cpu_ms_per_request": own, "cores": 0.9}, "flask-b": {"cpu_ms_per_request": own,
+                                                                                   "cores": 0.9},
+                    "mongo": {"cpu_ms_per_request": db}, "postgres": {"cpu_ms_per_request": 0.001}}}
+
+
+def case_of(a_rps: list[float], b_rps: list[float], file="1KB.bin", c=100) -> dict:
+    a = [rep(i, r, 1.0 + i / 100, 0.5) for i, r in enumerate(a_rps, 1)]
+    b = [rep(i, r, (1.0 + i / 100) * a_rps[i - 1] / r, 0.5) for i, r in enumerate(b_rps, 1)]
+    for r in b:
+        r["cpu"] = {"flask-b": r["cpu"]["flask"], "mongo": r["cpu"]["mongo"], "postgres": r["cpu"]["postgres"]}
+    return {"file": file, "size_bytes": 1024, "concurrency": c, "error": "",
+            "blocks": blocks(a, b, "flask", "flask-b", ["mongo", "postgres"])}
+
+
+def test_window_metrics_add_the_database_and_upstream_to_the_total():
+    m = window_metrics(rep(1, 100.0, 2.0, 0.5), "flask", ["mongo", "postgres", "nginx-gridfs"])
+    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501)}
+    assert window_metrics({"rps": 5.0, "cpu": None}, "flask", ["mongo"])["cpu_total"] is None
+    assert upstream_of("nginx-cache", "nginx-gridfs:8080") == "nginx-gridfs"
+    assert upstream_of("nginx-cache-b", "flask:8080") == "flask" and upstream_of("flask", "x:1") is None
+
+
+def test_a_throttled_b_is_slower_and_costlier_and_fails_the_gate_on_requests_per_second():
+    rng = random.Random(1)
+    a = [1000 * rng.uniform(0.97, 1.03) for _ in range(8)]
+    rows = judge([case_of(a, [x * 0.8 * rng.uniform(0.99, 1.01) for x in a])], 0.05)
+    by = {r["metric"]: r for r in rows}
+    assert by["rps"]["verdict"] == "worse" and by["rps"]["gate_fails"]
+    assert by["rps"]["headline"].startswith("B slower by ")
+    assert by["rps"]["low"] <= 0.8 <= by["rps"]["high"]  # the interval holds the change made
+    assert by["cpu_path"]["verdict"] == "worse" and by["cpu_path"]["headline"].startswith("B costlier by ")
+    assert all(r["n"] == 8 and r["coverage"] >= 0.95 for r in rows)
+
+
+def test_an_unchanged_b_is_no_change_or_inconclusive_never_a_verdict():
+    rng = random.Random(2)
+    a = [1000 * rng.uniform(0.99, 1.01) for _ in range(8)]
+    rows = judge([case_of(a, [x * rng.uniform(0.995, 1.005) for x in a])], 0.05)
+    assert {r["verdict"] for r in rows} <= {"no change", "inconclusive"}
+    assert any(r["headline"].startswith("no change beyond ±5%") for r in rows)
+
+
+def test_too_few_blocks_say_why_there_is_no_interval():
+    rows = judge([case_of([100.0] * 4, [90.0, 91.0, 89.0, 90.0])], 0.05)
+    assert all(r["verdict"] == "inconclusive" and "at least 6 needed" in r["headline"] for r in rows)
+
+
+def ab_results(run_id: str, kind: str, rows: list[dict], machine: dict) -> Results:
+    env = {"cpu_model": machine["cpu_model"], "host_cores": machine["host_cores"], "kernel": machine["kernel"],
+           "server": {"product": "FerretDB", "version": "1.24.2"}}
+    return Results(run_id=run_id, started_at="s", environment=env,
+                   ab={"a": "flask", "b": "flask-b", "kind": kind, "change": "", "blocks": 8, "threshold": 0.05,
+                       "machine": machine, "cases": [], "rows": rows})
+
+
+def test_an_ab_report_quotes_the_last_aa_of_the_same_machine(tmp_path):
+    here = {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"}
+    elsewhere = {**here, "cpu_model": "cpu Y"}
+    rng = random.Random(3)
+    a = [1000 * rng.uniform(0.97, 1.03) for _ in range(8)]
+    rows = judge([case_of(a, a[::-1])], 0.05)
+    for run_id, machine in (("20261125T100000Z", here), ("20261125T110000Z", elsewhere)):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "ab.json").write_text(json.dumps(
+            {"run_id": run_id, **ab_results(run_id, "A/A", rows, machine).ab}))
+    results = ab_results("20261125T120000Z", "A/B", rows, here)
+    found = last_calibration(tmp_path, results)
+    assert found == {"run_id": "20261125T100000Z", "alarms": 0, "rows": 3, "rate": 0.0}
+    results.ab["calibration"] = found
+    page = render_ab(results)
+    assert "the last A/A (run 20261125T100000Z) gave a verdict to 0 of 3 case-metrics" in page
+    assert "FerretDB" in page and "| 1KB c=100 | requests per second |" in page
+    assert last_calibration(tmp_path, ab_results("20261125T090000Z", "A/B", rows, here)) is None
+    aa = render_ab(ab_results("20261125T130000Z", "A/A", rows, here))
+    assert "every \"better\" or \"worse\" verdict below is a false alarm: **0 of 3**" in aa
+    none = render_ab(ab_results("20261125T130000Z", "A/B", rows, elsewhere))
+    assert "False alarms on this machine: not measured." in none
+
+
+def compose_config(override: Path) -> dict:
+    env = {**os.environ, "RESULTS_OWNER": "1000:1000"}
+    done = subprocess.run(["docker", "compose", "--env-file", str(REPO / "local.env"), "-f", str(REPO / "compose.yaml"),
+                           "-f", str(override), "config", "--format", "json"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["services"]
+
+
+@pytest.mark.parametrize("service, change, check", [
+    ("flask", {"B_IMAGE": "python:3.13-slim"}, lambda b: b["build"]["args"]["PYTHON_IMAGE"] == "python:3.13-slim"),
+    ("node", {"B_CPUS": "0.8"}, lambda b: b["cpus"] == 0.8),
+    ("flask", {"B_ENV": "GUNICORN_WORKERS=2"}, lambda b: b["environment"]["GUNICORN_WORKERS"] == "2"
+     and b["environment"]["MONGO_URI"] == "mongodb://mongo:27017"),
+    ("nginx-cache", {}, lambda b: True),
+])
+def test_the_twin_is_its_service_with_one_change_as_compose_reads_it(tmp_path, service, change, check):
+    """Same core, memory limit, database, volumes and hardening as A; only
+    the change differs; bench waits for it."""
+    base = ["docker", "compose", "--env-file", str(REPO / "local.env")]
+    services = ab_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
+    definition, changed = ab_tool.twin(service, services[service], change)
+    (tmp_path / "ab.yaml").write_text(ab_tool.override(service, definition))
+    config = compose_config(tmp_path / "ab.yaml")
+    a, b = config[service], config[f"{service}-b"]
+    assert check(b) and (changed != []) == bool(change)
+    same = ("cpuset", "mem_limit", "read_only", "cap_drop", "security_opt", "volumes", "tmpfs", "depends_on", "labels")
+    assert {k: a.get(k) for k in same} == {k: b.get(k) for k in same}
+    assert f"{service}-b" in config["bench"]["depends_on"]
+    if not change:
+        assert a["build"] == b["build"] and a.get("cpus") == b.get("cpus") and a["environment"] == b["environment"]
+
+
+def test_a_path_with_several_build_arguments_asks_which_one(tmp_path):
+    base = ["docker", "compose", "--env-file", str(REPO / "local.env")]
+    services = ab_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
+    with pytest.raises(ab_tool.LabError, match="B_ARG=NAME"):
+        ab_tool.twin("gridfs-fuse", services["gridfs-fuse"], {"B_IMAGE": "x"})
+    definition, _ = ab_tool.twin("gridfs-fuse", services["gridfs-fuse"], {"B_IMAGE": "x", "B_ARG": "GO_IMAGE"})
+    assert definition["build"]["args"] == {"GO_IMAGE": "x"}
+    assert ab_tool.targets_for("nginx-cache", {"CACHE_UPSTREAM": "nginx-gridfs:8080"}, services) == [
+        "nginx-static", "nginx-cache", "nginx-cache-b", "nginx-gridfs"]

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""make ab SERVICE=<path> [one change to B]: did the change make the path
+faster or slower? A twin of SERVICE (<SERVICE>-b) with the change runs
+beside it in the same compose project (same core, memory limit, database
+and files; compose `extends`), and bench times A and B in interleaved blocks
+(bench/benchmark/ab.py), then writes results/<run>/ab.md and ab.json.
+
+The change, one of (environment variables, as make passes them):
+  B_IMAGE=python:3.13-slim   the base image B is built from (its one build
+                             argument; B_ARG=NAME where it has several)
+  B_CONTEXT=DIR              B built from another folder (its Dockerfile as A's)
+  B_REF=main                 B built from the lab at a git ref (a pull
+                             request's service against main's)
+  B_CPUS=0.8                 a CPU quota on B (cores), the known change the
+                             A/B is checked against
+  B_ENV="GUNICORN_WORKERS=2" environment variables for B only
+None of them: an A/A run (B is A unchanged), to measure how often an
+unchanged B gets a verdict on this machine.
+
+AB_ENV_FILE (default local.env), AB_PROJECT (default gridfs-lab, the lab's
+own project: its seeded volumes are reused), and every AB_* knob of .env.
+It writes .lab/ab/compose.ab.yaml and prints the plain compose command that
+runs the same A/B."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab_compose import ROOT, LabError, compose_run, compose_services, settings_in  # noqa: E402
+
+WORK = ROOT / ".lab" / "ab"
+CHANGES = ("B_IMAGE", "B_CONTEXT", "B_REF", "B_CPUS", "B_ENV")
+
+
+def twin_name(service: str) -> str:
+    return f"{service}-b"
+
+
+def image_arg(service: str, build: dict, chosen: str) -> str:
+    """The build argument B_IMAGE replaces: the service's only one, or B_ARG."""
+    args = sorted((build or {}).get("args") or {})
+    if chosen:
+        if chosen not in args:
+            raise LabError(f"B_ARG={chosen}: {service} has build arguments {', '.join(args) or 'none'}")
+        return chosen
+    if len(args) != 1:
+        raise LabError(f"B_IMAGE: {service} has build arguments {', '.join(args) or 'none'}: "
+                       "say which one B_IMAGE replaces with B_ARG=NAME")
+    return args[0]
+
+
+def ref_checkout(ref: str) -> Path:
+    """The lab at `ref`, checked out once per commit under .lab/ab/ (a git
+    worktree: no second clone)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, check=True).stdout.strip()
+    except subprocess.CalledProcessError as e:
+        raise LabError(f"B_REF={ref}: not a commit here ({e.stderr.strip()[-200:]})") from None
+    tree = WORK / f"ref-{sha[:12]}"
+    if not tree.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), sha], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, check=True)
+    return tree
+
+
+def twin(service: str, spec: dict, env: dict) -> tuple[dict, list[str]]:
+    """The twin's compose service and the words that say what differs."""
+    definition: dict = {"extends": {"file": str(ROOT / "compose.yaml"), "service": service}}
+    changed = []
+    build = spec.get("build") or {}
+    if env.get("B_IMAGE"):
+        if not build:
+            raise LabError(f"B_IMAGE: {service} is not built by the lab; swap its image variable instead")
+        arg = image_arg(service, build, env.get("B_ARG", ""))
+        definition.setdefault("build", {}).setdefault("args", {})[arg] = env["B_IMAGE"]
+        changed.append(f"{arg}={env['B_IMAGE']}")
+    if env.get("B_CONTEXT") or env.get("B_REF"):
+        if not build:
+            raise LabError(f"B_CONTEXT/B_REF: {service} is not built by the lab")
+        context = Path(build["context"])
+        if env.get("B_REF"):
+            context = ref_checkout(env["B_REF"]) / context.relative_to(ROOT)
+            changed.append(f"built from the lab at {env['B_REF']}")
+        else:
+            context = Path(env["B_CONTEXT"]).resolve()
+            changed.append(f"built from {env['B_CONTEXT']}")
+        if not context.is_dir():
+            raise LabError(f"B_CONTEXT/B_REF: {context} is not a folder")
+        definition.setdefault("build", {})["context"] = str(context)
+    if env.get("B_CPUS"):
+        try:
+            definition["cpus"] = float(env["B_CPUS"])
+        except ValueError:
+            definition["cpus"] = 0.0
+        if not 0.01 <= definition["cpus"] <= 64:
+            raise LabError(f"B_CPUS={env['B_CPUS']!r}: expected a CPU quota in cores, e.g. 0.8")
+        changed.append(f"a CPU quota of {env['B_CPUS']} cores")
+    if env.get("B_ENV"):
+        pairs = dict(word.split("=", 1) for word in shlex.split(env["B_ENV"]) if "=" in word)
+        if not pairs:
+            raise LabError(f"B_ENV={env['B_ENV']!r}: expected NAME=value pairs")
+        definition["environment"] = pairs
+        changed += [f"{k}={v}" for k, v in pairs.items()]
+    return definition, changed
+
+
+def override(service: str, definition: dict) -> str:
+    """compose.ab.yaml: the twin, and bench waiting for it. JSON is YAML."""
+    doc = {"services": {twin_name(service): definition,
+                        "bench": {"depends_on": {twin_name(service): {"condition": "service_started"}}}}}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def targets_for(service: str, lab: dict, services: dict) -> list[str]:
+    """What bench verifies: nginx-static (the reference every answer is
+    judged against), A and B, and A's upstream, so its CPU is watched."""
+    names = ["nginx-static", service, twin_name(service)]
+    upstream = (lab.get("CACHE_UPSTREAM") or "").split(":")[0] if service.startswith("nginx-cache") else ""
+    if upstream and upstream in services:
+        names.append(upstream)
+    return list(dict.fromkeys(names))
+
+
+def main() -> int:
+    env = dict(os.environ)
+    service = env.get("SERVICE", "").strip()
+    try:
+        env_file = ROOT / env.get("AB_ENV_FILE", "local.env")
+        if not env_file.exists():
+            raise LabError(f"AB_ENV_FILE: {env_file} does not exist (make local-images writes local.env; "
+                           "AB_ENV_FILE=.env runs official images)")
+        lab = settings_in(env_file)
+        base = ["docker", "compose", "-p", env.get("AB_PROJECT", "gridfs-lab"), "--env-file", str(env_file)]
+        services = compose_services(base, env)
+        paths = lab.get("BENCH_TARGETS", "").split()
+        if service not in paths:
+            raise LabError(f"SERVICE={service!r}: expected one of the serving paths in BENCH_TARGETS: "
+                           f"{' '.join(paths)}")
+        definition, changed = twin(service, services[service], env)
+        WORK.mkdir(parents=True, exist_ok=True)
+        compose_file = WORK / "compose.ab.yaml"
+        compose_file.write_text(override(service, definition))
+        base += ["-f", str(ROOT / "compose.yaml"), "-f", str(compose_file)]
+        run_env = {**env, "AB_A": service, "AB_B": twin_name(service), "AB_KIND": "A/B" if changed else "A/A",
+                   "AB_CHANGE": "; ".join(changed), "BENCH_TARGETS": " ".join(targets_for(service, lab, services))}
+        owner = subprocess.run([str(ROOT / "tools" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=run_env,
+                               capture_output=True, text=True, timeout=60)
+        if owner.returncode != 0:
+            raise LabError(f"RESULTS_OWNER: {owner.stderr.strip()[-300:]}")
+        run_env["RESULTS_OWNER"] = owner.stdout.strip()
+        print(f"[ab] {run_env['AB_KIND']} of {service}: B = {twin_name(service)}"
+              f"{' with ' + '; '.join(changed) if changed else ' unchanged'}\n[ab] the same with plain compose: "
+              + " ".join(shlex.quote(w) for w in base) + " up --build --exit-code-from bench bench "
+              f"(with AB_A={service} AB_B={twin_name(service)} AB_KIND={run_env['AB_KIND']!r} "
+              f"BENCH_TARGETS={run_env['BENCH_TARGETS']!r} in the environment)", flush=True)
+        compose_run(base, ["run", "--rm", "--build", "settings"], run_env, 600, "checking the settings")
+    except (LabError, subprocess.SubprocessError, OSError, ValueError) as e:
+        print(f"ab: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        # attached: bench's plan and time left show as it goes
+        return subprocess.run(base + ["up", "--build", "--exit-code-from", "bench", "bench"], cwd=ROOT, env=run_env,
+                              timeout=float(env.get("AB_TIMEOUT", "3600"))).returncode
+    except subprocess.TimeoutExpired:
+        print(f"ab: error: no end within AB_TIMEOUT={env.get('AB_TIMEOUT', '3600')} s", file=sys.stderr)
+        return 2
+    finally:
+        # the twin goes, the lab's seeded volumes stay for the next run
+        subprocess.run(base + ["rm", "-s", "-f", twin_name(service)], cwd=ROOT, env=run_env, capture_output=True,
+                       timeout=300)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
