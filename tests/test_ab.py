@@ -169,3 +169,30 @@ def test_a_path_with_several_build_arguments_asks_which_one(tmp_path):
     assert definition["build"]["args"] == {"GO_IMAGE": "x"}
     assert ab_tool.targets_for("nginx-cache", {"CACHE_UPSTREAM": "nginx-gridfs:8080"}, services) == [
         "nginx-static", "nginx-cache", "nginx-cache-b", "nginx-gridfs"]
+
+
+import ab_gate  # noqa: E402
+
+PATHS = ["nginx-static", "httpd-static", "nginx-gridfs", "flask", "node", "gridfs-fuse", "nginx-cache",
+         "flask-postgres"]
+
+
+@pytest.mark.parametrize("changed, gated", [
+    (["services/node/server.js"], ["node"]),
+    (["services/python-common/lab_http/ranges.py"], ["flask", "flask-postgres"]),
+    (["services/nginx-gridfs/module/ngx_http_gridfs_module.c", "README.md"], ["nginx-gridfs"]),
+    (["loadgen/bench/run.py"], ["nginx-gridfs", "flask"]),
+    (["README.md", "results/example/index.png"], []),
+])
+def test_the_gate_measures_the_paths_a_change_touches(changed, gated):
+    assert ab_gate.touched_paths(changed, PATHS, ["nginx-gridfs", "flask"]) == gated
+
+
+def test_the_gate_fails_only_on_the_chosen_metric_beyond_the_threshold():
+    rng = random.Random(4)
+    a = [1000 * rng.uniform(0.98, 1.02) for _ in range(8)]
+    rows = judge([case_of(a, [x * 0.7 for x in a])], 0.05)
+    ab = {"b": "flask-b", "rows": rows}
+    assert len(ab_gate.judge_gate(ab, ["rps"])) == 1 and "B slower by" in ab_gate.judge_gate(ab, ["rps"])[0]
+    same = judge([case_of(a, a[1:] + a[:1])], 0.05)
+    assert ab_gate.judge_gate({"b": "flask-b", "rows": same}, ["rps", "cpu_path"]) == []

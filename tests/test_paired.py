@@ -113,3 +113,11 @@ def test_an_interval_within_the_threshold_is_no_change():
 
 def test_log_ratios_leave_out_blocks_without_a_figure():
     assert log_ratios([100.0, 0.0, 50.0], [110.0, 5.0, None]) == [pytest.approx(math.log(1.1))]
+
+
+def test_the_blocks_a_table_needs_for_any_verdict():
+    from bench.measure.paired import blocks_for_a_verdict
+    assert blocks_for_a_verdict(1) == 6      # 2/64 = 0.031
+    assert blocks_for_a_verdict(3) == 7      # 3 x 2/128 = 0.047
+    assert blocks_for_a_verdict(6) == 8      # 6 x 2/256 = 0.047: the default plan, 2 cases x 3 metrics
+    assert blocks_for_a_verdict(18) == 10

@@ -37,8 +37,8 @@ def test_actionlint_catches_a_broken_copy(actionlint, tmp_path):
     broken.parent.mkdir(parents=True)
     text = WORKFLOW.read_text()
     # an unknown context and an unquoted word split in a script
-    assert "${{ github.token }}" in text and '>> "$GITHUB_STEP_SUMMARY"' in text
-    text = text.replace("${{ github.token }}", "${{ github.no_such_thing }}", 1)
+    assert "${{ github.event.pull_request.base.sha }}" in text and '>> "$GITHUB_STEP_SUMMARY"' in text
+    text = text.replace("${{ github.event.pull_request.base.sha }}", "${{ github.no_such_thing }}", 1)
     text = text.replace('>> "$GITHUB_STEP_SUMMARY"', ">> $GITHUB_STEP_SUMMARY", 1)
     broken.write_text(text)
     done = lint(actionlint, broken)

@@ -15,7 +15,9 @@ The change, one of (environment variables, as make passes them):
                              A/B is checked against
   B_ENV="GUNICORN_WORKERS=2" environment variables for B only
 None of them: an A/A run (B is A unchanged), to measure how often an
-unchanged B gets a verdict on this machine.
+unchanged B gets a verdict on this machine. A_REF=REF builds A from the lab
+at a git ref instead (the pull-request gate: A = the base branch's path, B =
+this checkout's; tools/ab_gate.py).
 
 AB_ENV_FILE (default local.env), AB_PROJECT (default gridfs-lab, the lab's
 own project: its seeded volumes are reused), and every AB_* knob of .env.
@@ -108,10 +110,25 @@ def twin(service: str, spec: dict, env: dict) -> tuple[dict, list[str]]:
     return definition, changed
 
 
-def override(service: str, definition: dict) -> str:
-    """compose.ab.yaml: the twin, and bench waiting for it. JSON is YAML."""
+def a_at_ref(service: str, spec: dict, ref: str) -> dict:
+    """A's own build from the lab at `ref` (its twin still extends this
+    checkout's compose.yaml, so B is built from here)."""
+    build = spec.get("build") or {}
+    if not build:
+        raise LabError(f"A_REF: {service} is not built by the lab")
+    context = ref_checkout(ref) / Path(build["context"]).relative_to(ROOT)
+    if not context.is_dir():
+        raise LabError(f"A_REF={ref}: {service}'s build folder {context.relative_to(WORK)} is not there")
+    return {"build": {"context": str(context)}}
+
+
+def override(service: str, definition: dict, a_definition: dict | None = None) -> str:
+    """compose.ab.yaml: the twin, bench waiting for it, and A's own build
+    when it comes from another ref. JSON is YAML."""
     doc = {"services": {twin_name(service): definition,
                         "bench": {"depends_on": {twin_name(service): {"condition": "service_started"}}}}}
+    if a_definition:
+        doc["services"][service] = a_definition
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -135,15 +152,20 @@ def main() -> int:
                            "AB_ENV_FILE=.env runs official images)")
         lab = settings_in(env_file)
         base = ["docker", "compose", "-p", env.get("AB_PROJECT", "gridfs-lab"), "--env-file", str(env_file)]
+        if (os.cpu_count() or 1) < 4 and env_file.name != "local.env":
+            base += ["--env-file", str(ROOT / "cpus-2.env")]  # as make lab does (local.env has the pins already)
         services = compose_services(base, env)
         paths = lab.get("BENCH_TARGETS", "").split()
         if service not in paths:
             raise LabError(f"SERVICE={service!r}: expected one of the serving paths in BENCH_TARGETS: "
                            f"{' '.join(paths)}")
         definition, changed = twin(service, services[service], env)
+        a_definition = a_at_ref(service, services[service], env["A_REF"]) if env.get("A_REF") else None
+        if a_definition:
+            changed.append(f"A built from the lab at {env['A_REF']}, B from this checkout")
         WORK.mkdir(parents=True, exist_ok=True)
         compose_file = WORK / "compose.ab.yaml"
-        compose_file.write_text(override(service, definition))
+        compose_file.write_text(override(service, definition, a_definition))
         base += ["-f", str(ROOT / "compose.yaml"), "-f", str(compose_file)]
         run_env = {**env, "AB_A": service, "AB_B": twin_name(service), "AB_KIND": "A/B" if changed else "A/A",
                    "AB_CHANGE": "; ".join(changed), "BENCH_TARGETS": " ".join(targets_for(service, lab, services))}

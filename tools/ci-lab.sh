@@ -8,6 +8,12 @@
 #                                       headline), for a job summary
 #   tools/ci-lab.sh compare BASE RUN PCT
 #                                       bench compare BASE -> RUN, gated at PCT %
+#   tools/ci-lab.sh ab-gate BASE_REF [SERVICE...]
+#                                       the pull-request gate: an A/B in one run of
+#                                       each touched path, BASE_REF's against this
+#                                       checkout's (tools/ab_gate.py)
+#   tools/ci-lab.sh ab-calibrate SERVICE
+#                                       an A/A of SERVICE: the gate's false alarms
 #
 # Environment: LAB_ENV_FILE (default .env; cpus-2.env's pins are layered on
 # when the machine has fewer than 4 cores, as the Makefile does), LAB_PROJECT
@@ -18,7 +24,7 @@
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-usage() { die "usage: tools/ci-lab.sh run | summary RUN_DIR | compare BASE_DIR RUN_DIR PCT"; }
+usage() { die "usage: tools/ci-lab.sh run | summary RUN_DIR | compare BASE_DIR RUN_DIR PCT | ab-gate BASE_REF [SERVICE...] | ab-calibrate SERVICE"; }
 
 compose_args() {
   local env_file=${LAB_ENV_FILE:-.env}
@@ -81,8 +87,26 @@ compare() {
   return "$code"
 }
 
+ab_env() {
+  # tools/ab.py reads AB_ENV_FILE (LAB_ENV_FILE's value) and AB_PROJECT
+  export AB_ENV_FILE=${AB_ENV_FILE:-${LAB_ENV_FILE:-.env}} AB_PROJECT=${AB_PROJECT:-${LAB_PROJECT:-gridfs-lab}}
+}
+
+ab_calibrate() {
+  ab_env
+  local before after code=0
+  before=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1)
+  SERVICE=$1 timeout 3600 python3 tools/ab.py || code=$?
+  after=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1)
+  [ -n "$after" ] && [ "$after" != "$before" ] || die "no A/A result (tools/ab.py exited $code)"
+  echo "run-dir: $(dirname "$after")"
+  return "$code"
+}
+
 case ${1:-} in
   run) [ $# -eq 1 ] || usage; run ;;
+  ab-gate) [ $# -ge 2 ] || usage; shift; ab_env; exec python3 tools/ab_gate.py "$@" ;;
+  ab-calibrate) [ $# -eq 2 ] || usage; ab_calibrate "$2" ;;
   summary) [ $# -eq 2 ] || usage; summary "$2" ;;
   compare) [ $# -eq 4 ] || usage; set +e; compare "$2" "$3" "$4"; exit $? ;;
   *) usage ;;

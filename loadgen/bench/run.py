@@ -10,7 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .benchmark.ab import AbRun
+from .benchmark.ab import METRICS as AB_METRICS, AbRun
+from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .checks.before_timing import check_all_conformance, verify_targets
 from .measure.cpu_windows import connect_monitor, database_service
@@ -124,6 +125,12 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
         f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
         f"of at least {cfg.duration} s, each after its warm-up; expected about {clock(planned)}")
     results.timing["planned_seconds"] = round(planned, 1)
+    needed = blocks_for_a_verdict(cases * len(AB_METRICS))
+    if ab.blocks < needed:
+        results.warnings.append(f"AB_BLOCKS={ab.blocks} is too few for {cases * len(AB_METRICS)} case-metrics: even "
+                                f"if every block agrees, no verdict can be faster or slower after Holm's "
+                                f"adjustment; {needed} blocks can")
+        say(f"WARNING: {results.warnings[-1]}")
     progress = Progress(planned)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
     AbRun(cfg, timer, results, os.environ.get("CACHE_UPSTREAM", "")).run(files)

@@ -156,6 +156,16 @@ def beyond_threshold_worse(interval: Interval, higher_is_better: bool, threshold
     return interval.high < -bound if higher_is_better else interval.low > bound
 
 
+def blocks_for_a_verdict(tests: int, alpha: float = ALPHA) -> int:
+    """The fewest blocks with which a table of `tests` case-metrics can give
+    a verdict at all: all blocks agreeing give p = 2/2^n, which Holm
+    multiplies by the number of tests at the first step."""
+    n = 1
+    while 2 / 2 ** n * tests >= alpha:
+        n += 1
+    return n
+
+
 def percent(log_ratio: float) -> float:
     """A log ratio as a signed change of B against A, in percent."""
     return (math.exp(log_ratio) - 1) * 100
