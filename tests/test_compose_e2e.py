@@ -375,3 +375,67 @@ def test_every_store_is_written_verified_and_read_back(lab):
     left = compose("run", "--rm", "--no-deps", "--entrypoint", "ls", "bench", "-A", "/data/writes", env=lab[3],
                    timeout=120)
     assert left.returncode == 0 and left.stdout.strip() == "", left.stdout + left.stderr
+
+
+# --- A/B in one run: the calibration and the pull-request gate, on the same stack ---
+AB_TINY = {"LAB_ENV_FILE": "local.env", "LAB_PROJECT": PROJECT, "AB_FILES": "1KB", "AB_CONCURRENCY": "8",
+           "AB_BLOCKS": "8", "AB_THRESHOLD": "5", "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
+           "BENCH_MIN_REQUESTS": "0"}
+
+
+def ci_lab(env: dict, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / "tools" / "ci-lab.sh"), *args], cwd=REPO, env={**env, **AB_TINY},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ab_runs(results: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(results.glob("*/ab.json"))]
+
+
+@pytest.fixture(scope="module")
+def ab_gate(lab):
+    """An A/A of flask (the calibration), then the gate on flask twice: the
+    checkout against itself (a pull request that changes nothing), and with
+    B throttled to a fifth of a core (one that makes flask slower)."""
+    _, _, results, env = lab
+    calibrated = ci_lab(env, "ab-calibrate", "flask")
+    unchanged = ci_lab(env, "ab-gate", "HEAD", "flask")
+    throttled = ci_lab({**env, "B_CPUS": "0.2"}, "ab-gate", "HEAD", "flask")
+    return calibrated, unchanged, throttled, ab_runs(results), results
+
+
+def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
+    calibrated, _, _, runs, results = ab_gate
+    assert calibrated.returncode == 0, calibrated.stdout[-3000:] + calibrated.stderr[-2000:]
+    aa = runs[0]
+    assert (aa["kind"], aa["a"], aa["b"]) == ("A/A", "flask", "flask-b")
+    assert len(aa["cases"]) == 1 and len(aa["cases"][0]["blocks"]) == 8
+    assert {r["metric"] for r in aa["rows"]} == {"rps", "cpu_path", "cpu_total"}
+    assert all(r["n"] == 8 and r["low"] is not None for r in aa["rows"] if r["metric"] == "rps")
+    # every window was timed alone: the twin at rest, A and B taking turns, each after its warm-up
+    for block in aa["cases"][0]["blocks"]:
+        assert block["a"]["rps"] > 0 and block["b"]["rps"] > 0
+    data = json.loads((results / aa["run_id"] / "results.json").read_text())
+    orders = data["schedule"]["orders"]["A/B 1KB.bin c=8"]
+    assert len(orders) == 8 and all(o[::-1] == orders[i + 1] for i, o in enumerate(orders[:-1]))
+    assert {r["variant"] for r in data["runs"]} == {"A", "B"}
+    page = (results / aa["run_id"] / "ab.md").read_text()
+    assert "every \"better\" or \"worse\" verdict below is a false alarm" in page
+
+
+def test_the_gate_passes_a_change_that_changes_nothing(ab_gate):
+    _, unchanged, _, runs, _ = ab_gate
+    assert unchanged.returncode == 0, unchanged.stdout[-3000:] + unchanged.stderr[-2000:]
+    assert "None: the gate passes." in unchanged.stdout
+    gated = runs[1]
+    assert gated["kind"] == "A/B" and "A built from the lab at HEAD" in gated["change"]
+    # the A/B report quotes the A/A just run on this machine
+    assert gated["calibration"]["run_id"] == runs[0]["run_id"]
+
+
+def test_the_gate_fails_a_b_throttled_to_a_fifth_of_a_core(ab_gate):
+    _, _, throttled, runs, _ = ab_gate
+    assert throttled.returncode == 1, throttled.stdout[-3000:] + throttled.stderr[-2000:]
+    rps = next(r for r in runs[2]["rows"] if r["metric"] == "rps")
+    assert rps["gate_fails"] and rps["high"] < 0.95 and rps["verdict"] == "worse", rps
+    assert "B slower by" in throttled.stdout and "Gate fails" in throttled.stdout

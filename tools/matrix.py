@@ -144,8 +144,9 @@ def table(var: str, runs: list[dict], results_dir: Path) -> tuple[str, dict]:
         lines.append("| " + " | ".join([row["target"], row["file"].removesuffix(".bin"), str(row["concurrency"]),
                                         *cells]) + " |")
     lines += ["", f"The first column: requests per second (median of the repetitions) with {var}={runs[0]['value']};"
-              " the others: the ratio to it, **bold** when significant as `bench compare` judges it (Mann-Whitney U"
-              " on the repetitions; † ranges apart, p = 0.1 with 3 repetitions a side), `~` when not."]
+              " the others: the ratio to it, `apart` when beyond the spread within each run as `bench compare`"
+              " judges it (Mann-Whitney U on the repetitions; † ranges apart, p = 0.1 with 3 repetitions a side),"
+              " `~` when not. Separate runs: not a verdict (`make ab` gives one, A and B in one run)."]
     return "\n".join(lines) + "\n", data
 
 

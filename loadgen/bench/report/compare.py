@@ -1,24 +1,33 @@
-"""bench compare RUN_A RUN_B: what changed between two runs. First the
-parameters and environment facts that differ, then per case (target, file,
-concurrency) the ratio B/A of requests per second, of the target's CPU per
-request and of p99, marked significant only when the repetitions say so.
-Writes compare.md and compare.json; --fail-above gates CI on regressions.
+"""bench compare RUN_A RUN_B: what changed between two separate runs. First
+the parameters and environment facts that differ, then per case (target,
+file, concurrency) the ratio B/A of requests per second, of the target's CPU
+per request and of p99. Writes compare.md and compare.json.
 
-Significance. Each metric's repetitions of run A and of run B are compared by
+Two runs are never judged significant. Their repetitions share one machine,
+time and set of neighbours each, so a test on repetitions takes run-to-run
+drift for a change: in the captured fixtures, two runs differing only in
+GUNICORN_WORKERS put nginx-static, which that setting cannot touch, at 0.93x
+and "significant". A change whose repetitions are clearly apart is marked
+"apart" (the test below), which says only that it is larger than the spread
+within each run; the verdict on one change comes from `make ab`, A and B
+interleaved in one run. --normalise divides each path's figures by the same
+run's nginx-static (same file and concurrency) first, so drift that moves
+every path alike cancels. --fail-above exits 1 on a change for the worse
+beyond PCT whose repetitions are apart, or a case failing in B only: a
+tripwire for two runs on one quiet machine, not a gate.
+
+Apart. Each metric's repetitions of run A and of run B are compared by
 Mann-Whitney U, two-sided, exact (every arrangement of the pooled values, as
 Go's benchstat does for small samples), at --alpha (0.05). With the lab's
 default BENCH_REPETITIONS=3 the exact test can never reach 0.05: 3 against 3
 values have 20 arrangements and the two most extreme (every B above every A,
-or below) give p = 2/20 = 0.10. Rather than a comparison that can mark
-nothing, a change whose ranges do not overlap counts as significant when the
-test cannot reach alpha at those sample sizes and that separation is itself
-p <= FEW_REPETITIONS_LEVEL (0.10: 3 against 3, 3 against 4); it is marked
-"ranges apart" so a reader knows the level. Fewer repetitions (1 or 2 a side)
-never make a change significant: their separation is chance one time in three
-or more. And a change smaller than --min-change (5%, what the lab already
-calls noise within a run: stats.NOISY_HALF_RANGE) is never significant,
-which keeps the false positives of the 10% level rare when two runs with the
-same settings are compared. Five repetitions a side reach p = 0.008."""
+or below) give p = 2/20 = 0.10. A change whose ranges do not overlap counts
+as apart when the test cannot reach alpha at those sample sizes and that
+separation is itself p <= FEW_REPETITIONS_LEVEL (0.10: 3 against 3, 3
+against 4); it is marked "ranges apart" so a reader knows the level. Fewer
+repetitions (1 or 2 a side) never make a change apart. And a change smaller
+than --min-change (5%, what the lab already calls noise within a run:
+stats.NOISY_HALF_RANGE) is never apart."""
 import argparse
 import json
 import math
@@ -107,23 +116,30 @@ def ranges_apart(a: list[float], b: list[float]) -> bool:
     return max(a) < min(b) or max(b) < min(a)
 
 
+CROSS_RUN = ("Two separate runs differ in machine, time and neighbours by more than their repetitions show: "
+             "no row here is a verdict. `apart` says only that a change is larger than the spread within each "
+             "run. For a verdict on one change, run `make ab SERVICE=<path> ...`: A and B interleaved in one run.")
+
+
 @dataclass
 class Change:
-    """One metric of one case: medians, ratio B/A, the test, the verdict."""
+    """One metric of one case: medians, ratio B/A, the test on repetitions.
+    `significant` stays False: across runs nothing is (module docstring)."""
     a: float
     b: float
     ratio: float | None
     p: float
     n_a: int
     n_b: int
-    significant: bool
-    basis: str          # "mann-whitney", "ranges apart", "below min change", "not significant"
-    direction: str | None  # "better" / "worse" when significant
+    apart: bool         # larger than the spread within each run (the test on repetitions)
+    basis: str          # "mann-whitney", "ranges apart", "below min change", "not apart"
+    direction: str | None  # "better" / "worse" when apart
+    significant: bool = False
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "ratio": None if self.ratio is None else round(self.ratio, 4),
-                "p": round(self.p, 4), "n_a": self.n_a, "n_b": self.n_b, "significant": self.significant,
-                "basis": self.basis, "direction": self.direction}
+                "p": round(self.p, 4), "n_a": self.n_a, "n_b": self.n_b, "apart": self.apart,
+                "significant": self.significant, "basis": self.basis, "direction": self.direction}
 
 
 def change_of(a: list[float], b: list[float], higher_is_better: bool, alpha: float = ALPHA,
@@ -134,17 +150,17 @@ def change_of(a: list[float], b: list[float], higher_is_better: bool, alpha: flo
     p = mann_whitney(a, b)
     floor = smallest_p(len(a), len(b))
     if p < alpha:
-        significant, basis = True, "mann-whitney"
+        apart, basis = True, "mann-whitney"
     elif floor >= alpha and floor <= FEW_REPETITIONS_LEVEL and ranges_apart(a, b):
-        significant, basis = True, "ranges apart"
+        apart, basis = True, "ranges apart"
     else:
-        significant, basis = False, "not significant"
-    if significant and (ratio is None or abs(ratio - 1) < min_change):
-        significant, basis = False, "below min change"
+        apart, basis = False, "not apart"
+    if apart and (ratio is None or abs(ratio - 1) < min_change):
+        apart, basis = False, "below min change"
     direction = None
-    if significant:
+    if apart:
         direction = "better" if (ratio > 1) == higher_is_better else "worse"
-    return Change(ma, mb, ratio, p, len(a), len(b), significant, basis, direction)
+    return Change(ma, mb, ratio, p, len(a), len(b), apart, basis, direction)
 
 
 # --- loading -----------------------------------------------------------------
@@ -214,6 +230,24 @@ def metric_values(run: Run, metric: str) -> list[float]:
     return [float(v) for v in values if isinstance(v, (int, float))]
 
 
+def normalised(values: list[float], per: dict | None, metric: str) -> list[float]:
+    """values / the same run's reference median (per: None leaves them as
+    they are; a reference without the figure leaves none)."""
+    if per is None:
+        return values
+    reference = per.get(metric)
+    return [v / reference for v in values] if reference else []
+
+
+def reference_medians(results: Results, file: str, concurrency: int) -> dict[str, float | None]:
+    """The reference path's median of each metric in one run and case, the
+    denominator of --normalise (None where it has no figure)."""
+    run = results.run_for(REFERENCE, file, concurrency)
+    if run is None or not run.ok:
+        return {m: None for m in METRICS}
+    return {m: (median(v) if (v := metric_values(run, m)) else None) for m in METRICS}
+
+
 def _key(run: Run) -> tuple:
     return run.target, run.file, run.concurrency
 
@@ -224,7 +258,8 @@ def _case_name(key: tuple) -> str:
 
 
 def compare_case(a: Run, b: Run, alpha: float = ALPHA, min_change: float = MIN_CHANGE,
-                 metrics=tuple(METRICS)) -> dict:
+                 metrics=tuple(METRICS), per_a: dict | None = None, per_b: dict | None = None) -> dict:
+    """per_a, per_b: each run's reference medians by metric (--normalise)."""
     case = {"target": a.target, "file": a.file, "size_bytes": a.size_bytes, "concurrency": a.concurrency,
             "status": "compared", "a_status": a.status, "b_status": b.status, "a_error": a.error,
             "b_error": b.error, "flags_a": list(a.flags), "flags_b": list(b.flags), "metrics": {}}
@@ -232,7 +267,8 @@ def compare_case(a: Run, b: Run, alpha: float = ALPHA, min_change: float = MIN_C
         case["status"] = "failed"
         return case
     for metric in metrics:
-        va, vb = metric_values(a, metric), metric_values(b, metric)
+        va = normalised(metric_values(a, metric), per_a, metric)
+        vb = normalised(metric_values(b, metric), per_b, metric)
         case["metrics"][metric] = (change_of(va, vb, METRICS[metric][1], alpha, min_change).to_dict()
                                    if va and vb else None)
     return case
@@ -240,30 +276,36 @@ def compare_case(a: Run, b: Run, alpha: float = ALPHA, min_change: float = MIN_C
 
 def reference_moved(cases: list[dict], reference: str = REFERENCE) -> str | None:
     """A warning when the reference path's requests per second changed
-    significantly: files on disk through nginx, which a GridFS path's image
+    beyond its repetitions: files on disk through nginx, which a GridFS path's image
     or setting does not touch, so unless a listed difference concerns it,
     the machine itself was not the same in both runs (another load, a
     slower host) and every ratio carries that drift too."""
     moved = [c for c in cases if c["target"] == reference and c["status"] == "compared"
-             and (c["metrics"].get("rps") or {}).get("significant")]
+             and (c["metrics"].get("rps") or {}).get("apart")]
     if not moved:
         return None
     ratios = ", ".join(f"{_case_name((c['target'], c['file'], c['concurrency']))} "
                        f"{c['metrics']['rps']['ratio']:.2f}x" for c in moved)
-    return (f"{reference}, the reference, changed significantly in {len(moved)} case(s) ({ratios}): unless a "
+    return (f"{reference}, the reference, moved beyond its repetitions in {len(moved)} case(s) ({ratios}): unless a "
             "difference listed here concerns it, the machine itself was not the same in both runs, and the "
             "other ratios carry that drift too")
 
 
-def compare(a: Results, b: Results, alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> dict:
+def compare(a: Results, b: Results, alpha: float = ALPHA, min_change: float = MIN_CHANGE,
+            normalise: bool = False) -> dict:
     runs_a, runs_b = {_key(r): r for r in a.runs}, {_key(r): r for r in b.runs}
     warnings = [f"run {name} ({r.run_id}) is {r.status}, not complete: it holds what was measured until it stopped"
                 for name, r in (("A", a), ("B", b)) if r.status != "complete"]
-    cases = [compare_case(runs_a[k], runs_b[k], alpha, min_change) for k in runs_a if k in runs_b]
-    drift = reference_moved(cases)
+
+    def per(results: Results, key: tuple) -> dict | None:
+        return reference_medians(results, key[1], key[2]) if normalise else None
+    cases = [compare_case(runs_a[k], runs_b[k], alpha, min_change, per_a=per(a, k), per_b=per(b, k))
+             for k in runs_a if k in runs_b and not (normalise and k[0] == REFERENCE)]
+    drift = None if normalise else reference_moved(cases)
     return {"a": {"run_id": a.run_id, "started_at": a.started_at, "status": a.status},
             "b": {"run_id": b.run_id, "started_at": b.started_at, "status": b.status},
             "alpha": alpha, "min_change": min_change, "few_repetitions_level": FEW_REPETITIONS_LEVEL,
+            "cross_run": CROSS_RUN, "normalised_to": REFERENCE if normalise else None,
             "differences": differences(a, b),
             "cases": cases,
             "only_in_a": [_case_name(k) for k in runs_a if k not in runs_b],
@@ -272,8 +314,9 @@ def compare(a: Results, b: Results, alpha: float = ALPHA, min_change: float = MI
 
 
 def regressions(comparison: dict, fail_above: float) -> list[str]:
-    """Significant changes for the worse larger than fail_above percent, and
-    cases that completed in A but failed in B (a regression of any size)."""
+    """Changes for the worse beyond their repetitions larger than fail_above
+    percent, and cases that completed in A but failed in B (a regression of
+    any size). Across runs: a tripwire, not a verdict."""
     found = []
     for case in comparison["cases"]:
         name = _case_name((case["target"], case["file"], case["concurrency"]))
@@ -287,25 +330,26 @@ def regressions(comparison: dict, fail_above: float) -> list[str]:
             worse = (1 - ch["ratio"]) * 100 if METRICS[metric][1] else (ch["ratio"] - 1) * 100
             if worse > fail_above:
                 found.append(f"{name}: {METRICS[metric][0]} {ch['ratio']:.3f}x B/A, {worse:.1f}% worse "
-                             f"(p={ch['p']:.3g}, {ch['basis']}) > {fail_above:g}%")
+                             f"(apart on repetitions, p={ch['p']:.3g}, {ch['basis']}) > {fail_above:g}%")
     return found
 
 
 # --- rendering -------------------------------------------------------------------
 
 def cell(ch: dict | None) -> str:
-    """A ratio B/A: the number and its direction when significant, `~` and
-    the number in brackets when not, `-` when there is no figure."""
+    """A ratio B/A: the number and its direction with `apart` when beyond
+    the repetitions' spread, `~` and the number in brackets when not, `-`
+    when there is no figure. Never bold: across runs nothing is a verdict."""
     if ch is None or ch["ratio"] is None:
         return "-"
-    apart = "†" if ch["basis"] == "ranges apart" else ""
-    if ch["significant"]:
-        return f"**{ch['ratio']:.2f}x** {ch['direction']} (p={ch['p']:.2g}{apart})"
+    dagger = "†" if ch["basis"] == "ranges apart" else ""
+    if ch.get("apart"):
+        return f"{ch['ratio']:.2f}x {ch['direction']}, apart (p={ch['p']:.2g}{dagger})"
     return f"~ ({ch['ratio']:.2f}x, p={ch['p']:.2g})"
 
 
 def _flags(flags: list[str]) -> str:
-    # by name: the report's marks include "~" (noisy), which here means "not significant"
+    # by name: the report's marks include "~" (noisy), which here means "within the runs' spread"
     return " ".join(flags) or "-"
 
 
@@ -317,7 +361,11 @@ def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
     a, b = comparison["a"], comparison["b"]
     lines = [f"# Comparison: {a['run_id']} (A) -> {b['run_id']} (B)", "",
              f"A: `{path_a}`, started {a['started_at']}, {a['status']}  ",
-             f"B: `{path_b}`, started {b['started_at']}, {b['status']}", ""]
+             f"B: `{path_b}`, started {b['started_at']}, {b['status']}", "",
+             f"**Not a verdict.** {comparison.get('cross_run', CROSS_RUN)}", ""]
+    if comparison.get("normalised_to"):
+        lines += [f"Each path's figures are divided by the same run's {comparison['normalised_to']} (same file and "
+                  "concurrency) before B is set against A: drift that moves every path alike cancels.", ""]
     lines += [f"**Warning:** {w}" for w in comparison["warnings"]] + ([""] if comparison["warnings"] else [])
     lines += ["## What differs", ""]
     if comparison["differences"]:
@@ -327,7 +375,7 @@ def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
     lines += ["", "## Per case: B / A", ""]
     header = ["target", "file", "c", *(f"{label} B/A" for label, _ in METRICS.values()), "reps A/B", "flags A",
               "flags B", "note"]
-    rows, flags_seen, apart_seen = [], set(), False
+    rows, flags_seen, apart_seen = [], set(), False  # apart_seen: a "ranges apart" mark to explain
     for case in comparison["cases"]:
         flags_seen |= set(case["flags_a"]) | set(case["flags_b"])
         head = [case["target"], case["file"].removesuffix(".bin"), str(case["concurrency"])]
@@ -347,15 +395,14 @@ def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
     else:
         lines.append("No case is in both runs.")
-    lines += ["", f"Ratios are B's median over its repetitions / A's. **Bold**: significant, Mann-Whitney U "
-              f"two-sided exact p < {comparison['alpha']:g}, and a change of at least "
-              f"{comparison['min_change']:.0%}; `~`: not significant (the ratio in brackets is within the noise). "
+    lines += ["", f"Ratios are B's median over its repetitions / A's. `apart`: beyond the spread within each run "
+              f"(Mann-Whitney U on the repetitions, two-sided exact p < {comparison['alpha']:g}, and a change of at "
+              f"least {comparison['min_change']:.0%}), which two runs exceed on their own; `~`: within it. "
               "CPU is the target's own container, per request."]
     if apart_seen:
         lines.append(f"† ranges apart: every repetition of B above (or below) every one of A, p = "
                      f"{comparison['few_repetitions_level']:g} or less, the smallest the exact test can give with "
-                     f"so few repetitions (3 against 3: p = 0.1): significant at that level, not at "
-                     f"{comparison['alpha']:g}; more repetitions (BENCH_REPETITIONS=5: p = 0.008) make it strict.")
+                     "so few repetitions (3 against 3: p = 0.1).")
     if flags_seen:
         lines += ["", "Flags (each run's own row):", ""]
         lines += [f"- `{f}`: {LEGEND[f]}" for f in LEGEND if f in flags_seen]
@@ -384,12 +431,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("run_b", metavar="RUN_B", help="results/<run-id> directory or its results.json (after)")
     parser.add_argument("--out", help="where compare.md and compare.json go (default: RUN_B's directory)")
     parser.add_argument("--fail-above", type=_percent, metavar="PCT",
-                        help="exit 1 when a significant regression (req/s lower, CPU/request or p99 higher) "
-                             "exceeds PCT percent, or a case fails in B only")
+                        help="exit 1 when a change for the worse beyond the repetitions (req/s lower, CPU/request "
+                             "or p99 higher) exceeds PCT percent, or a case fails in B only: a tripwire across "
+                             "runs, not a verdict (make ab gives one)")
+    parser.add_argument("--normalise", action="store_true",
+                        help="divide each path's figures by the same run's nginx-static first")
     parser.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
     # help strings are %-formatted by argparse: a percent sign is written %%
     parser.add_argument("--min-change", type=_percent, default=MIN_CHANGE * 100, metavar="PCT",
-                        help=f"smallest change marked significant (default {MIN_CHANGE * 100:g}%%)")
+                        help=f"smallest change marked apart (default {MIN_CHANGE * 100:g}%%)")
     args = parser.parse_args(argv)
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha {args.alpha}: expected a level between 0 and 1, e.g. 0.05")
@@ -398,7 +448,7 @@ def main(argv: list[str]) -> int:
     except CompareError as e:
         print(f"bench compare: error: {e}", file=sys.stderr)
         return 2
-    comparison = compare(a, b, args.alpha, args.min_change / 100)
+    comparison = compare(a, b, args.alpha, args.min_change / 100, normalise=args.normalise)
     if args.fail_above is not None:
         comparison["fail_above"] = args.fail_above
         comparison["regressions"] = regressions(comparison, args.fail_above)
