@@ -93,6 +93,16 @@
 
 #define NGX_HTTP_GRIDFS_DEFAULT_MONGO  "127.0.0.1:27017"
 
+/* GridFS's own limits: a chunk's n is an int32, so a file has at most
+ * 2^31 chunks; the module reads chunks of at most 16 MiB.  Together they
+ * bound a valid length by 2^55, which keeps every offset computed from
+ * them far from overflowing */
+#define NGX_HTTP_GRIDFS_MAX_CHUNK      (16 * 1024 * 1024)
+#define NGX_HTTP_GRIDFS_MAX_CHUNKS     ((int64_t) 1 << 31)
+
+/* the largest integer a double holds exactly */
+#define NGX_HTTP_GRIDFS_MAX_DOUBLE_INT 9007199254740992.0
+
 
 /* one MongoDB deployment; its client pool lives in each worker */
 typedef struct {
@@ -184,6 +194,7 @@ typedef struct {
     int64_t                      from;
     int64_t                      to;
     u_char                      *dest;        /* copied there, or */
+    size_t                       dest_size;
     ngx_http_gridfs_stream_t    *stream;      /* read from its cursor, */
     ngx_str_t                   *parts;       /* one part per chunk */
     ngx_uint_t                   nparts;
@@ -327,6 +338,8 @@ static void ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job,
 static void ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
     mongoc_cursor_t *cursor);
 static int64_t ngx_http_gridfs_now_ms(void);
+static ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter,
+    int64_t *value);
 static void ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log);
 static void ngx_http_gridfs_probe_done(ngx_event_t *ev);
 
@@ -1213,16 +1226,18 @@ ngx_http_gridfs_set_headers(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     upload_ms = -1;
     md5 = NULL;
 
+    /* untrusted: anything but an integer leaves them invalid */
+
     if (bson_iter_init_find(&iter, ctx->file, "length")
-        && BSON_ITER_HOLDS_NUMBER(&iter))
+        && ngx_http_gridfs_integer(&iter, &ctx->length) != NGX_OK)
     {
-        ctx->length = bson_iter_as_int64(&iter);
+        ctx->length = -1;
     }
 
     if (bson_iter_init_find(&iter, ctx->file, "chunkSize")
-        && BSON_ITER_HOLDS_NUMBER(&iter))
+        && ngx_http_gridfs_integer(&iter, &ctx->chunk_size) != NGX_OK)
     {
-        ctx->chunk_size = bson_iter_as_int64(&iter);
+        ctx->chunk_size = -1;
     }
 
     if (bson_iter_init_find(&iter, ctx->file, "uploadDate")
@@ -1247,8 +1262,13 @@ ngx_http_gridfs_set_headers(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     bson_value_copy(bson_iter_value(&iter), &ctx->files_id);
     ctx->has_files_id = 1;
 
-    if (ctx->length < 0 || (ctx->length > 0 && ctx->chunk_size <= 0)
-        || ctx->chunk_size > 16 * 1024 * 1024)
+    if (ctx->length < 0
+        || ctx->chunk_size < 0
+        || ctx->chunk_size > NGX_HTTP_GRIDFS_MAX_CHUNK
+        || (ctx->length > 0
+            && (ctx->chunk_size == 0
+                || ctx->length
+                   > ctx->chunk_size * NGX_HTTP_GRIDFS_MAX_CHUNKS)))
     {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: file document for \"%V\" has a bad length "
@@ -1724,6 +1744,7 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     job->from = ctx->send_pos;
     job->to = ngx_min(ctx->send_end, (job->last_n + 1) * ctx->chunk_size);
     job->dest = ctx->window[half];
+    job->dest_size = ctx->window_size[half];
     job->stream = ctx->stream;
     job->parts = ctx->parts;
     job->half = half;
@@ -2087,6 +2108,45 @@ ngx_http_gridfs_now_ms(void)
 }
 
 
+/* a stored number as an integer: int32, int64, or a double that is an
+ * integer a double holds exactly; a plain cast of any other double (NaN,
+ * 1e300, 0.5) would be undefined or silently wrong */
+
+static ngx_int_t
+ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value)
+{
+    double  d;
+
+    switch (bson_iter_type(iter)) {
+
+    case BSON_TYPE_INT32:
+        *value = bson_iter_int32(iter);
+        return NGX_OK;
+
+    case BSON_TYPE_INT64:
+        *value = bson_iter_int64(iter);
+        return NGX_OK;
+
+    case BSON_TYPE_DOUBLE:
+        d = bson_iter_double(iter);
+
+        /* false for NaN too */
+        if (!(d >= -NGX_HTTP_GRIDFS_MAX_DOUBLE_INT
+              && d <= NGX_HTTP_GRIDFS_MAX_DOUBLE_INT)
+            || d != (double) (int64_t) d)
+        {
+            return NGX_ERROR;
+        }
+
+        *value = (int64_t) d;
+        return NGX_OK;
+
+    default:
+        return NGX_ERROR;
+    }
+}
+
+
 static void
 ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
 {
@@ -2184,6 +2244,18 @@ ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
     const bson_t         *doc;
     mongoc_cursor_t      *cursor;
     mongoc_collection_t  *coll;
+
+    /* chunk_data keeps each part within [from, to): the buffer must hold
+     * that much */
+    if (job->from < 0 || job->to <= job->from
+        || (uint64_t) (job->to - job->from) > job->dest_size)
+    {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "window %" PRId64 "-%" PRId64 " does not "
+                                   "fit a buffer of %zu bytes",
+                                   job->from, job->to, job->dest_size);
+        return;
+    }
 
     coll = mongoc_client_get_collection(client, (char *) job->conf->db.data,
                                         (char *) job->conf->chunks.data);
@@ -2629,22 +2701,22 @@ static ngx_int_t
 ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job, const bson_t *doc,
     int64_t n, ngx_str_t *part, int64_t *offset)
 {
-    int64_t          chunk_start, chunk_len, from, to;
+    int64_t          chunk_start, chunk_len, from, to, doc_n;
     uint32_t         len;
     bson_iter_t      iter;
     bson_subtype_t   subtype;
     const uint8_t   *data;
 
     if (!bson_iter_init_find(&iter, doc, "n")
-        || !BSON_ITER_HOLDS_NUMBER(&iter))
+        || ngx_http_gridfs_integer(&iter, &doc_n) != NGX_OK)
     {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                   "chunk without n after chunk %" PRId64,
-                                   n - 1);
+                                   "chunk without an integer n after chunk "
+                                   "%" PRId64, n - 1);
         return NGX_ERROR;
     }
 
-    if (bson_iter_as_int64(&iter) != n) {
+    if (doc_n != n) {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                    "chunk %" PRId64 " is missing", n);
         return NGX_ERROR;
@@ -2660,8 +2732,16 @@ ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job, const bson_t *doc,
 
     bson_iter_binary(&iter, &subtype, &len, &data);
 
+    /* no overflow: set_headers bounded length, chunk_size and so n */
     chunk_start = n * job->chunk_size;
     chunk_len = ngx_min(job->chunk_size, job->length - chunk_start);
+
+    if (n < 0 || n >= NGX_HTTP_GRIDFS_MAX_CHUNKS || chunk_len <= 0) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " is past the end of "
+                                   "the file", n);
+        return NGX_ERROR;
+    }
 
     if ((int64_t) len != chunk_len) {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
@@ -2670,9 +2750,18 @@ ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job, const bson_t *doc,
         return NGX_ERROR;
     }
 
-    /* every chunk of the window overlaps it */
+    /* every chunk of the window overlaps it: checked, not assumed, since
+     * the part is copied or sent as is */
     from = ngx_max(job->from, chunk_start);
     to = ngx_min(job->to, chunk_start + chunk_len);
+
+    if (job->from < 0 || from >= to) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                   "chunk %" PRId64 " is outside the window "
+                                   "%" PRId64 "-%" PRId64, n, job->from,
+                                   job->to);
+        return NGX_ERROR;
+    }
 
     part->data = (u_char *) data + (from - chunk_start);
     part->len = (size_t) (to - from);
