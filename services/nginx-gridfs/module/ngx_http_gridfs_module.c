@@ -202,6 +202,7 @@ typedef struct {
     int64_t                      end_n;       /* the response's last chunk */
     unsigned                     opened:1;    /* a cursor was opened */
     unsigned                     no_client:1; /* none was spare */
+    unsigned                     continued:1; /* the headers are out */
 
     /* when it was posted, and how long it may wait (0: no limit) */
     int64_t                      posted_ms;
@@ -262,6 +263,8 @@ typedef struct {
 
 static ngx_int_t ngx_http_gridfs_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_gridfs_not_allowed(ngx_http_request_t *r);
+static ngx_int_t ngx_http_gridfs_error(ngx_http_request_t *r,
+    ngx_int_t status);
 static ngx_int_t ngx_http_gridfs_parse_key(ngx_http_request_t *r,
     ngx_http_gridfs_loc_conf_t *glcf, ngx_http_gridfs_job_t *job);
 static ngx_int_t ngx_http_gridfs_available(ngx_http_request_t *r,
@@ -336,7 +339,9 @@ static void ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream);
 static void ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job,
     ngx_uint_t status, const char *fmt, ...);
 static void ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
-    mongoc_cursor_t *cursor);
+    mongoc_client_t *client);
+static ngx_uint_t ngx_http_gridfs_all_unknown(mongoc_client_t *client);
+static ngx_uint_t ngx_http_gridfs_backend_down(const char *message);
 static int64_t ngx_http_gridfs_now_ms(void);
 static ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter,
     int64_t *value);
@@ -462,11 +467,11 @@ ngx_http_gridfs_handler(ngx_http_request_t *r)
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: no MongoDB client pool for \"%V\"",
                       &glcf->conn->display);
-        return NGX_HTTP_SERVICE_UNAVAILABLE;
+        return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
     }
 
     if (ngx_http_gridfs_available(r, glcf) != NGX_OK) {
-        return NGX_HTTP_SERVICE_UNAVAILABLE;
+        return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
     }
 
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_gridfs_ctx_t));
@@ -507,7 +512,7 @@ ngx_http_gridfs_handler(ngx_http_request_t *r)
     ngx_http_set_ctx(r, ctx, ngx_http_gridfs_module);
 
     if (ngx_http_gridfs_post(r, ctx) != NGX_OK) {
-        return NGX_HTTP_SERVICE_UNAVAILABLE;
+        return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
     }
 
     r->main->count++;
@@ -527,10 +532,44 @@ ngx_http_gridfs_not_allowed(ngx_http_request_t *r)
     }
 
     allow->hash = 1;
+#if (nginx_version >= 1023000)
+    allow->next = NULL;
+#endif
     ngx_str_set(&allow->key, "Allow");
     ngx_str_set(&allow->value, "GET, HEAD");
 
     return NGX_HTTP_NOT_ALLOWED;
+}
+
+
+/* an error before any header: none of the file's headers (ETag,
+ * Last-Modified...) go with it, and a 503 says when to retry */
+
+static ngx_int_t
+ngx_http_gridfs_error(ngx_http_request_t *r, ngx_int_t status)
+{
+    ngx_table_elt_t  *h;
+
+    ngx_http_clean_header(r);
+
+    if (status != NGX_HTTP_SERVICE_UNAVAILABLE) {
+        return status;
+    }
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        /* a 503 all the same */
+        return status;
+    }
+
+    h->hash = 1;
+#if (nginx_version >= 1023000)
+    h->next = NULL;
+#endif
+    ngx_str_set(&h->key, "Retry-After");
+    ngx_str_set(&h->value, "1");
+
+    return status;
 }
 
 
@@ -644,6 +683,7 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     /* once the headers are out, a late window beats a cut response */
     job->max_wait = ctx->header_sent ? 0 : glcf->queue_timeout;
+    job->continued = ctx->header_sent;
 
     ctx->job_done = 0;
 
@@ -688,7 +728,8 @@ ngx_http_gridfs_available(ngx_http_request_t *r,
         }
     }
 
-    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+    /* at info: the outage itself was logged once, when it began */
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "gridfs: MongoDB unavailable, looking up \"%V\" in "
                   "%V.%V: %V did not answer recently, retrying in the "
                   "background", &r->uri, &glcf->db, &glcf->files,
@@ -846,7 +887,7 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     if (job->status) {
         ngx_http_gridfs_log_job_error(r, job, "looking up");
-        ngx_http_finalize_request(r, job->status);
+        ngx_http_finalize_request(r, ngx_http_gridfs_error(r, job->status));
         return;
     }
 
@@ -857,7 +898,7 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ctx->file = NULL;
 
     if (rc != NGX_OK) {
-        ngx_http_finalize_request(r, rc);
+        ngx_http_finalize_request(r, ngx_http_gridfs_error(r, rc));
         return;
     }
 
@@ -911,9 +952,10 @@ ngx_http_gridfs_first_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     if (job->status) {
         ngx_http_gridfs_log_job_error(r, job, "reading");
-        ngx_http_finalize_request(r, job->status >= NGX_HTTP_SPECIAL_RESPONSE
+        ngx_http_finalize_request(r, ngx_http_gridfs_error(r,
+                                     job->status >= NGX_HTTP_SPECIAL_RESPONSE
                                      ? job->status
-                                     : NGX_HTTP_INTERNAL_SERVER_ERROR);
+                                     : NGX_HTTP_INTERNAL_SERVER_ERROR));
         return;
     }
 
@@ -1154,9 +1196,19 @@ ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
             return;
         }
 
+        /*
+         * The queue is full: the killCursors is dropped, not run on the
+         * event loop, where a slow server would stall every request of the
+         * worker.  Safe: the cursor is this response's alone and nothing
+         * reads it again; the server closes it once idle for its cursor
+         * timeout (10 minutes by default).  Without it, giving the client
+         * back makes no round trip.
+         */
         ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
-                      "gridfs: killing a cursor on the event loop: the "
-                      "thread pool's queue is full");
+                      "gridfs: thread pool queue full: cursor %L left to "
+                      "the server's idle timeout", stream->cursor_id);
+
+        stream->cursor_id = 0;
     }
 
     ngx_http_gridfs_stream_put(stream);
@@ -1318,6 +1370,9 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
     }
 
     etag->hash = 1;
+#if (nginx_version >= 1023000)
+    etag->next = NULL;
+#endif
     ngx_str_set(&etag->key, "ETag");
 
     len = md5 ? ngx_strlen(md5) : 0;
@@ -2025,7 +2080,8 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
         return;
     }
 
-    if (conn->down) {
+    /* a response already started tries anyway: it would be cut short */
+    if (conn->down && !job->continued) {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_SERVICE_UNAVAILABLE,
                                    "%s did not answer recently, retrying in "
                                    "the background", conn->display.data);
@@ -2036,8 +2092,16 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
         ngx_http_gridfs_stream_chunks(job);
 
     } else {
-        /* blocks only when every client of the pool is in use */
+        /* blocks only when every client of the pool is in use, and for
+         * at most waitQueueTimeoutMS if the URI sets it */
         client = mongoc_client_pool_pop(conn->pool);
+
+        if (client == NULL) {
+            ngx_http_gridfs_job_failed(job, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                       "no client of the pool was free "
+                                       "within waitQueueTimeoutMS");
+            return;
+        }
 
         if (job->op == NGX_HTTP_GRIDFS_FIND) {
             ngx_http_gridfs_find_file(job, client);
@@ -2049,8 +2113,11 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
         mongoc_client_pool_push(conn->pool, client);
     }
 
-    if (job->unreachable) {
-        conn->down = 1;
+    /* logged once per outage, not once per request */
+    if (job->unreachable && ngx_atomic_cmp_set(&conn->down, 0, 1)) {
+        ngx_log_error(NGX_LOG_ERR, log, 0,
+                      "gridfs: %V unavailable: %s; answering 503 until a "
+                      "ping succeeds", &conn->display, job->error.message);
     }
 }
 
@@ -2073,6 +2140,12 @@ ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log)
     BSON_APPEND_INT32(&ping, "ping", 1);
 
     client = mongoc_client_pool_pop(conn->pool);
+
+    if (client == NULL) {
+        /* waitQueueTimeoutMS: every client busy, the next probe retries */
+        bson_destroy(&ping);
+        return;
+    }
 
     if (mongoc_client_command_simple(client, "admin", &ping, NULL, NULL,
                                      &error))
@@ -2220,7 +2293,7 @@ ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
         }
 
     } else if (mongoc_cursor_error(cursor, &job->error)) {
-        ngx_http_gridfs_cursor_failed(job, cursor);
+        ngx_http_gridfs_cursor_failed(job, client);
 
     } else {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_NOT_FOUND, "no such file");
@@ -2266,7 +2339,7 @@ ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
 
         if (!mongoc_cursor_next(cursor, &doc)) {
             if (mongoc_cursor_error(cursor, &job->error)) {
-                ngx_http_gridfs_cursor_failed(job, cursor);
+                ngx_http_gridfs_cursor_failed(job, client);
 
             } else {
                 ngx_http_gridfs_job_failed(job,
@@ -2365,7 +2438,7 @@ ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job)
         /* a cursor the server failed is gone: nothing to kill */
         stream->cursor_id = 0;
 
-        ngx_http_gridfs_cursor_failed(job, NULL);
+        ngx_http_gridfs_cursor_failed(job, stream->client);
         goto failed;
     }
 
@@ -2398,7 +2471,7 @@ ngx_http_gridfs_stream_open(ngx_http_gridfs_job_t *job)
     sd = mongoc_client_select_server(stream->client, false, NULL,
                                      &job->error);
     if (sd == NULL) {
-        ngx_http_gridfs_cursor_failed(job, NULL);
+        ngx_http_gridfs_cursor_failed(job, stream->client);
         return NGX_ERROR;
     }
 
@@ -2412,7 +2485,7 @@ ngx_http_gridfs_stream_open(ngx_http_gridfs_job_t *job)
     if (stream->session == NULL
         && job->error.domain == MONGOC_ERROR_SERVER_SELECTION)
     {
-        ngx_http_gridfs_cursor_failed(job, NULL);
+        ngx_http_gridfs_cursor_failed(job, stream->client);
         return NGX_ERROR;
     }
 
@@ -2839,28 +2912,48 @@ ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job, ngx_uint_t status,
 }
 
 
-/* connection failures and the server's transient errors (a primary
- * stepping down, a shutdown) are 503, and the former mark the deployment
- * unavailable; any other error of the server is 500 */
+/*
+ * 503 for what says the deployment cannot answer now, 500 for the rest.
+ * Only a deployment that cannot be reached at all marks it unavailable in
+ * this worker (every request then answers 503 at once): no server to
+ * select, a failed connect or name resolution, or a connection that
+ * failed in a way that made libmongoc mark its server Unknown.  A socket
+ * timeout (a slow query) leaves the server known, as the SDAM rules say:
+ * it fails its own request only.
+ */
 
 static void
 ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
-    mongoc_cursor_t *cursor)
+    mongoc_client_t *client)
 {
     switch (job->error.domain) {
 
-    case MONGOC_ERROR_CLIENT:
-        if (job->error.code != MONGOC_ERROR_CLIENT_AUTHENTICATE) {
-            job->status = NGX_HTTP_INTERNAL_SERVER_ERROR;
-            return;
-        }
-
-        /* fall through */
-
     case MONGOC_ERROR_SERVER_SELECTION:
-    case MONGOC_ERROR_STREAM:
         job->status = NGX_HTTP_SERVICE_UNAVAILABLE;
         job->unreachable = 1;
+        return;
+
+    case MONGOC_ERROR_STREAM:
+        job->status = NGX_HTTP_SERVICE_UNAVAILABLE;
+
+        switch (job->error.code) {
+
+        case MONGOC_ERROR_STREAM_CONNECT:
+        case MONGOC_ERROR_STREAM_NAME_RESOLUTION:
+            job->unreachable = 1;
+            break;
+
+        default:
+            job->unreachable = ngx_http_gridfs_all_unknown(client);
+        }
+
+        return;
+
+    case MONGOC_ERROR_CLIENT:
+        /* an authentication cut short by a restarting server */
+        job->status = (job->error.code == MONGOC_ERROR_CLIENT_AUTHENTICATE)
+                      ? NGX_HTTP_SERVICE_UNAVAILABLE
+                      : NGX_HTTP_INTERNAL_SERVER_ERROR;
         return;
 
     case MONGOC_ERROR_SERVER:
@@ -2873,6 +2966,12 @@ ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
     }
 
     switch (job->error.code) {
+
+    case 1:        /* InternalError: FerretDB's for its backend, too */
+        job->status = ngx_http_gridfs_backend_down(job->error.message)
+                      ? NGX_HTTP_SERVICE_UNAVAILABLE
+                      : NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return;
 
     case 6:        /* HostUnreachable */
     case 7:        /* HostNotFound */
@@ -2887,13 +2986,75 @@ ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
     case 13435:    /* NotPrimaryNoSecondaryOk */
     case 13436:    /* NotPrimaryOrSecondary */
         job->status = NGX_HTTP_SERVICE_UNAVAILABLE;
-        job->unreachable = (job->error.code == 91
-                            || job->error.code == 11600);
         return;
 
     default:
         job->status = NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
+}
+
+
+/* after a socket error: whether libmongoc now knows no server at all (it
+ * marks a server Unknown on a connection failure, not on a timeout);
+ * reads the topology, never waits */
+
+static ngx_uint_t
+ngx_http_gridfs_all_unknown(mongoc_client_t *client)
+{
+    size_t                         i, n;
+    ngx_uint_t                     unknown;
+    mongoc_server_description_t  **sds;
+
+    if (client == NULL) {
+        return 0;
+    }
+
+    sds = mongoc_client_get_server_descriptions(client, &n);
+
+    unknown = 1;
+
+    for (i = 0; i < n; i++) {
+        if (ngx_strcmp(mongoc_server_description_type(sds[i]), "Unknown")
+            != 0)
+        {
+            unknown = 0;
+        }
+    }
+
+    mongoc_server_descriptions_destroy_all(sds, n);
+
+    return unknown;
+}
+
+
+/* FerretDB answers InternalError (1) when its PostgreSQL backend cannot
+ * be reached or is restarting: pgx's and PostgreSQL's own words */
+
+static ngx_uint_t
+ngx_http_gridfs_backend_down(const char *message)
+{
+    static const char  *words[] = {
+        "failed to connect to",
+        "connection refused",
+        "conn closed",
+        "unexpected EOF",
+        "connection reset",
+        "SQLSTATE 57P01",         /* admin_shutdown */
+        "SQLSTATE 57P02",         /* crash_shutdown */
+        "SQLSTATE 57P03",         /* cannot_connect_now */
+        "SQLSTATE 08",            /* connection exceptions */
+        NULL
+    };
+
+    ngx_uint_t  i;
+
+    for (i = 0; words[i]; i++) {
+        if (strstr(message, words[i]) != NULL) {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 

@@ -1,0 +1,165 @@
+"""The nginx GridFS module when one query is slow or the client pool is
+exhausted (issue 23): a socket timeout fails its own request only (503 with
+Retry-After), never the deployment; a response already streaming completes
+whole; waitQueueTimeoutMS is a 503, not a crash. The slow query is real:
+a TCP proxy between nginx and FerretDB holds back the messages that name
+one file. Real nginx, real FerretDB."""
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import gridfs
+import pymongo
+import pytest
+import requests
+
+from nginx_gridfs_build import Nginx, build_module
+
+DB = "nginx_gridfs_outages"
+TIMEOUT = 30
+SLOW_KEY = b"slow.bin"  # the proxy holds back any message naming it
+HOLD = 2.0  # seconds, longer than the socket timeout below
+DATA = {"1KB.bin": os.urandom(1024), "10MB.bin": os.urandom(10_000_000)}
+
+
+class HoldingProxy:
+    """127.0.0.1:port -> target; a client message that contains SLOW_KEY
+    is forwarded HOLD seconds late (the connection stalls meanwhile)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.held = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, src, dst, outbound):
+        try:
+            while data := src.recv(65536):
+                if outbound and SLOW_KEY in data:
+                    self.held += 1
+                    time.sleep(HOLD)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def stored(mongo_uri):
+    client = pymongo.MongoClient(mongo_uri)
+    client.drop_database(DB)
+    bucket = gridfs.GridFSBucket(client[DB])
+    for name, data in DATA.items():
+        bucket.upload_from_stream(name, data)
+    bucket.upload_from_stream(SLOW_KEY.decode(), b"never read in time")
+    yield
+    client.drop_database(DB)
+    client.close()
+
+
+@pytest.fixture
+def proxy(ferretdb):
+    p = HoldingProxy(ferretdb.port)
+    yield p
+    p.close()
+
+
+def start_nginx(uri: str) -> Nginx:
+    prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+    (prefix / "files").mkdir()
+    return Nginx(build_module(), uri, prefix / "files", prefix, DB)
+
+
+def stop_nginx(server: Nginx) -> None:
+    server.stop()
+    shutil.rmtree(server.prefix, ignore_errors=True)
+
+
+def slow_read(url: str, out: dict) -> None:
+    """About 3 s for 10 MB: many windows, each read while the previous
+    one drains."""
+    body = bytearray()
+    try:
+        with requests.get(url, stream=True, timeout=TIMEOUT) as r:
+            out["status"] = r.status_code
+            for part in r.iter_content(64 * 1024):
+                body += part
+                time.sleep(0.02)
+    except requests.RequestException as e:
+        out["error"] = repr(e)
+    out["body"] = bytes(body)
+
+
+def test_a_socket_timeout_fails_only_its_own_request(stored, proxy):
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).content == DATA["1KB.bin"]
+        streamed = {}
+        reader = threading.Thread(target=slow_read, args=(server.url("/files/10MB.bin"), streamed))
+        reader.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        slow = requests.get(server.url("/files/slow.bin"), timeout=TIMEOUT)
+        took = time.monotonic() - started
+        assert proxy.held >= 1
+        assert slow.status_code == 503 and took >= 0.4, (slow.status_code, took)
+        # the deployment is not marked down: the next requests are served
+        for _ in range(3):
+            r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+            assert r.status_code == 200 and r.content == DATA["1KB.bin"]
+        assert slow.headers.get("Retry-After") == "1"
+        assert "ETag" not in slow.headers and "Last-Modified" not in slow.headers
+        reader.join(TIMEOUT)
+        assert streamed.get("status") == 200 and "error" not in streamed, streamed.get("error")
+        assert streamed["body"] == DATA["10MB.bin"]
+        assert "answering 503 until a ping succeeds" not in server.log()
+    finally:
+        stop_nginx(server)
+
+
+def test_an_exhausted_pool_is_a_503_not_a_crash(stored, proxy):
+    # One client per worker, 100 ms to wait for it: while a held query
+    # keeps it, the next lookup gets no client (libmongoc's pop: NULL).
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?maxPoolSize=1&waitQueueTimeoutMS=100"
+                         "&socketTimeoutMS=10000")
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code == 200
+        workers = server.worker_pids()
+        holder = threading.Thread(target=requests.get, args=(server.url("/files/slow.bin"),),
+                                  kwargs={"timeout": TIMEOUT})
+        holder.start()
+        time.sleep(0.5)
+        try:
+            r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+        except requests.ConnectionError as e:
+            pytest.fail(f"no answer (the worker crashed?): {e}")
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "1"
+        holder.join(TIMEOUT)
+        assert server.worker_pids() == workers
+        r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+        assert r.status_code == 200 and r.content == DATA["1KB.bin"]
+        assert "waitQueueTimeoutMS" in server.log()
+    finally:
+        stop_nginx(server)
