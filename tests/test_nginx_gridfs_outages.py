@@ -23,15 +23,17 @@ DB = "nginx_gridfs_outages"
 TIMEOUT = 30
 SLOW_KEY = b"slow.bin"  # the proxy holds back any message naming it
 HOLD = 2.0  # seconds, longer than the socket timeout below
-DATA = {"1KB.bin": os.urandom(1024), "10MB.bin": os.urandom(10_000_000)}
+DATA = {"1KB.bin": os.urandom(1024), "10MB.bin": os.urandom(10_000_000),
+        "cond.bin": os.urandom(1_000_000)}
 
 
 class HoldingProxy:
-    """127.0.0.1:port -> target; a client message that contains SLOW_KEY
-    is forwarded HOLD seconds late (the connection stalls meanwhile)."""
+    """127.0.0.1:port -> target; a client message that contains one of
+    keys is forwarded HOLD seconds late (the connection stalls meanwhile)."""
 
     def __init__(self, target_port: int):
         self.target_port = target_port
+        self.keys = [SLOW_KEY]
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.held = 0
@@ -50,7 +52,7 @@ class HoldingProxy:
     def _pump(self, src, dst, outbound):
         try:
             while data := src.recv(65536):
-                if outbound and SLOW_KEY in data:
+                if outbound and any(key in data for key in self.keys):
                     self.held += 1
                     time.sleep(HOLD)
                 dst.sendall(data)
@@ -74,7 +76,8 @@ def stored(mongo_uri):
     for name, data in DATA.items():
         bucket.upload_from_stream(name, data)
     bucket.upload_from_stream(SLOW_KEY.decode(), b"never read in time")
-    yield
+    ids = {f["filename"]: f["_id"] for f in client[DB]["fs.files"].find()}
+    yield ids
     client.drop_database(DB)
     client.close()
 
@@ -161,5 +164,48 @@ def test_an_exhausted_pool_is_a_503_not_a_crash(stored, proxy):
         r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
         assert r.status_code == 200 and r.content == DATA["1KB.bin"]
         assert "waitQueueTimeoutMS" in server.log()
+    finally:
+        stop_nginx(server)
+
+
+@pytest.mark.parametrize("header", [
+    {"If-None-Match": '"another-revision"'},
+    {"If-Modified-Since": "Thu, 01 Jan 1970 00:00:01 GMT"},
+    {"If-Match": "*"},
+    {"If-Unmodified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"},
+])
+def test_a_conditional_200_reads_before_its_headers(stored, proxy, header):
+    # The lookup answers; the chunks query (it names the file's _id) is
+    # held past the socket timeout: the 200 these conditions allow must
+    # become a whole 503, not headers then a cut body.
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    try:
+        r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
+        assert r.status_code == 200 and r.content == DATA["cond.bin"]
+        proxy.keys.append(stored["cond.bin"].binary)
+        try:
+            r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
+        except requests.RequestException as e:
+            pytest.fail(f"no complete answer (headers first, then the read failed): {e!r}")
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "1", (r.status_code, r.headers)
+        assert proxy.held >= 1
+    finally:
+        stop_nginx(server)
+
+
+def test_a_304_or_412_reads_no_chunk(stored, proxy):
+    # Predicted without a body: answered at once even though the chunks
+    # query would be held past the socket timeout.
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    try:
+        etag = requests.get(server.url("/files/cond.bin"), timeout=TIMEOUT).headers["ETag"]
+        proxy.keys.append(stored["cond.bin"].binary)
+        for header, status in (({"If-None-Match": etag}, 304), ({"If-None-Match": f'W/{etag}'}, 304),
+                               ({"If-Match": '"another-revision"'}, 412),
+                               ({"If-Unmodified-Since": "Thu, 01 Jan 1970 00:00:01 GMT"}, 412)):
+            started = time.monotonic()
+            r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
+            assert r.status_code == status and time.monotonic() - started < 0.4, (header, r.status_code)
+        assert proxy.held == 0
     finally:
         stop_nginx(server)

@@ -35,8 +35,10 @@
  * gone, answers without querying.
  *
  * Conditional requests and ranges are left to nginx's own not_modified and
- * range filters; the handler only predicts which range the range filter
- * will choose, so that it reads just the chunks that cover it.
+ * range filters; the handler only predicts what they will do: whether the
+ * response has a body at all (a 200, or a 304/412), and which range it
+ * carries, so that it reads just the chunks that cover it, before the
+ * headers.
  */
 
 
@@ -297,6 +299,9 @@ static ngx_int_t ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
 static ngx_int_t ngx_http_gridfs_safe_value(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx, const char *field, const u_char *value,
     size_t len, size_t max, ngx_uint_t etag);
+static ngx_int_t ngx_http_gridfs_predict_conditional(ngx_http_request_t *r);
+static ngx_uint_t ngx_http_gridfs_etag_match(ngx_http_request_t *r,
+    ngx_table_elt_t *header, ngx_uint_t weak);
 static ngx_int_t ngx_http_gridfs_predict_range(ngx_http_request_t *r,
     off_t *start, off_t *end);
 static ngx_int_t ngx_http_gridfs_content_range(ngx_http_request_t *r,
@@ -910,12 +915,9 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     if (rc == NGX_HTTP_RANGE_NOT_SATISFIABLE
         || r->header_only
         || ctx->length == 0
-        || r->headers_in.if_modified_since
-        || r->headers_in.if_unmodified_since
-        || r->headers_in.if_match
-        || r->headers_in.if_none_match)
+        || ngx_http_gridfs_predict_conditional(r) != NGX_HTTP_OK)
     {
-        /* 416, HEAD, or perhaps a 304/412: no body to read ahead */
+        /* 416, HEAD, or a 304/412: no body to read ahead */
         if (ngx_http_gridfs_send_header(r, ctx) != NGX_OK) {
             return;
         }
@@ -1571,6 +1573,136 @@ ngx_http_gridfs_safe_value(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
                   len > shown ? "..." : "", len);
 
     return NGX_DECLINED;
+}
+
+
+/* mirrors ngx_http_not_modified_header_filter(), which runs before the
+ * range filter: NGX_HTTP_OK when the response will carry its body (so
+ * that its first window is read before the headers, as any 200), else the
+ * 412 or 304 it becomes.  A wrong guess costs a read or a late read,
+ * never a wrong answer: the status is the filter's */
+
+static ngx_int_t
+ngx_http_gridfs_predict_conditional(ngx_http_request_t *r)
+{
+    time_t                     t, lm;
+    ngx_table_elt_t           *h;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (r != r->main || r->disable_not_modified) {
+        return NGX_HTTP_OK;
+    }
+
+    lm = r->headers_out.last_modified_time;
+
+    h = r->headers_in.if_unmodified_since;
+
+    if (h) {
+        t = ngx_parse_http_time(h->value.data, h->value.len);
+
+        if (lm == (time_t) -1 || t < lm) {
+            return NGX_HTTP_PRECONDITION_FAILED;
+        }
+    }
+
+    if (r->headers_in.if_match
+        && !ngx_http_gridfs_etag_match(r, r->headers_in.if_match, 0))
+    {
+        return NGX_HTTP_PRECONDITION_FAILED;
+    }
+
+    if (r->headers_in.if_modified_since == NULL
+        && r->headers_in.if_none_match == NULL)
+    {
+        return NGX_HTTP_OK;
+    }
+
+    h = r->headers_in.if_modified_since;
+
+    if (h) {
+        clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+        if (lm == (time_t) -1 || clcf->if_modified_since == NGX_HTTP_IMS_OFF) {
+            return NGX_HTTP_OK;
+        }
+
+        t = ngx_parse_http_time(h->value.data, h->value.len);
+
+        if (t != lm
+            && (clcf->if_modified_since == NGX_HTTP_IMS_EXACT || t < lm))
+        {
+            return NGX_HTTP_OK;
+        }
+    }
+
+    if (r->headers_in.if_none_match
+        && !ngx_http_gridfs_etag_match(r, r->headers_in.if_none_match, 1))
+    {
+        return NGX_HTTP_OK;
+    }
+
+    return NGX_HTTP_NOT_MODIFIED;
+}
+
+
+/* whether the header's list of entity tags names the response's ETag (or
+ * is "*"), compared weakly for If-None-Match, as ngx_http_test_if_match() */
+
+static ngx_uint_t
+ngx_http_gridfs_etag_match(ngx_http_request_t *r, ngx_table_elt_t *header,
+    ngx_uint_t weak)
+{
+    u_char     *p, *last;
+    ngx_str_t   etag;
+
+    if (r->headers_out.etag == NULL) {
+        return 0;
+    }
+
+    p = header->value.data;
+    last = p + header->value.len;
+
+    if (header->value.len == 1 && *p == '*') {
+        return 1;
+    }
+
+    etag = r->headers_out.etag->value;
+
+    if (weak && etag.len > 2 && etag.data[0] == 'W' && etag.data[1] == '/') {
+        etag.len -= 2;
+        etag.data += 2;
+    }
+
+    while (p < last) {
+
+        if (weak && last - p > 2 && p[0] == 'W' && p[1] == '/') {
+            p += 2;
+        }
+
+        if ((size_t) (last - p) >= etag.len
+            && ngx_strncmp(p, etag.data, etag.len) == 0)
+        {
+            p += etag.len;
+
+            while (p < last && (*p == ' ' || *p == '\t')) {
+                p++;
+            }
+
+            if (p == last || *p == ',') {
+                return 1;
+            }
+        }
+
+        while (p < last && *p != ',') {
+            p++;
+        }
+
+        while (p < last && (*p == ' ' || *p == '\t' || *p == ',')) {
+            p++;
+        }
+    }
+
+    return 0;
 }
 
 
