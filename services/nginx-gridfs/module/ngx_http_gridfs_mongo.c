@@ -1,0 +1,1033 @@
+
+/*
+ * The thread side of ngx_http_gridfs_module: every libmongoc call and the
+ * parsing of what the server sent, run in nginx's thread pool.  It sees
+ * jobs and streams only, never a request: the event loop hands it a job
+ * and reads the outcome once the job is done.  No nginx pools, no events.
+ */
+
+
+#include "ngx_http_gridfs.h"
+
+
+static void ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client);
+static void ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client);
+static void ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job);
+static ngx_int_t ngx_http_gridfs_stream_open(ngx_http_gridfs_job_t *job);
+static ngx_int_t ngx_http_gridfs_stream_batch(ngx_http_gridfs_job_t *job,
+    bson_t *reply);
+static ngx_int_t ngx_http_gridfs_stream_parts(ngx_http_gridfs_job_t *job,
+    const bson_t *reply);
+static ngx_int_t ngx_http_gridfs_stream_command(
+    ngx_http_gridfs_stream_t *stream, const bson_t *cmd, bson_t *reply,
+    bson_error_t *error);
+static void ngx_http_gridfs_stream_kill(ngx_http_gridfs_stream_t *stream);
+static void ngx_http_gridfs_chunks_filter(ngx_http_gridfs_job_t *job,
+    bson_t *filter);
+static mongoc_cursor_t *ngx_http_gridfs_chunks_query(
+    ngx_http_gridfs_job_t *job, mongoc_collection_t *coll);
+static ngx_int_t ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job,
+    const bson_t *doc, int64_t n, ngx_str_t *part, int64_t *offset);
+static void ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job,
+    ngx_uint_t status, const char *fmt, ...);
+static void ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client);
+static ngx_uint_t ngx_http_gridfs_all_unknown(mongoc_client_t *client);
+static ngx_uint_t ngx_http_gridfs_backend_down(const char *message);
+
+
+void
+ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
+{
+    ngx_http_gridfs_job_t  *job = data;
+
+    int64_t                  waited;
+    mongoc_client_t         *client;
+    ngx_http_gridfs_conn_t  *conn;
+
+    conn = job->conf->conn;
+
+    if (job->abandoned) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_CLIENT_CLOSED,
+                                   "the client has gone");
+        return;
+    }
+
+    waited = ngx_http_gridfs_now_ms() - job->posted_ms;
+
+    if (job->max_wait && waited > (int64_t) job->max_wait) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
+                                   "waited %" PRId64 " ms for a thread, more "
+                                   "than gridfs_queue_timeout", waited);
+        return;
+    }
+
+    /* a response already started tries anyway: it would be cut short */
+    if (conn->down && !job->continued) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
+                                   "%s did not answer recently, retrying in "
+                                   "the background", conn->display.data);
+        return;
+    }
+
+    if (job->op == NGX_HTTP_GRIDFS_READ && job->stream) {
+        ngx_http_gridfs_stream_chunks(job);
+
+    } else {
+        /* blocks only when every client of the pool is in use, and for
+         * at most waitQueueTimeoutMS if the URI sets it */
+        client = mongoc_client_pool_pop(conn->pool);
+
+        if (client == NULL) {
+            ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
+                                       "no client of the pool was free "
+                                       "within waitQueueTimeoutMS");
+            return;
+        }
+
+        if (job->op == NGX_HTTP_GRIDFS_FIND) {
+            ngx_http_gridfs_find_file(job, client);
+
+        } else {
+            ngx_http_gridfs_read_chunks(job, client);
+        }
+
+        mongoc_client_pool_push(conn->pool, client);
+    }
+
+    /* logged once per outage, not once per request */
+    if (job->unreachable && ngx_atomic_cmp_set(&conn->down, 0, 1)) {
+        ngx_log_error(NGX_LOG_ERR, log, 0,
+                      "gridfs: %V unavailable: %s; answering 503 until a "
+                      "ping succeeds", &conn->display, job->error.message);
+    }
+}
+
+
+/* a ping, while the deployment is marked unavailable */
+
+void
+ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log)
+{
+    ngx_http_gridfs_conn_t  **connp = data;
+
+    bson_t                   ping;
+    bson_error_t             error;
+    mongoc_client_t         *client;
+    ngx_http_gridfs_conn_t  *conn;
+
+    conn = *connp;
+
+    bson_init(&ping);
+    BSON_APPEND_INT32(&ping, "ping", 1);
+
+    client = mongoc_client_pool_pop(conn->pool);
+
+    if (client == NULL) {
+        /* waitQueueTimeoutMS: every client busy, the next probe retries */
+        bson_destroy(&ping);
+        return;
+    }
+
+    if (mongoc_client_command_simple(client, "admin", &ping, NULL, NULL,
+                                     &error))
+    {
+        conn->down = 0;
+        ngx_log_error(NGX_LOG_NOTICE, log, 0,
+                      "gridfs: %V answers again", &conn->display);
+    }
+
+    mongoc_client_pool_push(conn->pool, client);
+    bson_destroy(&ping);
+}
+
+
+int64_t
+ngx_http_gridfs_now_ms(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+
+/* a stored number as an integer: int32, int64, or a double that is an
+ * integer a double holds exactly; a plain cast of any other double (NaN,
+ * 1e300, 0.5) would be undefined or silently wrong */
+
+ngx_int_t
+ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value)
+{
+    double  d;
+
+    switch (bson_iter_type(iter)) {
+
+    case BSON_TYPE_INT32:
+        *value = bson_iter_int32(iter);
+        return NGX_OK;
+
+    case BSON_TYPE_INT64:
+        *value = bson_iter_int64(iter);
+        return NGX_OK;
+
+    case BSON_TYPE_DOUBLE:
+        d = bson_iter_double(iter);
+
+        /* false for NaN too */
+        if (!(d >= -NGX_HTTP_GRIDFS_MAX_DOUBLE_INT
+              && d <= NGX_HTTP_GRIDFS_MAX_DOUBLE_INT)
+            || d != (double) (int64_t) d)
+        {
+            return NGX_ERROR;
+        }
+
+        *value = (int64_t) d;
+        return NGX_OK;
+
+    default:
+        return NGX_ERROR;
+    }
+}
+
+
+static void
+ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
+{
+    bson_t                       filter, opts, sort;
+    const bson_t                *doc;
+    mongoc_cursor_t             *cursor;
+    mongoc_collection_t         *coll;
+    ngx_http_gridfs_loc_conf_t  *conf;
+
+    conf = job->conf;
+
+    bson_init(&filter);
+    bson_init(&opts);
+
+    switch (conf->type) {
+
+    case NGX_HTTP_GRIDFS_OBJECTID:
+        BSON_APPEND_OID(&filter, (char *) conf->field.data, &job->oid);
+        break;
+
+    case NGX_HTTP_GRIDFS_INT:
+        if (job->key_int >= INT32_MIN && job->key_int <= INT32_MAX) {
+            BSON_APPEND_INT32(&filter, (char *) conf->field.data,
+                              (int32_t) job->key_int);
+
+        } else {
+            BSON_APPEND_INT64(&filter, (char *) conf->field.data,
+                              job->key_int);
+        }
+
+        break;
+
+    default: /* NGX_HTTP_GRIDFS_STRING */
+        bson_append_utf8(&filter, (char *) conf->field.data, -1,
+                         (char *) job->key.data, (int) job->key.len);
+    }
+
+    BSON_APPEND_INT64(&opts, "limit", 1);
+    BSON_APPEND_BOOL(&opts, "singleBatch", true);
+
+    /* only what the headers need: metadata may be large */
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &sort);
+    BSON_APPEND_INT32(&sort, "_id", 1);
+    BSON_APPEND_INT32(&sort, "length", 1);
+    BSON_APPEND_INT32(&sort, "chunkSize", 1);
+    BSON_APPEND_INT32(&sort, "uploadDate", 1);
+    BSON_APPEND_INT32(&sort, "md5", 1);
+    BSON_APPEND_INT32(&sort, "contentType", 1);
+    BSON_APPEND_INT32(&sort, "metadata.contentType", 1);
+    BSON_APPEND_INT32(&sort, "filename", 1);
+    bson_append_document_end(&opts, &sort);
+
+    if (ngx_strcmp(conf->field.data, "_id") != 0) {
+        /* several revisions may share a filename: the newest wins */
+        BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+        BSON_APPEND_INT32(&sort, "uploadDate", -1);
+        bson_append_document_end(&opts, &sort);
+    }
+
+    coll = mongoc_client_get_collection(client, (char *) conf->db.data,
+                                        (char *) conf->files.data);
+
+    cursor = mongoc_collection_find_with_opts(coll, &filter, &opts, NULL);
+
+    if (mongoc_cursor_next(cursor, &doc)) {
+        job->file = bson_copy(doc);
+
+        if (job->file == NULL) {
+            ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                       "out of memory");
+        }
+
+    } else if (mongoc_cursor_error(cursor, &job->error)) {
+        ngx_http_gridfs_cursor_failed(job, client);
+
+    } else {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_NOT_FOUND,
+                                   "no such file");
+    }
+
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(coll);
+    bson_destroy(&opts);
+    bson_destroy(&filter);
+}
+
+
+/* one query for the window, copied into the request's buffer */
+
+static void
+ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client)
+{
+    int64_t               n, offset;
+    ngx_str_t             part;
+    const bson_t         *doc;
+    mongoc_cursor_t      *cursor;
+    mongoc_collection_t  *coll;
+
+    /* chunk_data keeps each part within [from, to): the buffer must hold
+     * that much */
+    if (job->from < 0 || job->to <= job->from
+        || (uint64_t) (job->to - job->from) > job->dest_size)
+    {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "window %" PRId64 "-%" PRId64 " does not "
+                                   "fit a buffer of %zu bytes",
+                                   job->from, job->to, job->dest_size);
+        return;
+    }
+
+    coll = mongoc_client_get_collection(client, (char *) job->conf->db.data,
+                                        (char *) job->conf->chunks.data);
+
+    cursor = ngx_http_gridfs_chunks_query(job, coll);
+
+    for (n = job->first_n; n <= job->last_n; n++) {
+
+        if (!mongoc_cursor_next(cursor, &doc)) {
+            if (mongoc_cursor_error(cursor, &job->error)) {
+                ngx_http_gridfs_cursor_failed(job, client);
+
+            } else {
+                ngx_http_gridfs_job_failed(job,
+                                           NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                           "chunk %" PRId64 " is missing", n);
+            }
+
+            break;
+        }
+
+        if (ngx_http_gridfs_chunk_data(job, doc, n, &part, &offset)
+            != NGX_OK)
+        {
+            break;
+        }
+
+        ngx_memcpy(job->dest + offset, part.data, part.len);
+    }
+
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(coll);
+}
+
+
+/* the window from the response's cursor: opened by the first job (with
+ * the client, if one is spare), continued by a getMore per window; each
+ * reply is kept in its half of the buffer, so that the window can be sent
+ * from it while the next one is read into the other half.  After an error
+ * the client goes back to the pool */
+
+static void
+ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job)
+{
+    bson_t                    *reply;
+    ngx_uint_t                 retried;
+    ngx_http_gridfs_stream_t  *stream;
+
+    stream = job->stream;
+
+    if (stream->client == NULL) {
+        /* never waits: without one, the loop falls back to a query per
+         * window */
+        stream->client = mongoc_client_pool_try_pop(job->conf->conn->pool);
+
+        if (stream->client == NULL) {
+            job->no_client = 1;
+            return;
+        }
+
+        if (ngx_http_gridfs_stream_open(job) != NGX_OK) {
+            goto failed;
+        }
+    }
+
+    if (stream->opened && stream->next_n != job->first_n) {
+        /* the range filter chose another range than predicted */
+        ngx_http_gridfs_stream_kill(stream);
+        stream->opened = 0;
+    }
+
+    /* the window this half held was sent: its reply goes */
+    reply = &stream->reply[job->half];
+
+    if (stream->has_reply & (1 << job->half)) {
+        bson_destroy(reply);
+        stream->has_reply &= ~(1 << job->half);
+    }
+
+    retried = 0;
+
+    for ( ;; ) {
+
+        if (ngx_http_gridfs_stream_batch(job, reply) == NGX_OK) {
+            stream->has_reply |= 1 << job->half;
+            break;
+        }
+
+        bson_destroy(reply);
+
+        if (job->status) {
+            goto failed;
+        }
+
+        if ((job->error.domain == MONGOC_ERROR_SERVER
+             || job->error.domain == MONGOC_ERROR_QUERY)
+            && job->error.code == NGX_HTTP_GRIDFS_CURSOR_GONE
+            && !retried)
+        {
+            /* the server dropped it, idle while a slow client drained */
+            retried = 1;
+            stream->cursor_id = 0;
+            stream->opened = 0;
+            continue;
+        }
+
+        /* a cursor the server failed is gone: nothing to kill */
+        stream->cursor_id = 0;
+
+        ngx_http_gridfs_cursor_failed(job, stream->client);
+        goto failed;
+    }
+
+    if (ngx_http_gridfs_stream_parts(job, reply) != NGX_OK) {
+        goto failed;
+    }
+
+    stream->next_n = job->last_n + 1;
+
+    return;
+
+failed:
+
+    job->nparts = 0;
+    ngx_http_gridfs_stream_put(stream);
+}
+
+
+/* the client's server for the whole response, and a session: a getMore
+ * must run on the cursor's server, in the cursor's session */
+
+static ngx_int_t
+ngx_http_gridfs_stream_open(ngx_http_gridfs_job_t *job)
+{
+    ngx_http_gridfs_stream_t     *stream;
+    mongoc_server_description_t  *sd;
+
+    stream = job->stream;
+
+    sd = mongoc_client_select_server(stream->client, false, NULL,
+                                     &job->error);
+    if (sd == NULL) {
+        ngx_http_gridfs_cursor_failed(job, stream->client);
+        return NGX_ERROR;
+    }
+
+    stream->server_id = mongoc_server_description_id(sd);
+    mongoc_server_description_destroy(sd);
+
+    /* NULL if the deployment has no sessions: then no command has one */
+    stream->session = mongoc_client_start_session(stream->client, NULL,
+                                                  &job->error);
+
+    if (stream->session == NULL
+        && job->error.domain == MONGOC_ERROR_SERVER_SELECTION)
+    {
+        ngx_http_gridfs_cursor_failed(job, stream->client);
+        return NGX_ERROR;
+    }
+
+    stream->coll = mongoc_client_get_collection(stream->client,
+                                               (char *) job->conf->db.data,
+                                               (char *) job->conf->chunks.data);
+    return NGX_OK;
+}
+
+
+/* the window's batch: a find from first_n, whose limit is the response's
+ * last chunk, or a getMore on it; NGX_ERROR and job->error, or
+ * job->status set */
+
+static ngx_int_t
+ngx_http_gridfs_stream_batch(ngx_http_gridfs_job_t *job, bson_t *reply)
+{
+    int64_t                    batch;
+    bson_t                     cmd, filter, sort;
+    ngx_int_t                  rc;
+    ngx_http_gridfs_stream_t  *stream;
+
+    stream = job->stream;
+    batch = job->last_n - job->first_n + 1;
+
+    bson_init(&cmd);
+
+    if (!stream->opened) {
+        bson_append_utf8(&cmd, "find", 4, (char *) job->conf->chunks.data,
+                         (int) job->conf->chunks.len);
+
+        BSON_APPEND_DOCUMENT_BEGIN(&cmd, "filter", &filter);
+        ngx_http_gridfs_chunks_filter(job, &filter);
+        bson_append_document_end(&cmd, &filter);
+
+        BSON_APPEND_DOCUMENT_BEGIN(&cmd, "sort", &sort);
+        BSON_APPEND_INT32(&sort, "n", 1);
+        bson_append_document_end(&cmd, &sort);
+
+        /* the server closes the cursor with the last chunk */
+        BSON_APPEND_INT64(&cmd, "limit", job->end_n - job->first_n + 1);
+        BSON_APPEND_INT64(&cmd, "batchSize", batch);
+
+        job->opened = 1;
+        stream->opened = 1;
+        stream->cursor_id = 0;
+
+    } else if (stream->cursor_id != 0) {
+        BSON_APPEND_INT64(&cmd, "getMore", stream->cursor_id);
+        bson_append_utf8(&cmd, "collection", 10,
+                         (char *) job->conf->chunks.data,
+                         (int) job->conf->chunks.len);
+        BSON_APPEND_INT64(&cmd, "batchSize", batch);
+
+    } else {
+        bson_destroy(&cmd);
+        bson_init(reply);
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " is missing",
+                                   job->first_n);
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_gridfs_stream_command(stream, &cmd, reply, &job->error);
+
+    bson_destroy(&cmd);
+
+    return rc;
+}
+
+
+/* the chunks of the window in the reply, as parts; a batch the server cut
+ * short (a reply is at most 16 MiB) makes a shorter window */
+
+static ngx_int_t
+ngx_http_gridfs_stream_parts(ngx_http_gridfs_job_t *job, const bson_t *reply)
+{
+    int64_t                    n, offset;
+    uint32_t                   len;
+    bson_t                     doc;
+    bson_iter_t                iter, cursor, batch;
+    const uint8_t             *data;
+    ngx_uint_t                 found;
+    ngx_http_gridfs_stream_t  *stream;
+
+    stream = job->stream;
+    found = 0;
+
+    if (bson_iter_init_find(&iter, reply, "cursor")
+        && BSON_ITER_HOLDS_DOCUMENT(&iter)
+        && bson_iter_recurse(&iter, &cursor))
+    {
+        while (bson_iter_next(&cursor)) {
+
+            if (BSON_ITER_IS_KEY(&cursor, "id")) {
+                stream->cursor_id = bson_iter_as_int64(&cursor);
+
+            } else if ((BSON_ITER_IS_KEY(&cursor, "firstBatch")
+                        || BSON_ITER_IS_KEY(&cursor, "nextBatch"))
+                       && BSON_ITER_HOLDS_ARRAY(&cursor)
+                       && bson_iter_recurse(&cursor, &batch))
+            {
+                found = 1;
+            }
+        }
+    }
+
+    if (!found) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "invalid reply to a chunks query");
+        return NGX_ERROR;
+    }
+
+    for (n = job->first_n; n <= job->last_n; n++) {
+
+        if (!bson_iter_next(&batch)) {
+            break;
+        }
+
+        if (!BSON_ITER_HOLDS_DOCUMENT(&batch)) {
+            ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                       "chunk %" PRId64 " is not a document",
+                                       n);
+            return NGX_ERROR;
+        }
+
+        bson_iter_document(&batch, &len, &data);
+
+        if (!bson_init_static(&doc, data, len)
+            || ngx_http_gridfs_chunk_data(job, &doc, n,
+                                          &job->parts[job->nparts], &offset)
+               != NGX_OK)
+        {
+            if (!job->status) {
+                ngx_http_gridfs_job_failed(job,
+                                           NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                           "chunk %" PRId64 " is invalid", n);
+            }
+
+            return NGX_ERROR;
+        }
+
+        job->nparts++;
+    }
+
+    if (n == job->first_n) {
+        /* an empty batch: the cursor ended (or was cut) before the chunk */
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " is missing", n);
+        return NGX_ERROR;
+    }
+
+    if (n <= job->last_n) {
+        job->last_n = n - 1;
+        job->to = ngx_min(job->to, n * job->chunk_size);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_gridfs_stream_command(ngx_http_gridfs_stream_t *stream,
+    const bson_t *cmd, bson_t *reply, bson_error_t *error)
+{
+    bool    ok;
+    bson_t  opts;
+
+    bson_init(&opts);
+
+    BSON_APPEND_INT32(&opts, "serverId", (int32_t) stream->server_id);
+
+    if (stream->session
+        && !mongoc_client_session_append(stream->session, &opts, error))
+    {
+        bson_destroy(&opts);
+        bson_init(reply);
+        return NGX_ERROR;
+    }
+
+    ok = mongoc_collection_read_command_with_opts(stream->coll, cmd, NULL,
+                                                  &opts, reply, error);
+    bson_destroy(&opts);
+
+    return ok ? NGX_OK : NGX_ERROR;
+}
+
+
+/* best effort: the server drops an idle cursor after 10 minutes anyway */
+
+static void
+ngx_http_gridfs_stream_kill(ngx_http_gridfs_stream_t *stream)
+{
+    bson_t        cmd, ids, reply;
+    bson_error_t  error;
+
+    if (stream->cursor_id == 0 || stream->coll == NULL) {
+        stream->cursor_id = 0;
+        return;
+    }
+
+    bson_init(&cmd);
+    BSON_APPEND_UTF8(&cmd, "killCursors",
+                     mongoc_collection_get_name(stream->coll));
+    BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &ids);
+    BSON_APPEND_INT64(&ids, "0", stream->cursor_id);
+    bson_append_array_end(&cmd, &ids);
+
+    (void) ngx_http_gridfs_stream_command(stream, &cmd, &reply, &error);
+
+    bson_destroy(&reply);
+    bson_destroy(&cmd);
+
+    stream->cursor_id = 0;
+}
+
+
+/* chunks first_n to last_n of the file, in order, in a single reply */
+
+static mongoc_cursor_t *
+ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
+    mongoc_collection_t *coll)
+{
+    int64_t           count;
+    bson_t            filter, opts, sub;
+    mongoc_cursor_t  *cursor;
+
+    bson_init(&filter);
+    bson_init(&opts);
+
+    ngx_http_gridfs_chunks_filter(job, &filter);
+
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sub);
+    BSON_APPEND_INT32(&sub, "n", 1);
+    bson_append_document_end(&opts, &sub);
+
+    count = job->last_n - job->first_n + 1;
+
+    /* the whole window in one reply, and no cursor left on the server */
+    BSON_APPEND_INT64(&opts, "limit", count);
+    BSON_APPEND_INT64(&opts, "batchSize", count);
+    BSON_APPEND_BOOL(&opts, "singleBatch", true);
+
+    /*
+     * No projection: a chunk's other fields are a few dozen bytes, and a
+     * server that projects after fetching (FerretDB) would rebuild every
+     * chunk document, data included, to drop them.
+     */
+
+    /* the cursor keeps copies of both */
+    cursor = mongoc_collection_find_with_opts(coll, &filter, &opts, NULL);
+
+    bson_destroy(&opts);
+    bson_destroy(&filter);
+
+    return cursor;
+}
+
+
+/*
+ * The drivers' query: a file read from its start filters on files_id
+ * alone, and the limit, not an upper bound on n, ends the window. A
+ * condition the server cannot use costs it CPU on every chunk (FerretDB
+ * checks it after fetching).
+ */
+
+static void
+ngx_http_gridfs_chunks_filter(ngx_http_gridfs_job_t *job, bson_t *filter)
+{
+    bson_t  sub;
+
+    BSON_APPEND_VALUE(filter, "files_id", job->files_id);
+
+    if (job->first_n > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(filter, "n", &sub);
+        BSON_APPEND_INT64(&sub, "$gte", job->first_n);
+        bson_append_document_end(filter, &sub);
+    }
+}
+
+
+/* chunk n, checked against the files document: its bytes within the
+ * window [from, to) as part, at offset in the window; or the job fails */
+
+static ngx_int_t
+ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job, const bson_t *doc,
+    int64_t n, ngx_str_t *part, int64_t *offset)
+{
+    int64_t          chunk_start, chunk_len, from, to, doc_n;
+    uint32_t         len;
+    bson_iter_t      iter;
+    bson_subtype_t   subtype;
+    const uint8_t   *data;
+
+    if (!bson_iter_init_find(&iter, doc, "n")
+        || ngx_http_gridfs_integer(&iter, &doc_n) != NGX_OK)
+    {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk without an integer n after chunk "
+                                   "%" PRId64, n - 1);
+        return NGX_ERROR;
+    }
+
+    if (doc_n != n) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " is missing", n);
+        return NGX_ERROR;
+    }
+
+    if (!bson_iter_init_find(&iter, doc, "data")
+        || !BSON_ITER_HOLDS_BINARY(&iter))
+    {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " has no binary data", n);
+        return NGX_ERROR;
+    }
+
+    bson_iter_binary(&iter, &subtype, &len, &data);
+
+    /* no overflow: set_headers bounded length, chunk_size and so n */
+    chunk_start = n * job->chunk_size;
+    chunk_len = ngx_min(job->chunk_size, job->length - chunk_start);
+
+    if (n < 0 || n >= NGX_HTTP_GRIDFS_MAX_CHUNKS || chunk_len <= 0) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " is past the end of "
+                                   "the file", n);
+        return NGX_ERROR;
+    }
+
+    if ((int64_t) len != chunk_len) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " has %u bytes, "
+                                   "%" PRId64 " expected", n, len, chunk_len);
+        return NGX_ERROR;
+    }
+
+    /* every chunk of the window overlaps it: checked, not assumed, since
+     * the part is copied or sent as is */
+    from = ngx_max(job->from, chunk_start);
+    to = ngx_min(job->to, chunk_start + chunk_len);
+
+    if (job->from < 0 || from >= to) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
+                                   "chunk %" PRId64 " is outside the window "
+                                   "%" PRId64 "-%" PRId64, n, job->from,
+                                   job->to);
+        return NGX_ERROR;
+    }
+
+    part->data = (u_char *) data + (from - chunk_start);
+    part->len = (size_t) (to - from);
+    *offset = from - job->from;
+
+    return NGX_OK;
+}
+
+
+/* the response is over: its cursor killed if still open on the server */
+
+void
+ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log)
+{
+    ngx_http_gridfs_stream_t  *stream = data;
+
+    ngx_http_gridfs_stream_put(stream);
+    ngx_http_gridfs_stream_free(stream);
+}
+
+
+/* the client back to the pool; the replies stay: a window may still be
+ * sent from one */
+
+void
+ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream)
+{
+    ngx_http_gridfs_stream_kill(stream);
+
+    if (stream->session) {
+        mongoc_client_session_destroy(stream->session);
+        stream->session = NULL;
+    }
+
+    if (stream->coll) {
+        mongoc_collection_destroy(stream->coll);
+        stream->coll = NULL;
+    }
+
+    if (stream->client) {
+        mongoc_client_pool_push(stream->conn->pool, stream->client);
+        stream->client = NULL;
+    }
+
+    stream->opened = 0;
+}
+
+
+void
+ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < 2; i++) {
+        if (stream->has_reply & (1 << i)) {
+            bson_destroy(&stream->reply[i]);
+        }
+    }
+
+    stream->has_reply = 0;
+}
+
+
+static void
+ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job, ngx_uint_t status,
+    const char *fmt, ...)
+{
+    va_list  args;
+
+    job->status = status;
+
+    va_start(args, fmt);
+    vsnprintf(job->error.message, sizeof(job->error.message), fmt, args);
+    va_end(args);
+}
+
+
+/*
+ * 503 for what says the deployment cannot answer now, 500 for the rest.
+ * Only a deployment that cannot be reached at all marks it unavailable in
+ * this worker (every request then answers 503 at once): no server to
+ * select, a failed connect or name resolution, or a connection that
+ * failed in a way that made libmongoc mark its server Unknown.  A socket
+ * timeout (a slow query) leaves the server known, as the SDAM rules say:
+ * it fails its own request only.
+ */
+
+static void
+ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client)
+{
+    switch (job->error.domain) {
+
+    case MONGOC_ERROR_SERVER_SELECTION:
+        job->status = NGX_HTTP_GRIDFS_UNAVAILABLE;
+        job->unreachable = 1;
+        return;
+
+    case MONGOC_ERROR_STREAM:
+        job->status = NGX_HTTP_GRIDFS_UNAVAILABLE;
+
+        switch (job->error.code) {
+
+        case MONGOC_ERROR_STREAM_CONNECT:
+        case MONGOC_ERROR_STREAM_NAME_RESOLUTION:
+            job->unreachable = 1;
+            break;
+
+        default:
+            job->unreachable = ngx_http_gridfs_all_unknown(client);
+        }
+
+        return;
+
+    case MONGOC_ERROR_CLIENT:
+        /* an authentication cut short by a restarting server */
+        job->status = (job->error.code == MONGOC_ERROR_CLIENT_AUTHENTICATE)
+                      ? NGX_HTTP_GRIDFS_UNAVAILABLE
+                      : NGX_HTTP_GRIDFS_INTERNAL_ERROR;
+        return;
+
+    case MONGOC_ERROR_SERVER:
+    case MONGOC_ERROR_QUERY:
+        break;
+
+    default:
+        job->status = NGX_HTTP_GRIDFS_INTERNAL_ERROR;
+        return;
+    }
+
+    switch (job->error.code) {
+
+    case 1:        /* InternalError: FerretDB's for its backend, too */
+        job->status = ngx_http_gridfs_backend_down(job->error.message)
+                      ? NGX_HTTP_GRIDFS_UNAVAILABLE
+                      : NGX_HTTP_GRIDFS_INTERNAL_ERROR;
+        return;
+
+    case 6:        /* HostUnreachable */
+    case 7:        /* HostNotFound */
+    case 89:       /* NetworkTimeout */
+    case 91:       /* ShutdownInProgress */
+    case 189:      /* PrimarySteppedDown */
+    case 262:      /* ExceededTimeLimit */
+    case 9001:     /* SocketException */
+    case 10107:    /* NotWritablePrimary */
+    case 11600:    /* InterruptedAtShutdown */
+    case 11602:    /* InterruptedDueToReplStateChange */
+    case 13435:    /* NotPrimaryNoSecondaryOk */
+    case 13436:    /* NotPrimaryOrSecondary */
+        job->status = NGX_HTTP_GRIDFS_UNAVAILABLE;
+        return;
+
+    default:
+        job->status = NGX_HTTP_GRIDFS_INTERNAL_ERROR;
+    }
+}
+
+
+/* after a socket error: whether libmongoc now knows no server at all (it
+ * marks a server Unknown on a connection failure, not on a timeout);
+ * reads the topology, never waits */
+
+static ngx_uint_t
+ngx_http_gridfs_all_unknown(mongoc_client_t *client)
+{
+    size_t                         i, n;
+    ngx_uint_t                     unknown;
+    mongoc_server_description_t  **sds;
+
+    if (client == NULL) {
+        return 0;
+    }
+
+    sds = mongoc_client_get_server_descriptions(client, &n);
+
+    unknown = 1;
+
+    for (i = 0; i < n; i++) {
+        if (ngx_strcmp(mongoc_server_description_type(sds[i]), "Unknown")
+            != 0)
+        {
+            unknown = 0;
+        }
+    }
+
+    mongoc_server_descriptions_destroy_all(sds, n);
+
+    return unknown;
+}
+
+
+/* FerretDB answers InternalError (1) when its PostgreSQL backend cannot
+ * be reached or is restarting: pgx's and PostgreSQL's own words */
+
+static ngx_uint_t
+ngx_http_gridfs_backend_down(const char *message)
+{
+    static const char  *words[] = {
+        "failed to connect to",
+        "connection refused",
+        "conn closed",
+        "unexpected EOF",
+        "connection reset",
+        "SQLSTATE 57P01",         /* admin_shutdown */
+        "SQLSTATE 57P02",         /* crash_shutdown */
+        "SQLSTATE 57P03",         /* cannot_connect_now */
+        "SQLSTATE 08",            /* connection exceptions */
+        NULL
+    };
+
+    ngx_uint_t  i;
+
+    for (i = 0; words[i]; i++) {
+        if (strstr(message, words[i]) != NULL) {
+            return 1;
+        }
+    }
+
+    return 0;
+}

@@ -1,0 +1,249 @@
+"""The nginx GridFS module when one query is slow or the client pool is
+exhausted (issue 23): a socket timeout fails its own request only (503 with
+Retry-After), never the deployment; a response already streaming completes
+whole; waitQueueTimeoutMS is a 503, not a crash. The slow query is real:
+a TCP proxy between nginx and FerretDB holds back the messages that name
+one file. Real nginx, real FerretDB."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import gridfs
+import pymongo
+import pytest
+import requests
+
+from nginx_gridfs_build import Nginx, build_module
+from processes import PG_BIN, _as_postgres, wait_for_port
+
+DB = "nginx_gridfs_outages"
+TIMEOUT = 30
+SLOW_KEY = b"slow.bin"  # the proxy holds back any message naming it
+HOLD = 2.0  # seconds, longer than the socket timeout below
+DATA = {"1KB.bin": os.urandom(1024), "10MB.bin": os.urandom(10_000_000),
+        "cond.bin": os.urandom(1_000_000)}
+
+
+class HoldingProxy:
+    """127.0.0.1:port -> target; a client message that contains one of
+    keys is forwarded HOLD seconds late (the connection stalls meanwhile)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.keys = [SLOW_KEY]
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.held = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, src, dst, outbound):
+        try:
+            while data := src.recv(65536):
+                if outbound and any(key in data for key in self.keys):
+                    self.held += 1
+                    time.sleep(HOLD)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def stored(mongo_uri):
+    client = pymongo.MongoClient(mongo_uri)
+    client.drop_database(DB)
+    bucket = gridfs.GridFSBucket(client[DB])
+    for name, data in DATA.items():
+        bucket.upload_from_stream(name, data)
+    bucket.upload_from_stream(SLOW_KEY.decode(), b"never read in time")
+    ids = {f["filename"]: f["_id"] for f in client[DB]["fs.files"].find()}
+    yield ids
+    client.drop_database(DB)
+    client.close()
+
+
+@pytest.fixture
+def proxy(ferretdb):
+    p = HoldingProxy(ferretdb.port)
+    yield p
+    p.close()
+
+
+def start_nginx(uri: str) -> Nginx:
+    prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+    (prefix / "files").mkdir()
+    return Nginx(build_module(), uri, prefix / "files", prefix, DB)
+
+
+def stop_nginx(server: Nginx) -> None:
+    server.stop()
+    shutil.rmtree(server.prefix, ignore_errors=True)
+
+
+def slow_read(url: str, out: dict) -> None:
+    """About 3 s for 10 MB: many windows, each read while the previous
+    one drains."""
+    body = bytearray()
+    try:
+        with requests.get(url, stream=True, timeout=TIMEOUT) as r:
+            out["status"] = r.status_code
+            for part in r.iter_content(64 * 1024):
+                body += part
+                time.sleep(0.02)
+    except requests.RequestException as e:
+        out["error"] = repr(e)
+    out["body"] = bytes(body)
+
+
+def test_a_socket_timeout_fails_only_its_own_request(stored, proxy):
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).content == DATA["1KB.bin"]
+        streamed = {}
+        reader = threading.Thread(target=slow_read, args=(server.url("/files/10MB.bin"), streamed))
+        reader.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        slow = requests.get(server.url("/files/slow.bin"), timeout=TIMEOUT)
+        took = time.monotonic() - started
+        assert proxy.held >= 1
+        assert slow.status_code == 503 and took >= 0.4, (slow.status_code, took)
+        # the deployment is not marked down: the next requests are served
+        for _ in range(3):
+            r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+            assert r.status_code == 200 and r.content == DATA["1KB.bin"]
+        assert slow.headers.get("Retry-After") == "1"
+        assert "ETag" not in slow.headers and "Last-Modified" not in slow.headers
+        reader.join(TIMEOUT)
+        assert streamed.get("status") == 200 and "error" not in streamed, streamed.get("error")
+        assert streamed["body"] == DATA["10MB.bin"]
+        assert "answering 503 until a ping succeeds" not in server.log()
+    finally:
+        stop_nginx(server)
+
+
+def test_an_exhausted_pool_is_a_503_not_a_crash(stored, proxy):
+    # One client per worker, 100 ms to wait for it: while a held query
+    # keeps it, the next lookup gets no client (libmongoc's pop: NULL).
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?maxPoolSize=1&waitQueueTimeoutMS=100"
+                         "&socketTimeoutMS=10000")
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code == 200
+        workers = server.worker_pids()
+        holder = threading.Thread(target=requests.get, args=(server.url("/files/slow.bin"),),
+                                  kwargs={"timeout": TIMEOUT})
+        holder.start()
+        time.sleep(0.5)
+        try:
+            r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+        except requests.ConnectionError as e:
+            pytest.fail(f"no answer (the worker crashed?): {e}")
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "1"
+        holder.join(TIMEOUT)
+        assert server.worker_pids() == workers
+        r = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+        assert r.status_code == 200 and r.content == DATA["1KB.bin"]
+        assert "waitQueueTimeoutMS" in server.log()
+    finally:
+        stop_nginx(server)
+
+
+@pytest.mark.parametrize("header", [
+    {"If-None-Match": '"another-revision"'},
+    {"If-Modified-Since": "Thu, 01 Jan 1970 00:00:01 GMT"},
+    {"If-Match": "*"},
+    {"If-Unmodified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"},
+])
+def test_a_conditional_200_reads_before_its_headers(stored, proxy, header):
+    # The lookup answers; the chunks query (it names the file's _id) is
+    # held past the socket timeout: the 200 these conditions allow must
+    # become a whole 503, not headers then a cut body.
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    try:
+        r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
+        assert r.status_code == 200 and r.content == DATA["cond.bin"]
+        proxy.keys.append(stored["cond.bin"].binary)
+        try:
+            r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
+        except requests.RequestException as e:
+            pytest.fail(f"no complete answer (headers first, then the read failed): {e!r}")
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "1", (r.status_code, r.headers)
+        assert proxy.held >= 1
+    finally:
+        stop_nginx(server)
+
+
+def test_a_304_or_412_reads_no_chunk(stored, proxy):
+    # Predicted without a body: answered at once even though the chunks
+    # query would be held past the socket timeout.
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    try:
+        etag = requests.get(server.url("/files/cond.bin"), timeout=TIMEOUT).headers["ETag"]
+        proxy.keys.append(stored["cond.bin"].binary)
+        for header, status in (({"If-None-Match": etag}, 304), ({"If-None-Match": f'W/{etag}'}, 304),
+                               ({"If-Match": '"another-revision"'}, 412),
+                               ({"If-Unmodified-Since": "Thu, 01 Jan 1970 00:00:01 GMT"}, 412)):
+            started = time.monotonic()
+            r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
+            assert r.status_code == status and time.monotonic() - started < 0.4, (header, r.status_code)
+        assert proxy.held == 0
+    finally:
+        stop_nginx(server)
+
+
+def restart_postgres(postgres) -> None:
+    """PostgreSQL started again on its data (PostgresServer.start() would
+    make a new cluster), with the arguments PostgresServer gives it."""
+    postgres.proc = subprocess.Popen(_as_postgres([
+        str(PG_BIN / "postgres"), "-D", str(postgres.datadir), "-p", str(postgres.port),
+        "-k", str(postgres.datadir), "-c", "listen_addresses=127.0.0.1",
+        "-c", "fsync=off", "-c", "max_connections=200"]),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(postgres.port, "postgres", postgres.proc)
+
+
+def test_ferretdbs_backend_down_is_503_not_500(stored, postgres, mongo_uri):
+    # FerretDB answers, its PostgreSQL does not: FerretDB's InternalError
+    # naming the failed connection is the deployment being unavailable.
+    server = start_nginx(mongo_uri)
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code == 200
+        # a fast shutdown, data kept; postgres runs under runuser
+        postmaster = int((postgres.datadir / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGINT)
+        postgres.proc.wait(30)
+        try:
+            answers = [requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT) for _ in range(3)]
+        finally:
+            restart_postgres(postgres)
+        assert [r.status_code for r in answers] == [503] * 3
+        assert all(r.headers.get("Retry-After") == "1" for r in answers)
+        deadline = time.monotonic() + 15
+        while requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code != 200:
+            assert time.monotonic() < deadline, "not served again once PostgreSQL was back"
+            time.sleep(0.2)
+    finally:
+        stop_nginx(server)
