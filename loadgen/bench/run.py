@@ -163,13 +163,17 @@ def main() -> int:
                       parameters=settings_mod.recorded_parameters(), timing=settings_mod.effective(cfg))
     if manifest.get("seconds") is not None:
         results.phases["seed"] = manifest["seconds"]
-    say(f"run {run_dir.name}: targets {' '.join(cfg.targets)}; files "
-        f"{' '.join(f['name'] for f in files)}; concurrency {cfg.concurrency}; profile {cfg.profile}: "
-        f"{cfg.repetitions} x {cfg.duration:g} s per case after {cfg.warmup:g} s warm-up; tools {' '.join(cfg.tools)}; "
-        f"open loop {'at ' + format(cfg.open_loop, '.0%') + ' of capacity' if cfg.open_loop else 'off'}; "
-        f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}; working set "
-        f"{file_set['spec'] if file_set and cfg.working_set else 'off'}; store writes "
-        f"{f'{cfg.write_files} x {cfg.write_size:,} bytes, 1 and {cfg.write_threads} threads' if cfg.write else 'off'}")
+    if cfg.ab:
+        say(f"run {run_dir.name}: {cfg.ab.kind} of {cfg.ab.a} against {cfg.ab.b}; verified: {' '.join(cfg.targets)}")
+    else:
+        say(f"run {run_dir.name}: targets {' '.join(cfg.targets)}; files "
+            f"{' '.join(f['name'] for f in files)}; concurrency {cfg.concurrency}; profile {cfg.profile}: "
+            f"{cfg.repetitions} x {cfg.duration:g} s per case after up to {cfg.warmup:g} s of warm-up; "
+            f"tools {' '.join(cfg.tools)}; "
+            f"open loop {'at ' + format(cfg.open_loop, '.0%') + ' of capacity' if cfg.open_loop else 'off'}; "
+            f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}; working set "
+            f"{file_set['spec'] if file_set and cfg.working_set else 'off'}; store writes "
+            f"{f'{cfg.write_files} x {cfg.write_size:,} bytes, 1 and {cfg.write_threads} threads' if cfg.write else 'off'}")
     monitor = None
     try:
         results.environment = environment.describe(cfg.mongo_uri)
