@@ -18,8 +18,8 @@ import os
 
 import psycopg
 
-from lab_http import CorruptFile, StoredFile, create_app
-from lab_http.chunks import chunk_span, slice_chunks
+from lab_http import StoredFile, create_app
+from lab_http.chunks import checked_file, chunk_span, slice_chunks
 from pool import Pool
 
 SERVICE = "gridfs-lab-flask-postgres"
@@ -73,18 +73,13 @@ class PostgresStore:
         if not rows:
             return None
         file_id, length, chunk_size, uploaded, content_type = rows[0]
-        if length < 0 or chunk_size <= 0:
-            raise CorruptFile(f"file {file_id}: length {length}, chunk_size {chunk_size}")
-        last_modified = int(uploaded.timestamp())
-        uploaded_ms = last_modified * 1000 + uploaded.microsecond // 1000
-        return StoredFile(length=length, last_modified=last_modified,
-                          etag=f'"{file_id:x}-{length:x}-{uploaded_ms:x}"',
-                          content_type=content_type, location=(file_id, chunk_size))
+        return checked_file(f"file {file_id}", f"{file_id:x}", length, chunk_size, uploaded, content_type,
+                            file_id)
 
     def read(self, stored: StoredFile, start: int, end: int):
         file_id, chunk_size = stored.location
         yield from slice_chunks(self._rows(file_id, *chunk_span(chunk_size, start, end)),
-                                chunk_size, start, end, f"file {file_id}")
+                                stored.length, chunk_size, start, end, f"file {file_id}")
 
     def _rows(self, file_id: int, first: int, last: int):
         """Rows (n, data) first..last, CHUNKS_PER_QUERY at a time; stops at a

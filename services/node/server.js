@@ -8,7 +8,8 @@
 // openDownloadStream would look the file document up a second time.)
 const { Readable, pipeline } = require('node:stream');
 const express = require('express');
-const { MongoClient, MongoError, ObjectId } = require('mongodb');
+const { MongoClient, MongoError } = require('mongodb');
+const { CorruptFile, checkedFile, storedSize } = require('./stored-file');
 
 const PORT = Number(process.env.PORT || 8080);
 const MONGO_URI = process.env.MONGO_URI || 'mongodb://mongo:27017';
@@ -273,14 +274,19 @@ function parseRange(value, length) {
   return ranges;
 }
 
-class CorruptFile extends Error {}
-
-function openChunks(fileId, chunkSize, start, end) {
+// Bytes [start, end) of `file` (checkedFile's), chunk by chunk.
+function openChunks(file, start, end) {
+  const { id: fileId, length, chunkSize } = file;
   const first = Math.floor(start / chunkSize);
   const last = Math.floor((end - 1) / chunkSize);
   const cursor = chunksCollection.find(
     { files_id: fileId, n: { $gte: first, $lte: last } },
-    { projection: { _id: 0, n: 1, data: 1 }, sort: { n: 1 }, batchSize: CHUNKS_PER_BATCH, promoteBuffers: true },
+    {
+      projection: { _id: 0, n: 1, data: 1 },
+      sort: { n: 1 },
+      batchSize: CHUNKS_PER_BATCH,
+      promoteBuffers: true,
+    },
   );
   let expected = first;
   // Bytes [start, end) of the file from the next chunk document, or null at the end.
@@ -291,12 +297,14 @@ function openChunks(fileId, chunkSize, start, end) {
       return null;
     }
     const { n, data } = chunk;
+    // Every chunk exactly its size: a longer one is not silently cut.
+    if (n !== expected || !Buffer.isBuffer(data) || data.length !== storedSize(length, chunkSize, n)) {
+      throw new CorruptFile(`chunk ${n} of ${fileId} missing or of the wrong size (expected chunk ${expected} `
+        + `of ${storedSize(length, chunkSize, expected)} bytes, got ${Buffer.isBuffer(data) ? data.length : typeof data})`);
+    }
     const offset = n * chunkSize;
     const low = n === first ? start - offset : 0;
     const high = n === last ? end - offset : chunkSize;
-    if (n !== expected || !Buffer.isBuffer(data) || data.length < high) {
-      throw new CorruptFile(`chunk ${n} of ${fileId} missing or short (expected chunk ${expected})`);
-    }
     expected++;
     return low === 0 && high === data.length ? data : data.subarray(low, high);
   }
@@ -414,15 +422,18 @@ async function serveFile(req, res) {
     return;
   }
 
-  const fileId = document._id;
-  const length = Number(document.length);
-  const chunkSize = Number(document.chunkSize);
-  const uploadedMs = document.uploadDate.getTime();
-  const lastModified = Math.floor(uploadedMs / 1000);
-  const idText = fileId instanceof ObjectId ? fileId.toHexString() : String(fileId).replace(/"/g, '');
-  const etag = `"${idText}-${length.toString(16)}-${uploadedMs.toString(16)}"`;
-  const storedType = document.metadata && document.metadata.contentType;
-  const contentType = typeof storedType === 'string' && storedType !== '' ? storedType : guessContentType(name);
+  // Every stored value is checked before it reaches a header or a read.
+  let file;
+  try {
+    file = checkedFile(document);
+  } catch (error) {
+    if (!(error instanceof CorruptFile)) throw error;
+    log(`corrupt file document for ${JSON.stringify(name)}: ${error.message}`);
+    sendUnavailable(res);
+    return;
+  }
+  const { length, lastModified, etag } = file;
+  const contentType = file.contentType ?? guessContentType(name);
   const validators = { 'Last-Modified': new Date(lastModified * 1000).toUTCString(), ETag: etag };
 
   // Preconditions as nginx's not_modified filter evaluates them: If-Match /
@@ -489,7 +500,7 @@ async function serveFile(req, res) {
   // The first chunk is read before the status line goes out, so that a
   // MongoDB failure there is still a clean 503; later failures can only cut
   // the connection short (Content-Length tells the client).
-  const { cursor, nextPiece } = openChunks(fileId, chunkSize, start, end);
+  const { cursor, nextPiece } = openChunks(file, start, end);
   let firstPiece;
   try {
     firstPiece = await nextPiece();
@@ -501,7 +512,12 @@ async function serveFile(req, res) {
     sendUnavailable(res);
     return;
   }
-  res.writeHead(status, responseHeaders);
+  try {
+    res.writeHead(status, responseHeaders);
+  } catch (error) { // not expected (the values were checked), but never leave the cursor open
+    cursor.close().catch(() => {});
+    throw error;
+  }
   async function* pieces() {
     try {
       for (let piece = firstPiece; piece !== null; piece = await nextPiece()) yield piece;
