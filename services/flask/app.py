@@ -14,16 +14,13 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from lab_http import StoredFile, StoreUnavailable, create_app
-from lab_http.chunks import checked_file, chunk_span, slice_chunks
+from lab_http.chunks import checked_file, chunk_span, chunks_per_read, slice_chunks
 
 MONGO_URI = os.environ.get("MONGO_URI", "mongodb://mongo:27017")
 GRIDFS_DB = os.environ.get("GRIDFS_DB", "lab")
 GRIDFS_BUCKET = os.environ.get("GRIDFS_BUCKET", "fs")
 
 FILE_PROJECTION = {"length": 1, "chunkSize": 1, "uploadDate": 1, "metadata.contentType": 1}
-# Chunks fetched per cursor round trip: memory per request stays at a few
-# chunks (~1 MiB) whatever the file size, instead of the driver's 16 MiB batches.
-CHUNKS_PER_BATCH = 4
 # An _id that is not an ObjectId goes into the ETag as text: visible ASCII
 # but '"' and space (checked_file refuses what would be left empty or too long).
 NOT_ETAG_SAFE = re.compile(r'[^\x21\x23-\x7e]')
@@ -68,9 +65,12 @@ class GridFSStore:
     def read(self, stored: StoredFile, start: int, end: int):
         file_id, chunk_size = stored.location
         first, last = chunk_span(chunk_size, start, end)
+        # The limit lets the server close the cursor with the batch that
+        # holds the last chunk (no getMore round trip to learn it is done).
         cursor = self.chunks.find(
             {"files_id": file_id, "n": {"$gte": first, "$lte": last}},
-            projection={"_id": 0, "n": 1, "data": 1}, sort=[("n", 1)], batch_size=CHUNKS_PER_BATCH)
+            projection={"_id": 0, "n": 1, "data": 1}, sort=[("n", 1)], limit=last - first + 1,
+            batch_size=chunks_per_read(stored.length, chunk_size, first, last))
         try:
             rows = ((chunk.get("n"), chunk.get("data")) for chunk in cursor)
             yield from slice_chunks(rows, stored.length, chunk_size, start, end, f"file {file_id!r}")

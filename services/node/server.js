@@ -4,12 +4,13 @@
 // static module (validators, Range, 304/412/416); same rules as the Flask path.
 //
 // Hot path per request: one find on <bucket>.files, then one cursor on
-// <bucket>.chunks limited to the chunks the answer needs. (The driver's
+// <bucket>.chunks limited to the chunks the answer needs, in batches of at
+// most 1.25 MiB (a file up to that size: one round trip). (The driver's
 // openDownloadStream would look the file document up a second time.)
 const { Readable, pipeline } = require('node:stream');
 const express = require('express');
 const { MongoClient, MongoError } = require('mongodb');
-const { CorruptFile, checkedFile, storedSize } = require('./stored-file');
+const { CorruptFile, checkedFile, chunksPerRead, storedSize } = require('./stored-file');
 
 const PORT = Number(process.env.PORT || 8080);
 const MONGO_URI = process.env.MONGO_URI || 'mongodb://mongo:27017';
@@ -62,16 +63,13 @@ function ensureConnected() {
 }
 
 const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.contentType': 1 };
-// Chunks fetched per cursor round trip: memory per request stays at a few
-// chunks (~1 MiB) whatever the file size, instead of the driver's 16 MiB batches.
-const CHUNKS_PER_BATCH = 4;
 // Requests using MongoDB at once (a lookup, then the body's chunks), so
 // that memory and the driver's pool are bounded whatever the number of
-// clients. Each stream holds up to CHUNKS_PER_BATCH chunks in its cursor
-// batch plus one in the pipeline: 32 x 5 x 255 KiB ~ 40 MiB, twice that
-// with garbage not yet collected, plus node's own ~70 MiB: ~150 MiB, well
-// inside a 256 MiB container (64 streams would be ~230 MiB). Measured: 94
-// MiB at its peak under 1000 clients on 1 MB (overload-20261125T151339Z).
+// clients. Each stream holds up to READ_BUFFER_BYTES (1.25 MiB) in its
+// cursor batch plus one chunk in the pipeline: 32 x 1.5 MiB ~ 48 MiB, twice
+// that with garbage not yet collected, plus node's own ~70 MiB: ~170 MiB,
+// inside a 256 MiB container. Measured with 4-chunk batches: 94 MiB at its
+// peak under 1000 clients on 1 MB (overload-20261125T151339Z).
 const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
 // How long a request waits for a slot before its 503: nginx-gridfs's
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
@@ -279,12 +277,15 @@ function openChunks(file, start, end) {
   const { id: fileId, length, chunkSize } = file;
   const first = Math.floor(start / chunkSize);
   const last = Math.floor((end - 1) / chunkSize);
+  // The limit lets the server close the cursor with the batch that holds
+  // the last chunk (no getMore round trip to learn it is done).
   const cursor = chunksCollection.find(
     { files_id: fileId, n: { $gte: first, $lte: last } },
     {
       projection: { _id: 0, n: 1, data: 1 },
       sort: { n: 1 },
-      batchSize: CHUNKS_PER_BATCH,
+      limit: last - first + 1,
+      batchSize: chunksPerRead(length, chunkSize, first, last),
       promoteBuffers: true,
     },
   );

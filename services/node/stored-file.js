@@ -1,12 +1,16 @@
 'use strict';
 // A GridFS file's stored values, checked before any of them reaches a
-// header or a read: the Node counterpart
+// header or a read, and the plan of its chunk reads: the Node counterpart
 // of services/python-common/lab_http/chunks.py (same rules, same ETag).
 // Stored values are untrusted: anything that does not add up is a
 // CorruptFile (a 503 for that file only), never a crash, a truncated body
 // or a wrong one.
 const { ObjectId } = require('mongodb');
 
+// Bytes of chunks one cursor batch may bring in: a whole file of up to this
+// size is one round trip (1 MB is 4 chunks of 255 KiB + 4 KiB), and memory
+// per request stays bounded whatever the file size.
+const READ_BUFFER_BYTES = 1280 * 1024;
 // A stored _id longer than this is not put into an ETag header.
 const MAX_ID_TEXT = 255;
 const MAX_CONTENT_TYPE = 255;
@@ -66,4 +70,11 @@ function storedSize(length, chunkSize, n) {
   return Math.min(chunkSize, length - n * chunkSize);
 }
 
-module.exports = { CorruptFile, checkedFile, storedSize };
+// How many chunks one read brings in for chunks first..last: all of them
+// when their bytes fit the buffer, else as many whole chunks as fit (one at least).
+function chunksPerRead(length, chunkSize, first, last, bufferBytes = READ_BUFFER_BYTES) {
+  if (Math.min(length, (last + 1) * chunkSize) - first * chunkSize <= bufferBytes) return last - first + 1;
+  return Math.max(1, Math.floor(bufferBytes / chunkSize));
+}
+
+module.exports = { CorruptFile, READ_BUFFER_BYTES, checkedFile, chunksPerRead, storedSize };

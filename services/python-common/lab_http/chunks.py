@@ -1,5 +1,6 @@
 """Files stored as numbered chunks of a fixed size (GridFS's layout, mirrored
-by the SQL store): the checks on a stored file's values and slicing a byte range out of the chunks read. Stored values are
+by the SQL store): the checks on a stored file's values, the plan of chunk
+reads, and slicing a byte range out of the chunks read. Stored values are
 untrusted: anything that does not add up is CorruptFile (a 503 for that
 file only), never a crash, a truncated body or a wrong one."""
 import calendar
@@ -8,6 +9,10 @@ from typing import Iterable, Iterator
 
 from .store import CorruptFile, StoredFile
 
+# Bytes of chunks one read (a cursor batch, a query) may bring in: a whole
+# file of up to this size is one round trip (1 MB is 4 chunks of 255 KiB +
+# 4 KiB), and memory per request stays bounded whatever the file size.
+READ_BUFFER_BYTES = 1280 * 1024
 # A stored _id longer than this is not put into an ETag header.
 MAX_ID_TEXT = 255
 ETAG_UNSAFE = frozenset('" ')  # besides controls and non-ASCII
@@ -55,6 +60,28 @@ def stored_size(length: int, chunk_size: int, n: int) -> int:
     """The exact size chunk n of the file must have: chunk_size, but the
     last chunk holds the remainder."""
     return min(chunk_size, length - n * chunk_size)
+
+
+def chunks_per_read(length: int, chunk_size: int, first: int, last: int,
+                    buffer_bytes: int = READ_BUFFER_BYTES) -> int:
+    """How many chunks one read brings in for chunks first..last: all of
+    them when their bytes fit the buffer, else as many whole chunks as fit
+    (one at least)."""
+    if min(length, (last + 1) * chunk_size) - first * chunk_size <= buffer_bytes:
+        return last - first + 1
+    return max(1, buffer_bytes // chunk_size)
+
+
+def read_plan(length: int, chunk_size: int, first: int, last: int,
+              buffer_bytes: int = READ_BUFFER_BYTES) -> list[tuple[int, int]]:
+    """The reads (first, last chunk number) that bring in chunks
+    first..last, each at most buffer_bytes (or one chunk)."""
+    plan = []
+    while first <= last:
+        upto = first + chunks_per_read(length, chunk_size, first, last, buffer_bytes) - 1
+        plan.append((first, upto))
+        first = upto + 1
+    return plan
 
 
 def slice_chunks(rows: Iterable[tuple[int, bytes]], length: int, chunk_size: int, start: int, end: int,
