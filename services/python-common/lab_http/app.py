@@ -27,10 +27,28 @@ def unavailable() -> Response:
     return text_response(503, "storage unavailable", {"Retry-After": "1"})
 
 
+def closing_after_505(wsgi_app):
+    """WSGI middleware: the connection closes after a 505, as nginx closes
+    it (a client speaking another HTTP version is not to be kept). gunicorn
+    drops an app's Connection header, so its response object (the bound
+    owner of start_response) is asked to close; another server is left to
+    its own keep-alive."""
+    def app(environ, start_response):
+        def start(status: str, headers, exc_info=None):
+            if status.startswith("505 "):
+                force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
+                if callable(force_close):
+                    force_close()
+            return start_response(status, headers, exc_info)
+        return wsgi_app(environ, start)
+    return app
+
+
 def create_app(store: FileStore, service: str) -> Flask:
     """service names the path in log lines (e.g. "gridfs-lab-flask")."""
     app = Flask(service)
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
+    app.wsgi_app = closing_after_505(app.wsgi_app)
 
     def log(message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
