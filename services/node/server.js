@@ -75,6 +75,12 @@ const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
 // the load generators' 30 s client timeout. (2^31 - 1: setTimeout's limit.)
 const STREAM_WAIT_MS = positiveIntegerFromEnv('NODE_STREAM_WAIT_MS', 10_000, 2 ** 31 - 1);
+// One deadline per request, from its arrival: the wait for a slot, the
+// connect, the lookup and the first chunk batch all fit in it, or the answer
+// is the 503 with Retry-After (before, a request could wait 10 s for a slot
+// and then 5 s on the socket). The body, once its head is out, is not
+// bounded by it: a large file takes its time.
+const REQUEST_DEADLINE_MS = positiveIntegerFromEnv('REQUEST_DEADLINE_MS', 3000, 2 ** 31 - 1);
 const MAX_NAME_BYTES = 255;
 const MAX_OFFSET_DIGITS = '9223372036854775807'; // nginx's off_t limit for Range values
 
@@ -91,6 +97,20 @@ const CONTENT_TYPES = {
 };
 
 const NOT_SATISFIABLE = 'not satisfiable';
+
+class DeadlinePassed extends Error {}
+
+// `promise`, or a DeadlinePassed rejection once `deadline` (Date.now()'s
+// scale) has passed, whichever comes first. The MongoDB operation left
+// behind ends by itself (socketTimeoutMS).
+function beforeDeadline(promise, deadline) {
+  let timer;
+  const expired = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new DeadlinePassed(`REQUEST_DEADLINE_MS (${REQUEST_DEADLINE_MS} ms) passed`)),
+      Math.max(0, deadline - Date.now()));
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
 const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 function sendText(res, status, text, headers = {}) {
@@ -362,13 +382,13 @@ const mongoSlots = new Semaphore(MAX_STREAMS);
 
 // A slot to use MongoDB for this response, in turn: its release function, called
 // at the latest when the response closes, or null when none freed within
-// STREAM_WAIT_MS or the client left while waiting (it leaves the queue).
-async function takeMongoSlot(res) {
+// waitMs or the client left while waiting (it leaves the queue).
+async function takeMongoSlot(res, waitMs) {
   if (res.destroyed) return null;
   const clientGone = new AbortController();
   const abort = () => clientGone.abort();
   res.once('close', abort);
-  const release = await mongoSlots.acquire(STREAM_WAIT_MS, clientGone.signal);
+  const release = await mongoSlots.acquire(waitMs, clientGone.signal);
   res.off('close', abort);
   if (release === null) return null;
   if (res.destroyed) { // granted after the client left
@@ -384,6 +404,7 @@ function sendUnavailable(res) {
 }
 
 async function serveFile(req, res) {
+  const deadline = Date.now() + REQUEST_DEADLINE_MS;
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     sendText(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
     return;
@@ -399,21 +420,26 @@ async function serveFile(req, res) {
   // so the driver's pool is never queued deep with lookups that chunk reads
   // then wait behind (at 1000 clients on 1 MB, not one body came whole).
   // Released when the response closes, whatever it was.
-  const release = await takeMongoSlot(res);
+  const waitMs = Math.max(1, Math.min(STREAM_WAIT_MS, deadline - Date.now()));
+  const release = await takeMongoSlot(res, waitMs);
   if (release === null) {
     if (res.destroyed) return; // the client left while waiting
-    log(`no slot of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms) `
-      + `for ${JSON.stringify(name)}: 503`);
+    log(`no slot of ${MAX_STREAMS} free within ${waitMs} ms (NODE_STREAM_WAIT_MS ${STREAM_WAIT_MS}, `
+      + `REQUEST_DEADLINE_MS ${REQUEST_DEADLINE_MS}) for ${JSON.stringify(name)}: 503`);
     sendUnavailable(res);
     return;
   }
 
   let document;
   try {
-    if (!connected) await ensureConnected();
-    document = await filesCollection.findOne({ filename: name }, { projection: FILE_PROJECTION, sort: { uploadDate: -1 } });
+    document = await beforeDeadline((async () => {
+      if (!connected) await ensureConnected();
+      return filesCollection.findOne({ filename: name }, {
+        projection: FILE_PROJECTION, sort: { uploadDate: -1 }, maxTimeMS: Math.max(1, deadline - Date.now()),
+      });
+    })(), deadline);
   } catch (error) {
-    if (!(error instanceof MongoError)) throw error;
+    if (!(error instanceof MongoError || error instanceof DeadlinePassed)) throw error;
     log(`MongoDB unavailable looking up ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;
@@ -504,11 +530,11 @@ async function serveFile(req, res) {
   const { cursor, nextPiece } = openChunks(file, start, end);
   let firstPiece;
   try {
-    firstPiece = await nextPiece();
+    firstPiece = await beforeDeadline(nextPiece(), deadline);
   } catch (error) {
     release();
     cursor.close().catch(() => {});
-    if (!(error instanceof MongoError || error instanceof CorruptFile)) throw error;
+    if (!(error instanceof MongoError || error instanceof CorruptFile || error instanceof DeadlinePassed)) throw error;
     log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;
