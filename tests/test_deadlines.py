@@ -1,18 +1,21 @@
-"""One deadline per request (REQUEST_DEADLINE_MS, issue 24) on the Node
-path, against real FerretDB and the real node process: the wait for a slot
-and the MongoDB round trips before the head all fit in it, or the answer is
-the 503 with Retry-After, whatever NODE_STREAM_WAIT_MS or the driver's
-socket timeout would allow."""
+"""One deadline per request (REQUEST_DEADLINE_MS, issue 24) on node, flask
+and flask-postgres, against real FerretDB, PostgreSQL and the real
+processes: the wait for a slot and the database round trips before the head
+all fit in it, or the answer is the 503 with Retry-After, whatever
+NODE_STREAM_WAIT_MS, the driver's socket timeout or PostgreSQL's statement
+timeout would allow."""
 import socket
 import struct
 import time
 
 import gridfs
+import psycopg
 import pytest
 import requests
 from pymongo import MongoClient
 
-from service_processes import node_service
+import postgres_store
+from service_processes import flask_postgres_service, flask_service, node_service, postgres_database
 
 DB_NAME = "lab_deadlines_test"
 DEADLINE_S = 1.0
@@ -64,16 +67,74 @@ def test_a_request_queued_for_a_slot_is_a_503_at_the_deadline(node):
     assert timed_get(node, SMALL)[0].status_code == 200  # the slot came back
 
 
-def test_a_frozen_mongodb_is_a_503_at_the_deadline_then_recovers(node, ferretdb):
-    assert timed_get(node, SMALL)[0].status_code == 200  # connected
+@pytest.fixture(scope="module")
+def flask(mongo_uri, files):
+    service = flask_service(mongo_uri, DB_NAME)
+    service.env.update(REQUEST_DEADLINE_MS=str(int(DEADLINE_S * 1000)))
+    service.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture(params=["node", "flask"])
+def gridfs_path(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_a_frozen_mongodb_is_a_503_at_the_deadline_then_recovers(gridfs_path, ferretdb):
+    assert timed_get(gridfs_path, SMALL)[0].status_code == 200  # connected
     ferretdb.pause()
     try:
-        response, elapsed = timed_get(node, SMALL)
+        response, elapsed = timed_get(gridfs_path, SMALL)
     finally:
         ferretdb.resume()
     assert response.status_code == 503 and response.headers["Retry-After"] == "1"
     assert elapsed < DEADLINE_S + 0.7, elapsed
     deadline = time.monotonic() + 15
-    while timed_get(node, SMALL)[0].status_code != 200:
-        assert time.monotonic() < deadline, "node did not recover after MongoDB came back"
+    while timed_get(gridfs_path, SMALL)[0].status_code != 200:
+        assert time.monotonic() < deadline, "the path did not recover after MongoDB came back"
         time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def flask_postgres(postgres):
+    url = postgres_database(postgres.url, DB_NAME)
+    with psycopg.connect(url, autocommit=True) as connection:
+        postgres_store.create_schema(connection)
+        postgres_store.insert_file(connection, SMALL, b"s" * 1000, "application/octet-stream")
+        postgres_store.insert_file(connection, BIG, b"b" * (12 * 1024 * 1024), "application/octet-stream")
+    service = flask_postgres_service(url)
+    # PostgreSQL's statement timeout (5 s) and pool wait alone would allow more.
+    service.env.update(REQUEST_DEADLINE_MS=str(int(DEADLINE_S * 1000)))
+    service.start()
+    yield service, url
+    service.stop()
+
+
+@pytest.mark.parametrize("locked", ["files", "chunks"])
+def test_a_blocked_postgres_query_is_a_503_at_the_deadline(flask_postgres, locked):
+    """A table locked by another session: the lookup (files) or the first
+    chunk read (chunks) waits on it; the deadline answers first."""
+    service, url = flask_postgres
+    assert timed_get(service, SMALL)[0].status_code == 200
+    with psycopg.connect(url) as blocker:
+        blocker.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")
+        response, elapsed = timed_get(service, SMALL)
+        blocker.rollback()
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert DEADLINE_S * 0.9 < elapsed < DEADLINE_S + 0.7, elapsed
+    assert timed_get(service, SMALL)[0].status_code == 200  # the pool recovered
+
+
+def test_a_body_is_not_bounded_by_the_deadline(flask_postgres, node):
+    """Once the head is out, a slow client takes as long as it needs."""
+    service, _ = flask_postgres
+    for path in (service, node):
+        with requests.get(f"{path.url}/files/{BIG}", stream=True, timeout=30) as response:
+            assert response.status_code == 200
+            received = 0
+            for piece in response.iter_content(1024 * 1024):
+                received += len(piece)
+                if received <= 3 * 1024 * 1024:
+                    time.sleep(DEADLINE_S / 2)  # past the deadline by the end
+        assert received == 12 * 1024 * 1024, path.url
