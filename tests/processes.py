@@ -82,6 +82,7 @@ class FerretDBServer:
         self.binary = binary
         self.postgres = postgres
         self.port = free_port()
+        self.debug_port = free_port()  # its Prometheus metrics: /debug/metrics
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -100,7 +101,7 @@ class FerretDBServer:
             f"--postgresql-url={self.postgres.url}", "--telemetry=disable",
             f"--state-dir={self.postgres.datadir.parent}", "--log-level=error",
             # its metrics listener defaults to a fixed port: two servers would collide
-            f"--debug-addr=127.0.0.1:{free_port()}"],
+            f"--debug-addr=127.0.0.1:{self.debug_port}"],
             stdout=self.log, stderr=subprocess.STDOUT)
         try:
             wait_for_port(self.port, "ferretdb", self.proc)

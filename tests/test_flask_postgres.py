@@ -133,7 +133,7 @@ def test_range_reads_only_the_chunks_it_needs(connection, service):
     # the first chunk of the answer is missing.
     assert get(service, "sparse.bin").status_code == 503
     assert get(service, "sparse.bin", Range="bytes=-10").status_code == 503
-    assert "missing or short" in service.log()
+    assert "missing or of the wrong size" in service.log()
 
 
 def test_body_streams_chunk_by_chunk(connection, service):

@@ -205,6 +205,16 @@ RANGE_CASES = [
     ("1MB.bin", "bytes=1048576-1048577"),  # starts at the length: 416
     ("1B.bin", "bytes=1-"),
     ("1KB.bin", "items=0-5"),  # unknown unit: ignored, 200
+    # nginx's syntax: the unit in any case, spaces around the numbers
+    ("1KB.bin", "BYTES=10-20"),
+    ("1KB.bin", "Bytes=10-"),
+    ("1KB.bin", "bytes= 10 - 20"),
+    ("1KB.bin", "bytes=-20 "),
+    # beyond nginx's off_t, a start or an end: 416
+    ("1KB.bin", "bytes=99999999999999999999-"),
+    ("1KB.bin", "bytes=0-99999999999999999999"),
+    ("1KB.bin", "bytes=-000000000000000000001"),  # leading zeros are no size
+    ("1KB.bin", "bytes=-0"),  # a suffix of nothing: 416
 ]
 
 
@@ -221,7 +231,7 @@ def test_range_matches_nginx(httpd, nginx, files, name, range_header):
         assert ours.content == files[name][first:last + 1]
 
 
-@pytest.mark.parametrize("range_header", ["bytes=0-1,5-6", "bytes=0-1,,", "bytes=abc", "bytes= 0-1"])
+@pytest.mark.parametrize("range_header", ["bytes=0-1,5-6", "bytes=0-1,,", "bytes=abc"])
 def test_other_range_forms_answer_the_whole_file(httpd, files, range_header):
     # Several ranges or a broken form: the whole file, which HTTP allows
     # (nginx answers multipart or 416; the conformance suite accepts both).
@@ -317,6 +327,14 @@ def test_bad_request_lines_are_refused(httpd):
         answer = exchange(httpd.port, request + b"Connection: close\r\n\r\n")
         status = int(answer.split(b" ", 2)[1])
         assert status in statuses, (request, answer[:80])
+
+
+def test_a_505_closes_the_connection_as_nginx_does(httpd, nginx):
+    for server in (nginx, httpd):
+        started = time.monotonic()
+        answer = exchange(server.port, b"GET /files/1KB.bin HTTP/2.0\r\nHost: lab\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 505 "), answer[:80]
+        assert time.monotonic() - started < 2  # closed at once, not at the keep-alive timeout
 
 
 def test_http09_gets_the_body_alone_as_from_nginx(httpd, files):

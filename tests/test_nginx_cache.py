@@ -5,13 +5,14 @@ nginx-static serving the same bytes from disk: every functional conformance
 case on a miss and on a hit, the X-Cache-Status header, the /cache-log
 counts bench relies on, one upstream fetch for concurrent misses, and the
 upstream stopped."""
+import http.client
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from itertools import count
 from pathlib import Path
 
 import gridfs
@@ -89,17 +90,28 @@ class NginxCache:
 
 
 class EveryRequestMisses(Server):
-    """The cache as the conformance suite's target, each request under a
-    URI never asked before (a query string: part of the cache key, ignored
-    by the GridFS paths), so every answer comes from a cache miss."""
+    """The cache as the conformance suite's target, its stored files
+    deleted before each request (nginx takes a file gone for a miss), so
+    every answer comes from a cache miss. (A query string no longer makes
+    one: the key is the normalised URI.) Each request is over once its
+    cache-status word is logged: a HEAD's answer leaves before nginx has
+    fetched (and stored) the whole file."""
 
-    def __init__(self, url: str):
-        super().__init__(url)
-        self.serial = count()
+    def __init__(self, cache: "NginxCache"):
+        super().__init__(cache.url)
+        self.cache = cache
         self.statuses: list[str | None] = []
 
     def request(self, method, path, headers=None):
-        answer = super().request(method, f"{path}?miss={next(self.serial)}", headers)
+        for stored in (self.cache.prefix / "cache").rglob("*"):
+            if stored.is_file():
+                stored.unlink()
+        logged = self.cache.status_log.stat().st_size if self.cache.status_log.exists() else 0
+        answer = super().request(method, path, headers)
+        deadline = time.monotonic() + 10
+        while not self.cache.status_log.exists() or self.cache.status_log.stat().st_size == logged:
+            assert time.monotonic() < deadline, f"{method} {path}: no cache-status word logged"
+            time.sleep(0.01)
         self.statuses.append(answer.header("x-cache-status"))
         return answer
 
@@ -170,7 +182,7 @@ def test_a_miss_then_hits_with_the_stored_bytes(cache, files):
 
 
 def test_every_case_on_a_miss_answers_as_nginx_static(cache, reference, files):
-    target = EveryRequestMisses(cache.url)
+    target = EveryRequestMisses(cache)
     results = functional_cases(Server(reference.url), target, files[1])
     assert all(r.passed for r in results), failures(results, cache)
     assert set(target.statuses) == {"MISS"}, set(target.statuses)
@@ -235,17 +247,83 @@ def test_concurrent_misses_fetch_the_file_once(cache, files):
     assert words.count("MISS") == 1 and len(words) == 8, words
 
 
-def test_other_methods_are_refused(cache):
+def test_other_methods_are_refused_with_allow(cache):
     for method in ("POST", "PUT", "DELETE", "OPTIONS"):
         response = requests.request(method, f"{cache.url}/files/1024B.bin", timeout=10)
         assert response.status_code == 405, method
+        assert response.headers["Allow"] == "GET, HEAD", method  # RFC 9110 15.5.6
+    assert cache.words_since(0) == ["-"] * 4  # one word per /files/ request, as bench counts
+
+
+def raw_get(port: int, target: str) -> http.client.HTTPResponse:
+    """A GET with its target exactly as given (no client-side normalisation)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    connection.putrequest("GET", target, skip_accept_encoding=True)
+    connection.endheaders()
+    response = connection.getresponse()
+    response.body = response.read()
+    connection.close()
+    return response
+
+
+@pytest.mark.parametrize("target", ["/files/1024B.bin?x=1", "/files/1024B.bin?x=2&y",
+                                    "/files/%31024B.bin", "/files/1024B%2Ebin", "/files/./1024B.bin",
+                                    "/files//1024B.bin", "/files/x/../1024B.bin"])
+def test_a_query_or_another_spelling_of_the_uri_is_the_same_entry(cache, reference, files, target):
+    first = raw_get(cache.port, "/files/1024B.bin")
+    assert first.status == 200 and first.getheader("X-Cache-Status") == "MISS"
+    again = raw_get(cache.port, target)
+    static = raw_get(reference.port, target)
+    assert (again.status, again.body) == (static.status, static.body) == (200, files[2]["1024B.bin"])
+    assert again.getheader("X-Cache-Status") == "HIT"
+
+
+def test_the_upstream_is_asked_for_the_normalised_uri(mongo_uri, files):
+    """On a miss, the GridFS path gets the URI nginx resolved: the Flask
+    path refuses a dot segment (400), which it would get, sent the raw target."""
+    upstream = flask_service(mongo_uri, DB).start()
+    cache = NginxCache(f"127.0.0.1:{upstream.port}").start()
+    try:
+        for target in ("/files/x/../1024B.bin?a=1", "/files/%2E/307200B.bin"):
+            answer = raw_get(cache.port, target)
+            assert (answer.status, answer.getheader("X-Cache-Status")) == (200, "MISS"), target
+            assert answer.body == files[2][target.rsplit("/", 1)[1].split("?")[0]]
+    finally:
+        cache.stop()
+        upstream.stop()
+
+
+@pytest.fixture
+def hung_upstream():
+    """A port that takes connections (the kernel's backlog) and never
+    answers: an upstream frozen mid-request."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_a_hung_upstream_is_a_504_in_seconds_for_every_waiter(hung_upstream):
+    cache = NginxCache(f"127.0.0.1:{hung_upstream}").start()
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            # The first fetches; the others wait on its cache lock, then ask themselves.
+            answers = list(pool.map(lambda _: (get(cache, "1024B.bin").status_code, time.monotonic() - started),
+                                    range(3)))
+        assert [status for status, _ in answers] == [504] * 3
+        # proxy_read_timeout 5 s, plus the lock's 2 s for the waiters: not nginx's 60 s.
+        assert max(elapsed for _, elapsed in answers) < 10, answers
+    finally:
+        cache.stop()
 
 
 def test_fronts_the_flask_path_too(mongo_uri, reference, files):
     upstream = flask_service(mongo_uri, DB).start()
     cache = NginxCache(f"127.0.0.1:{upstream.port}").start()
     try:
-        missing = EveryRequestMisses(cache.url)
+        missing = EveryRequestMisses(cache)
         results = functional_cases(Server(reference.url), missing, files[1])
         results += functional_cases(Server(reference.url), Server(cache.url), files[1])
         assert all(r.passed for r in results), failures(results, cache) + upstream.log()

@@ -8,6 +8,7 @@ import email.utils
 import hashlib
 import http.client
 import random
+import socket
 import subprocess
 import tempfile
 import time
@@ -384,6 +385,20 @@ def restart(ferretdb) -> None:
             if attempt == 2:
                 raise
             time.sleep(2)
+
+
+def test_a_505_closes_the_connection_as_nginx_does(service, nginx):
+    """An HTTP/2.0 request line: 505, then the connection closes at once,
+    as nginx closes it (not at the keep-alive timeout)."""
+    for server in (nginx, service):
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"GET /files/1B.bin HTTP/2.0\r\nHost: lab\r\n\r\n")
+            answer = b""
+            while data := sock.recv(65536):
+                answer += data
+        assert answer.split(b" ", 2)[1] == b"505", (server.url, answer[:80])
+        assert time.monotonic() - started < 2, server.url
 
 
 def test_mongodb_outage_is_503_then_recovers(gridfs_service, ferretdb, files):

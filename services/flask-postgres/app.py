@@ -5,9 +5,10 @@ revision) and `chunks` (one bytea row per 255 KiB chunk, primary key
 (file_id, n)). The HTTP semantics are services/python-common/lab_http,
 shared with the GridFS Flask path, so the two compare store against store.
 
-Hot path per request: one indexed lookup in files, then one query per four
-chunks the answer needs, each on a pooled connection held for that query
-only (a slow client holds no connection).
+Hot path per request: one indexed lookup in files, then one query per
+1.25 MiB of the chunks the answer needs (lab_http.chunks.read_plan: a file
+up to that size is one query), each on a pooled connection held for that
+query only (a slow client holds no connection).
 
 Environment: POSTGRES_URL (postgresql://user:password@host:5432/db),
 POSTGRES_POOL_SIZE (connections per worker, default 10),
@@ -18,17 +19,14 @@ import os
 
 import psycopg
 
-from lab_http import CorruptFile, StoredFile, create_app
-from lab_http.chunks import chunk_span, slice_chunks
+from lab_http import StoredFile, create_app
+from lab_http.chunks import checked_file, chunk_span, read_plan, slice_chunks
 from pool import Pool
 
 SERVICE = "gridfs-lab-flask-postgres"
 FIND_FILE = ("SELECT id, length, chunk_size, upload_date, content_type FROM files"
              " WHERE filename = %s ORDER BY upload_date DESC, id DESC LIMIT 1")
 READ_CHUNKS = "SELECT n, data FROM chunks WHERE file_id = %s AND n BETWEEN %s AND %s ORDER BY n"
-# Chunks per query: memory per request stays at a few chunks (~1 MiB)
-# whatever the file size, as the GridFS path's cursor batches do.
-CHUNKS_PER_QUERY = 4
 
 
 class ConfigError(Exception):
@@ -73,30 +71,23 @@ class PostgresStore:
         if not rows:
             return None
         file_id, length, chunk_size, uploaded, content_type = rows[0]
-        if length < 0 or chunk_size <= 0:
-            raise CorruptFile(f"file {file_id}: length {length}, chunk_size {chunk_size}")
-        last_modified = int(uploaded.timestamp())
-        uploaded_ms = last_modified * 1000 + uploaded.microsecond // 1000
-        return StoredFile(length=length, last_modified=last_modified,
-                          etag=f'"{file_id:x}-{length:x}-{uploaded_ms:x}"',
-                          content_type=content_type, location=(file_id, chunk_size))
+        return checked_file(f"file {file_id}", f"{file_id:x}", length, chunk_size, uploaded, content_type,
+                            file_id)
 
     def read(self, stored: StoredFile, start: int, end: int):
         file_id, chunk_size = stored.location
-        yield from slice_chunks(self._rows(file_id, *chunk_span(chunk_size, start, end)),
-                                chunk_size, start, end, f"file {file_id}")
+        first, last = chunk_span(chunk_size, start, end)
+        rows = self._rows(file_id, read_plan(stored.length, chunk_size, first, last))
+        yield from slice_chunks(rows, stored.length, chunk_size, start, end, f"file {file_id}")
 
-    def _rows(self, file_id: int, first: int, last: int):
-        """Rows (n, data) first..last, CHUNKS_PER_QUERY at a time; stops at a
-        short batch (slice_chunks names the missing chunk)."""
-        n = first
-        while n <= last:
-            upto = min(n + CHUNKS_PER_QUERY - 1, last)
-            batch = self.pool.query(READ_CHUNKS, (file_id, n, upto))
+    def _rows(self, file_id: int, plan: list[tuple[int, int]]):
+        """Rows (n, data), one query per read of the plan; stops at a short
+        read (slice_chunks names the missing chunk)."""
+        for first, last in plan:
+            batch = self.pool.query(READ_CHUNKS, (file_id, first, last))
             yield from batch
-            if len(batch) != upto - n + 1:
+            if len(batch) != last - first + 1:
                 return
-            n = upto + 1
 
 
 def make_store() -> PostgresStore:

@@ -61,17 +61,25 @@ func (l layout) span(off int64, size int) (first, last int64, ok bool) {
 // length the layout says (the store checks).
 type chunkFetcher func(ctx context.Context, first, last int64) ([][]byte, error)
 
+// wholeFetchBytes: when the rest of a file read sequentially is at most
+// this many bytes, it is fetched in one round trip, as the other GridFS
+// paths read a file of up to 1.25 MiB (1 MB is 4 chunks of 255 KiB + 4
+// KiB: two round trips with 4-chunk read-ahead).
+const wholeFetchBytes = 1280 << 10
+
 // chunkReader reads one open file at any offset, fetching only the chunks a
 // read needs. It keeps the last few chunks it fetched, and when reads are
-// sequential it fetches `readahead` chunks per round trip, so that a whole
-// file costs ceil(chunks / readahead) queries rather than one per chunk.
+// sequential it fetches `readahead` chunks per round trip (or the rest of
+// the file, when that is at most wholeFetchBytes), so that a whole file
+// costs about ceil(chunks / readahead) queries rather than one per chunk.
 type chunkReader struct {
 	layout    layout
 	fetch     chunkFetcher
 	readahead int
+	keep      int // chunks cached at most: one fetch's worth, plus one
 
 	mu       sync.Mutex
-	cache    []cachedChunk // at most readahead+1, oldest first
+	cache    []cachedChunk // at most keep, oldest first
 	nextRead int64         // the chunk after the last one read: sequential reads start there
 }
 
@@ -81,7 +89,12 @@ type cachedChunk struct {
 }
 
 func newChunkReader(l layout, fetch chunkFetcher, readahead int) *chunkReader {
-	return &chunkReader{layout: l, fetch: fetch, readahead: max(readahead, 1)}
+	readahead = max(readahead, 1)
+	keep := readahead + 1
+	if l.chunkSize > 0 {
+		keep = max(keep, int(min(wholeFetchBytes/l.chunkSize+1, l.chunkCount()))+1)
+	}
+	return &chunkReader{layout: l, fetch: fetch, readahead: readahead, keep: keep}
 }
 
 func (r *chunkReader) cached(n int64) []byte {
@@ -99,7 +112,7 @@ func (r *chunkReader) remember(n int64, data []byte) {
 		return
 	}
 	r.cache = append(r.cache, cachedChunk{n, data})
-	if excess := len(r.cache) - (r.readahead + 1); excess > 0 {
+	if excess := len(r.cache) - r.keep; excess > 0 {
 		r.cache = append(r.cache[:0], r.cache[excess:]...)
 	}
 }
@@ -134,7 +147,12 @@ func (r *chunkReader) ReadAt(ctx context.Context, dest []byte, off int64) (int, 
 	}
 	if missingFrom >= 0 {
 		if first == r.nextRead || first+1 == r.nextRead {
-			missingTo = min(max(missingTo, missingFrom+int64(r.readahead)-1), r.layout.chunkCount()-1)
+			lastChunk := r.layout.chunkCount() - 1
+			if r.layout.length-missingFrom*r.layout.chunkSize <= wholeFetchBytes {
+				missingTo = lastChunk
+			} else {
+				missingTo = min(max(missingTo, missingFrom+int64(r.readahead)-1), lastChunk)
+			}
 		}
 		chunks, err := r.fetch(ctx, missingFrom, missingTo)
 		if err != nil {

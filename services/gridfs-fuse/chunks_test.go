@@ -196,14 +196,16 @@ func TestSequentialReadsFetchAheadWithinTheBound(t *testing.T) {
 		}
 		got = append(got, buf[:n]...)
 		off += int64(n)
-		if len(r.cache) > 5 {
-			t.Fatalf("cache holds %d chunks, bound is readahead+1 = 5", len(r.cache))
+		if len(r.cache) > r.keep || r.keep != 7 {
+			t.Fatalf("cache holds %d chunks, bound %d; want at most 7 (the 6 chunks of 1.25 MiB, plus one)",
+				len(r.cache), r.keep)
 		}
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatal("sequential read differs from the data")
 	}
-	want := [][2]int64{{0, 3}, {4, 7}, {8, 11}, {12, 15}, {16, 19}, {20, 20}}
+	// The last 5 chunks are 5 bytes short of 1.25 MiB: one fetch.
+	want := [][2]int64{{0, 3}, {4, 7}, {8, 11}, {12, 15}, {16, 20}}
 	if len(m.fetches) != len(want) {
 		t.Fatalf("fetches %v, want %v", m.fetches, want)
 	}
@@ -211,6 +213,42 @@ func TestSequentialReadsFetchAheadWithinTheBound(t *testing.T) {
 		if m.fetches[i] != want[i] {
 			t.Fatalf("fetches %v, want %v", m.fetches, want)
 		}
+	}
+}
+
+func TestAFileOfUpTo1Point25MiBIsOneFetch(t *testing.T) {
+	for _, size := range []int{1000 * 1000, 1 << 20, wholeFetchBytes} {
+		data := make([]byte, size)
+		rand.New(rand.NewSource(4)).Read(data)
+		r, m := newTestReader(data, defaultChunk, 4)
+		if err := r.Prefetch(context.Background()); err != nil { // what an open does
+			t.Fatal(err)
+		}
+		var got []byte
+		buf := make([]byte, 128*1024) // the kernel's read size
+		for off := int64(0); off < int64(size); {
+			n, err := r.ReadAt(context.Background(), buf, off)
+			if err != nil || n == 0 {
+				t.Fatalf("size %d: ReadAt(%d) = %d, %v", size, off, n, err)
+			}
+			got = append(got, buf[:n]...)
+			off += int64(n)
+		}
+		last := (int64(size) - 1) / defaultChunk
+		if !bytes.Equal(got, data) || len(m.fetches) != 1 || m.fetches[0] != [2]int64{0, last} {
+			t.Fatalf("size %d: fetches %v, want one of chunks 0..%d (bytes equal: %v)",
+				size, m.fetches, last, bytes.Equal(got, data))
+		}
+	}
+	// One byte more: the read-ahead's 4 chunks, then the rest.
+	r, m := newTestReader(make([]byte, wholeFetchBytes+1), defaultChunk, 4)
+	for off := int64(0); off <= wholeFetchBytes; off += 128 * 1024 {
+		if _, err := r.ReadAt(context.Background(), make([]byte, 128*1024), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(m.fetches) != 2 || m.fetches[0] != [2]int64{0, 3} || m.fetches[1] != [2]int64{4, 5} {
+		t.Fatalf("1.25 MiB + 1: fetches %v, want [0 3] [4 5]", m.fetches)
 	}
 }
 

@@ -4,11 +4,13 @@
 // static module (validators, Range, 304/412/416); same rules as the Flask path.
 //
 // Hot path per request: one find on <bucket>.files, then one cursor on
-// <bucket>.chunks limited to the chunks the answer needs. (The driver's
+// <bucket>.chunks limited to the chunks the answer needs, in batches of at
+// most 1.25 MiB (a file up to that size: one round trip). (The driver's
 // openDownloadStream would look the file document up a second time.)
 const { Readable, pipeline } = require('node:stream');
 const express = require('express');
-const { MongoClient, MongoError, ObjectId } = require('mongodb');
+const { MongoClient, MongoError } = require('mongodb');
+const { CorruptFile, checkedFile, chunksPerRead, storedSize } = require('./stored-file');
 
 const PORT = Number(process.env.PORT || 8080);
 const MONGO_URI = process.env.MONGO_URI || 'mongodb://mongo:27017';
@@ -61,21 +63,24 @@ function ensureConnected() {
 }
 
 const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.contentType': 1 };
-// Chunks fetched per cursor round trip: memory per request stays at a few
-// chunks (~1 MiB) whatever the file size, instead of the driver's 16 MiB batches.
-const CHUNKS_PER_BATCH = 4;
 // Requests using MongoDB at once (a lookup, then the body's chunks), so
 // that memory and the driver's pool are bounded whatever the number of
-// clients. Each stream holds up to CHUNKS_PER_BATCH chunks in its cursor
-// batch plus one in the pipeline: 32 x 5 x 255 KiB ~ 40 MiB, twice that
-// with garbage not yet collected, plus node's own ~70 MiB: ~150 MiB, well
-// inside a 256 MiB container (64 streams would be ~230 MiB). Measured: 94
-// MiB at its peak under 1000 clients on 1 MB (overload-20261125T151339Z).
+// clients. Each stream holds up to READ_BUFFER_BYTES (1.25 MiB) in its
+// cursor batch plus one chunk in the pipeline: 32 x 1.5 MiB ~ 48 MiB, twice
+// that with garbage not yet collected, plus node's own ~70 MiB: ~170 MiB,
+// inside a 256 MiB container. Measured with 4-chunk batches: 94 MiB at its
+// peak under 1000 clients on 1 MB (overload-20261125T151339Z).
 const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
 // How long a request waits for a slot before its 503: nginx-gridfs's
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
 // the load generators' 30 s client timeout. (2^31 - 1: setTimeout's limit.)
 const STREAM_WAIT_MS = positiveIntegerFromEnv('NODE_STREAM_WAIT_MS', 10_000, 2 ** 31 - 1);
+// One deadline per request, from its arrival: the wait for a slot, the
+// connect, the lookup and the first chunk batch all fit in it, or the answer
+// is the 503 with Retry-After (before, a request could wait 10 s for a slot
+// and then 5 s on the socket). The body, once its head is out, is not
+// bounded by it: a large file takes its time.
+const REQUEST_DEADLINE_MS = positiveIntegerFromEnv('REQUEST_DEADLINE_MS', 3000, 2 ** 31 - 1);
 const MAX_NAME_BYTES = 255;
 const MAX_OFFSET_DIGITS = '9223372036854775807'; // nginx's off_t limit for Range values
 
@@ -92,6 +97,20 @@ const CONTENT_TYPES = {
 };
 
 const NOT_SATISFIABLE = 'not satisfiable';
+
+class DeadlinePassed extends Error {}
+
+// `promise`, or a DeadlinePassed rejection once `deadline` (Date.now()'s
+// scale) has passed, whichever comes first. The MongoDB operation left
+// behind ends by itself (socketTimeoutMS).
+function beforeDeadline(promise, deadline) {
+  let timer;
+  const expired = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new DeadlinePassed(`REQUEST_DEADLINE_MS (${REQUEST_DEADLINE_MS} ms) passed`)),
+      Math.max(0, deadline - Date.now()));
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
 const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 function sendText(res, status, text, headers = {}) {
@@ -273,14 +292,22 @@ function parseRange(value, length) {
   return ranges;
 }
 
-class CorruptFile extends Error {}
-
-function openChunks(fileId, chunkSize, start, end) {
+// Bytes [start, end) of `file` (checkedFile's), chunk by chunk.
+function openChunks(file, start, end) {
+  const { id: fileId, length, chunkSize } = file;
   const first = Math.floor(start / chunkSize);
   const last = Math.floor((end - 1) / chunkSize);
+  // The limit lets the server close the cursor with the batch that holds
+  // the last chunk (no getMore round trip to learn it is done).
   const cursor = chunksCollection.find(
     { files_id: fileId, n: { $gte: first, $lte: last } },
-    { projection: { _id: 0, n: 1, data: 1 }, sort: { n: 1 }, batchSize: CHUNKS_PER_BATCH, promoteBuffers: true },
+    {
+      projection: { _id: 0, n: 1, data: 1 },
+      sort: { n: 1 },
+      limit: last - first + 1,
+      batchSize: chunksPerRead(length, chunkSize, first, last),
+      promoteBuffers: true,
+    },
   );
   let expected = first;
   // Bytes [start, end) of the file from the next chunk document, or null at the end.
@@ -291,12 +318,14 @@ function openChunks(fileId, chunkSize, start, end) {
       return null;
     }
     const { n, data } = chunk;
+    // Every chunk exactly its size: a longer one is not silently cut.
+    if (n !== expected || !Buffer.isBuffer(data) || data.length !== storedSize(length, chunkSize, n)) {
+      throw new CorruptFile(`chunk ${n} of ${fileId} missing or of the wrong size (expected chunk ${expected} `
+        + `of ${storedSize(length, chunkSize, expected)} bytes, got ${Buffer.isBuffer(data) ? data.length : typeof data})`);
+    }
     const offset = n * chunkSize;
     const low = n === first ? start - offset : 0;
     const high = n === last ? end - offset : chunkSize;
-    if (n !== expected || !Buffer.isBuffer(data) || data.length < high) {
-      throw new CorruptFile(`chunk ${n} of ${fileId} missing or short (expected chunk ${expected})`);
-    }
     expected++;
     return low === 0 && high === data.length ? data : data.subarray(low, high);
   }
@@ -353,13 +382,13 @@ const mongoSlots = new Semaphore(MAX_STREAMS);
 
 // A slot to use MongoDB for this response, in turn: its release function, called
 // at the latest when the response closes, or null when none freed within
-// STREAM_WAIT_MS or the client left while waiting (it leaves the queue).
-async function takeMongoSlot(res) {
+// waitMs or the client left while waiting (it leaves the queue).
+async function takeMongoSlot(res, waitMs) {
   if (res.destroyed) return null;
   const clientGone = new AbortController();
   const abort = () => clientGone.abort();
   res.once('close', abort);
-  const release = await mongoSlots.acquire(STREAM_WAIT_MS, clientGone.signal);
+  const release = await mongoSlots.acquire(waitMs, clientGone.signal);
   res.off('close', abort);
   if (release === null) return null;
   if (res.destroyed) { // granted after the client left
@@ -375,6 +404,7 @@ function sendUnavailable(res) {
 }
 
 async function serveFile(req, res) {
+  const deadline = Date.now() + REQUEST_DEADLINE_MS;
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     sendText(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
     return;
@@ -390,21 +420,26 @@ async function serveFile(req, res) {
   // so the driver's pool is never queued deep with lookups that chunk reads
   // then wait behind (at 1000 clients on 1 MB, not one body came whole).
   // Released when the response closes, whatever it was.
-  const release = await takeMongoSlot(res);
+  const waitMs = Math.max(1, Math.min(STREAM_WAIT_MS, deadline - Date.now()));
+  const release = await takeMongoSlot(res, waitMs);
   if (release === null) {
     if (res.destroyed) return; // the client left while waiting
-    log(`no slot of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms) `
-      + `for ${JSON.stringify(name)}: 503`);
+    log(`no slot of ${MAX_STREAMS} free within ${waitMs} ms (NODE_STREAM_WAIT_MS ${STREAM_WAIT_MS}, `
+      + `REQUEST_DEADLINE_MS ${REQUEST_DEADLINE_MS}) for ${JSON.stringify(name)}: 503`);
     sendUnavailable(res);
     return;
   }
 
   let document;
   try {
-    if (!connected) await ensureConnected();
-    document = await filesCollection.findOne({ filename: name }, { projection: FILE_PROJECTION, sort: { uploadDate: -1 } });
+    document = await beforeDeadline((async () => {
+      if (!connected) await ensureConnected();
+      return filesCollection.findOne({ filename: name }, {
+        projection: FILE_PROJECTION, sort: { uploadDate: -1 }, maxTimeMS: Math.max(1, deadline - Date.now()),
+      });
+    })(), deadline);
   } catch (error) {
-    if (!(error instanceof MongoError)) throw error;
+    if (!(error instanceof MongoError || error instanceof DeadlinePassed)) throw error;
     log(`MongoDB unavailable looking up ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;
@@ -414,15 +449,18 @@ async function serveFile(req, res) {
     return;
   }
 
-  const fileId = document._id;
-  const length = Number(document.length);
-  const chunkSize = Number(document.chunkSize);
-  const uploadedMs = document.uploadDate.getTime();
-  const lastModified = Math.floor(uploadedMs / 1000);
-  const idText = fileId instanceof ObjectId ? fileId.toHexString() : String(fileId).replace(/"/g, '');
-  const etag = `"${idText}-${length.toString(16)}-${uploadedMs.toString(16)}"`;
-  const storedType = document.metadata && document.metadata.contentType;
-  const contentType = typeof storedType === 'string' && storedType !== '' ? storedType : guessContentType(name);
+  // Every stored value is checked before it reaches a header or a read.
+  let file;
+  try {
+    file = checkedFile(document);
+  } catch (error) {
+    if (!(error instanceof CorruptFile)) throw error;
+    log(`corrupt file document for ${JSON.stringify(name)}: ${error.message}`);
+    sendUnavailable(res);
+    return;
+  }
+  const { length, lastModified, etag } = file;
+  const contentType = file.contentType ?? guessContentType(name);
   const validators = { 'Last-Modified': new Date(lastModified * 1000).toUTCString(), ETag: etag };
 
   // Preconditions as nginx's not_modified filter evaluates them: If-Match /
@@ -489,19 +527,24 @@ async function serveFile(req, res) {
   // The first chunk is read before the status line goes out, so that a
   // MongoDB failure there is still a clean 503; later failures can only cut
   // the connection short (Content-Length tells the client).
-  const { cursor, nextPiece } = openChunks(fileId, chunkSize, start, end);
+  const { cursor, nextPiece } = openChunks(file, start, end);
   let firstPiece;
   try {
-    firstPiece = await nextPiece();
+    firstPiece = await beforeDeadline(nextPiece(), deadline);
   } catch (error) {
     release();
     cursor.close().catch(() => {});
-    if (!(error instanceof MongoError || error instanceof CorruptFile)) throw error;
+    if (!(error instanceof MongoError || error instanceof CorruptFile || error instanceof DeadlinePassed)) throw error;
     log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;
   }
-  res.writeHead(status, responseHeaders);
+  try {
+    res.writeHead(status, responseHeaders);
+  } catch (error) { // not expected (the values were checked), but never leave the cursor open
+    cursor.close().catch(() => {});
+    throw error;
+  }
   async function* pieces() {
     try {
       for (let piece = firstPiece; piece !== null; piece = await nextPiece()) yield piece;

@@ -4,11 +4,13 @@ with the HTTP semantics of nginx's static module (validators, Range,
 304/412/416), so that the paths and nginx compare like for like; GET
 /health answers without touching the store; a store that cannot answer is a
 503 with Retry-After."""
+import os
 import sys
 import time
 from itertools import chain
 from urllib.parse import quote
 
+import gevent
 from flask import Flask, Response, request
 from werkzeug.http import http_date
 
@@ -16,7 +18,30 @@ from .hosts import split_absolute_form, valid_host
 from .names import content_type_for, name_from_target
 from .preconditions import if_range_allows, precondition_status
 from .ranges import NOT_SATISFIABLE, is_byte_range, parse_range
-from .store import FileStore, StoreError
+from .store import FileStore, StoreError, StoreUnavailable
+
+
+class DeadlinePassed(StoreUnavailable):
+    """The request's deadline passed before its head could go out."""
+
+
+def request_deadline_seconds() -> float:
+    """REQUEST_DEADLINE_MS (default 3000), the Node path's setting too: one
+    deadline per request for its lookup and first chunk read, whatever the
+    store's own waits (a pool slot, a statement timeout) would allow."""
+    text = os.environ.get("REQUEST_DEADLINE_MS") or "3000"
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise ValueError(f"REQUEST_DEADLINE_MS must be a positive whole number of milliseconds, got {text!r}")
+    return int(text) / 1000
+
+
+def before_deadline(deadline: float) -> gevent.Timeout:
+    """A block that must end by `deadline` (time.monotonic()'s scale), or
+    DeadlinePassed is raised where it waits: the paths run in gevent
+    workers, so a wait on a socket or a pool is where the timeout lands,
+    and the store's drivers drop the connection it left midway."""
+    return gevent.Timeout(max(deadline - time.monotonic(), 0.001),
+                          DeadlinePassed("REQUEST_DEADLINE_MS passed before the head"))
 
 
 def text_response(status: int, text: str, headers: dict | None = None) -> Response:
@@ -27,10 +52,29 @@ def unavailable() -> Response:
     return text_response(503, "storage unavailable", {"Retry-After": "1"})
 
 
+def closing_after_505(wsgi_app):
+    """WSGI middleware: the connection closes after a 505, as nginx closes
+    it (a client speaking another HTTP version is not to be kept). gunicorn
+    drops an app's Connection header, so its response object (the bound
+    owner of start_response) is asked to close; another server is left to
+    its own keep-alive."""
+    def app(environ, start_response):
+        def start(status: str, headers, exc_info=None):
+            if status.startswith("505 "):
+                force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
+                if callable(force_close):
+                    force_close()
+            return start_response(status, headers, exc_info)
+        return wsgi_app(environ, start)
+    return app
+
+
 def create_app(store: FileStore, service: str) -> Flask:
     """service names the path in log lines (e.g. "gridfs-lab-flask")."""
     app = Flask(service)
+    deadline_seconds = request_deadline_seconds()
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
+    app.wsgi_app = closing_after_505(app.wsgi_app)
 
     def log(message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
@@ -65,6 +109,7 @@ def create_app(store: FileStore, service: str) -> Flask:
 
     @app.route("/files/<path:_name>", methods=["GET", "HEAD"], provide_automatic_options=False)
     def serve_file(_name):
+        deadline = time.monotonic() + deadline_seconds
         environ = request.environ
         # The raw target, so that decoding is ours (strict, once) and not the
         # server's; the fallback re-encodes what another WSGI server decoded.
@@ -74,7 +119,8 @@ def create_app(store: FileStore, service: str) -> Flask:
             return text_response(status, "bad file name" if status == 400 else "not found")
 
         try:
-            stored = store.find(name)
+            with before_deadline(deadline):
+                stored = store.find(name)
         except StoreError as error:
             log(f"{store.kind} unavailable looking up {name!r}: {error!r}")
             return unavailable()
@@ -114,7 +160,8 @@ def create_app(store: FileStore, service: str) -> Flask:
         # cut the connection short (Content-Length tells the client).
         body = stored_body(store, stored, start, end)
         try:
-            first_piece = next(body)
+            with before_deadline(deadline):
+                first_piece = next(body)
         except StoreError as error:
             body.close()
             log(f"cannot read {name!r} from {store.kind}: {error!r}")

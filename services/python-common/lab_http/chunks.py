@@ -1,9 +1,54 @@
-"""Slicing a byte range out of a file stored as numbered chunks of a fixed
-size (GridFS's layout, mirrored by the SQL store): both stores hand over
-their (n, data) rows in order and get the pieces of the answer back."""
+"""Files stored as numbered chunks of a fixed size (GridFS's layout, mirrored
+by the SQL store): the checks on a stored file's values, the plan of chunk
+reads, and slicing a byte range out of the chunks read. Stored values are
+untrusted: anything that does not add up is CorruptFile (a 503 for that
+file only), never a crash, a truncated body or a wrong one."""
+import calendar
+from datetime import datetime
 from typing import Iterable, Iterator
 
-from .store import CorruptFile
+from .store import CorruptFile, StoredFile
+
+# Bytes of chunks one read (a cursor batch, a query) may bring in: a whole
+# file of up to this size is one round trip (1 MB is 4 chunks of 255 KiB +
+# 4 KiB), and memory per request stays bounded whatever the file size.
+READ_BUFFER_BYTES = 1280 * 1024
+# A stored _id longer than this is not put into an ETag header.
+MAX_ID_TEXT = 255
+ETAG_UNSAFE = frozenset('" ')  # besides controls and non-ASCII
+
+
+def whole_number(value) -> int | None:
+    """An integer as stored: int32, int64 or (from JavaScript drivers, past
+    2 GiB) a whole double; None for anything else (bool included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        return None
+    return int(value)
+
+
+def checked_file(label: str, id_text: str, length, chunk_size, uploaded, content_type,
+                 location) -> StoredFile:
+    """The StoredFile of a stored file's values, or CorruptFile naming the
+    first bad one: length a whole number >= 0, chunk size a whole number >
+    0, an upload date, and an id text fit for the ETag (visible ASCII but
+    '"', at most 255 characters). The content type stays as stored: the app
+    falls back to the name's type when it is not a safe header value."""
+    checked_length, checked_chunk_size = whole_number(length), whole_number(chunk_size)
+    if checked_length is None or checked_length < 0:
+        raise CorruptFile(f"{label}: length {length!r}")
+    if checked_chunk_size is None or checked_chunk_size <= 0:
+        raise CorruptFile(f"{label}: chunk size {chunk_size!r}")
+    if not isinstance(uploaded, datetime):
+        raise CorruptFile(f"{label}: upload date {uploaded!r}")
+    if not (0 < len(id_text) <= MAX_ID_TEXT) or any(
+            not "\x21" <= c <= "\x7e" or c in ETAG_UNSAFE for c in id_text):
+        raise CorruptFile(f"{label}: id {id_text!r} cannot go into an ETag")
+    # A naive date (GridFS's) is UTC; an aware one (PostgreSQL's) converts.
+    last_modified = calendar.timegm(uploaded.utctimetuple())
+    uploaded_ms = last_modified * 1000 + uploaded.microsecond // 1000
+    return StoredFile(length=checked_length, last_modified=last_modified,
+                      etag=f'"{id_text}-{checked_length:x}-{uploaded_ms:x}"',
+                      content_type=content_type, location=(location, checked_chunk_size))
 
 
 def chunk_span(chunk_size: int, start: int, end: int) -> tuple[int, int]:
@@ -11,18 +56,50 @@ def chunk_span(chunk_size: int, start: int, end: int) -> tuple[int, int]:
     return start // chunk_size, (end - 1) // chunk_size
 
 
-def slice_chunks(rows: Iterable[tuple[int, bytes]], chunk_size: int, start: int, end: int,
+def stored_size(length: int, chunk_size: int, n: int) -> int:
+    """The exact size chunk n of the file must have: chunk_size, but the
+    last chunk holds the remainder."""
+    return min(chunk_size, length - n * chunk_size)
+
+
+def chunks_per_read(length: int, chunk_size: int, first: int, last: int,
+                    buffer_bytes: int = READ_BUFFER_BYTES) -> int:
+    """How many chunks one read brings in for chunks first..last: all of
+    them when their bytes fit the buffer, else as many whole chunks as fit
+    (one at least)."""
+    if min(length, (last + 1) * chunk_size) - first * chunk_size <= buffer_bytes:
+        return last - first + 1
+    return max(1, buffer_bytes // chunk_size)
+
+
+def read_plan(length: int, chunk_size: int, first: int, last: int,
+              buffer_bytes: int = READ_BUFFER_BYTES) -> list[tuple[int, int]]:
+    """The reads (first, last chunk number) that bring in chunks
+    first..last, each at most buffer_bytes (or one chunk)."""
+    plan = []
+    while first <= last:
+        upto = first + chunks_per_read(length, chunk_size, first, last, buffer_bytes) - 1
+        plan.append((first, upto))
+        first = upto + 1
+    return plan
+
+
+def slice_chunks(rows: Iterable[tuple[int, bytes]], length: int, chunk_size: int, start: int, end: int,
                  label: str) -> Iterator[bytes]:
     """Bytes [start, end) out of rows (n, data) numbered first..last in
-    order; a missing, misplaced or short chunk raises CorruptFile."""
+    order; a missing or misplaced chunk, or one whose size is not exactly
+    its stored_size, raises CorruptFile."""
     first, last = chunk_span(chunk_size, start, end)
     expected = first
     for n, data in rows:
+        if n != expected or not isinstance(data, bytes) or len(data) != stored_size(length, chunk_size, n):
+            size = len(data) if isinstance(data, bytes) else type(data).__name__
+            raise CorruptFile(f"chunk {n!r} of {label} missing or of the wrong size "
+                              f"(expected chunk {expected} of {stored_size(length, chunk_size, expected)} "
+                              f"bytes, got {size})")
         offset = n * chunk_size
         low = start - offset if n == first else 0
-        high = end - offset if n == last else chunk_size
-        if n != expected or len(data) < high:
-            raise CorruptFile(f"chunk {n} of {label} missing or short (expected chunk {expected})")
+        high = end - offset if n == last else len(data)
         yield data if low == 0 and high == len(data) else bytes(data[low:high])
         expected += 1
         if expected > last:

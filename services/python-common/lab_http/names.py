@@ -19,9 +19,10 @@ CONTENT_TYPES = {
     "webm": "video/webm", "bin": "application/octet-stream",
 }
 # A stored content type becomes a header: only type/subtype with optional
-# token=value parameters is trusted (no CR, LF or other control characters).
+# token=value parameters is trusted (no control character, nothing above
+# ASCII: the same rule as the Node path's).
 TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
-CONTENT_TYPE_VALUE = re.compile(rf'{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*{TOKEN}=(?:{TOKEN}|"[^"\\\x00-\x1f\x7f]*"))*')
+CONTENT_TYPE_VALUE = re.compile(rf'{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*{TOKEN}=(?:{TOKEN}|"[ !#-\[\]-~]*"))*')
 
 
 def name_from_target(target: str) -> tuple[str | None, int]:

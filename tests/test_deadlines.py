@@ -1,0 +1,140 @@
+"""One deadline per request (REQUEST_DEADLINE_MS, issue 24) on node, flask
+and flask-postgres, against real FerretDB, PostgreSQL and the real
+processes: the wait for a slot and the database round trips before the head
+all fit in it, or the answer is the 503 with Retry-After, whatever
+NODE_STREAM_WAIT_MS, the driver's socket timeout or PostgreSQL's statement
+timeout would allow."""
+import socket
+import struct
+import time
+
+import gridfs
+import psycopg
+import pytest
+import requests
+from pymongo import MongoClient
+
+import postgres_store
+from service_processes import flask_postgres_service, flask_service, node_service, postgres_database
+
+DB_NAME = "lab_deadlines_test"
+DEADLINE_S = 1.0
+BIG = "big.bin"  # 12 MiB: a client that does not read holds its stream (and slot)
+SMALL = "small.bin"
+
+
+@pytest.fixture(scope="module")
+def files(mongo_uri):
+    client = MongoClient(mongo_uri)
+    client.drop_database(DB_NAME)
+    bucket = gridfs.GridFSBucket(client[DB_NAME])
+    bucket.upload_from_stream(BIG, b"b" * (12 * 1024 * 1024))
+    bucket.upload_from_stream(SMALL, b"s" * 1000)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def node(mongo_uri, files):
+    service = node_service(mongo_uri, DB_NAME)
+    # One slot, and a slot wait far beyond the deadline: the deadline decides.
+    service.env.update(NODE_MAX_STREAMS="1", NODE_STREAM_WAIT_MS="10000",
+                       REQUEST_DEADLINE_MS=str(int(DEADLINE_S * 1000)))
+    service.start()
+    yield service
+    service.stop()
+
+
+def timed_get(node, name: str) -> tuple[requests.Response, float]:
+    started = time.monotonic()
+    response = requests.get(f"{node.url}/files/{name}", timeout=30)
+    return response, time.monotonic() - started
+
+
+def test_a_request_queued_for_a_slot_is_a_503_at_the_deadline(node):
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        holder.connect(("127.0.0.1", node.port))
+        holder.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+        assert holder.recv(1024).startswith(b"HTTP/1.1 200 ")  # it holds the one slot, unread
+        response, elapsed = timed_get(node, SMALL)
+    finally:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        holder.close()
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert DEADLINE_S * 0.9 < elapsed < DEADLINE_S + 0.7, elapsed
+    assert "REQUEST_DEADLINE_MS" in node.log()
+    assert timed_get(node, SMALL)[0].status_code == 200  # the slot came back
+
+
+@pytest.fixture(scope="module")
+def flask(mongo_uri, files):
+    service = flask_service(mongo_uri, DB_NAME)
+    service.env.update(REQUEST_DEADLINE_MS=str(int(DEADLINE_S * 1000)))
+    service.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture(params=["node", "flask"])
+def gridfs_path(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_a_frozen_mongodb_is_a_503_at_the_deadline_then_recovers(gridfs_path, ferretdb):
+    assert timed_get(gridfs_path, SMALL)[0].status_code == 200  # connected
+    ferretdb.pause()
+    try:
+        response, elapsed = timed_get(gridfs_path, SMALL)
+    finally:
+        ferretdb.resume()
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert elapsed < DEADLINE_S + 0.7, elapsed
+    deadline = time.monotonic() + 15
+    while timed_get(gridfs_path, SMALL)[0].status_code != 200:
+        assert time.monotonic() < deadline, "the path did not recover after MongoDB came back"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def flask_postgres(postgres):
+    url = postgres_database(postgres.url, DB_NAME)
+    with psycopg.connect(url, autocommit=True) as connection:
+        postgres_store.create_schema(connection)
+        postgres_store.insert_file(connection, SMALL, b"s" * 1000, "application/octet-stream")
+        postgres_store.insert_file(connection, BIG, b"b" * (12 * 1024 * 1024), "application/octet-stream")
+    service = flask_postgres_service(url)
+    # PostgreSQL's statement timeout (5 s) and pool wait alone would allow more.
+    service.env.update(REQUEST_DEADLINE_MS=str(int(DEADLINE_S * 1000)))
+    service.start()
+    yield service, url
+    service.stop()
+
+
+@pytest.mark.parametrize("locked", ["files", "chunks"])
+def test_a_blocked_postgres_query_is_a_503_at_the_deadline(flask_postgres, locked):
+    """A table locked by another session: the lookup (files) or the first
+    chunk read (chunks) waits on it; the deadline answers first."""
+    service, url = flask_postgres
+    assert timed_get(service, SMALL)[0].status_code == 200
+    with psycopg.connect(url) as blocker:
+        blocker.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")
+        response, elapsed = timed_get(service, SMALL)
+        blocker.rollback()
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert DEADLINE_S * 0.9 < elapsed < DEADLINE_S + 0.7, elapsed
+    assert timed_get(service, SMALL)[0].status_code == 200  # the pool recovered
+
+
+def test_a_body_is_not_bounded_by_the_deadline(flask_postgres, node):
+    """Once the head is out, a slow client takes as long as it needs."""
+    service, _ = flask_postgres
+    for path in (service, node):
+        with requests.get(f"{path.url}/files/{BIG}", stream=True, timeout=30) as response:
+            assert response.status_code == 200
+            received = 0
+            for piece in response.iter_content(1024 * 1024):
+                received += len(piece)
+                if received <= 3 * 1024 * 1024:
+                    time.sleep(DEADLINE_S / 2)  # past the deadline by the end
+        assert received == 12 * 1024 * 1024, path.url
