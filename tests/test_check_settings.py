@@ -80,6 +80,10 @@ BAD = [
     ("RESULTS_OWNER", "1000:0"), ("RESULTS_OWNER", "1000:1000 2"),
     ("NGINX_WORKERS", "1 2"), ("NGINX_WORKERS", "0"), ("NGINX_WORKERS", "auto"), ("GUNICORN_WORKERS", "1.5"),
     ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "1001"),
+    ("REQUEST_DEADLINE_MS", "3s"), ("REQUEST_DEADLINE_MS", "0"), ("REQUEST_DEADLINE_MS", "600001"),
+    # an A/B run's (make ab sets them), judged together
+    ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_THRESHOLD", "0"),
+    ("AB_THRESHOLD", "five"), ("AB_FILES", "1KB big"), ("AB_CONCURRENCY", "0"),
     ("CACHE_UPSTREAM", "nginx-gridfs"), ("CACHE_UPSTREAM", "nginx-gridfs:0"), ("CACHE_UPSTREAM", "-x:8080"),
     ("CACHE_UPSTREAM", "a:1 b:2"),
     ("CACHE_SIZE", "256mb"), ("CACHE_SIZE", "1m"), ("CACHE_SIZE", "256 m"),

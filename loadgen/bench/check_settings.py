@@ -38,6 +38,9 @@ WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None,
                  # httpd-static's start.sh refuses more than one pinned core can use
                  "HTTPD_SERVERS": 64, "HTTPD_THREADS": 1000}
 FUSE_KNOBS = ("FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT")
+# flask, flask-postgres and node: one deadline per request (queueing and the
+# database), in ms; past it a 503 (lab_http/app.py, node/server.js)
+REQUEST_DEADLINE_MAX_MS = 600_000
 SERVICES = ("MONGO", "POSTGRES", "TARGET", "LOADGEN", "SEED", "CADVISOR")
 CPUSETS = tuple(f"{service}_CPUS" for service in SERVICES)
 MEMORY_LIMITS = tuple(f"{service}_MEM" for service in SERVICES)
@@ -45,7 +48,7 @@ MEMORY_LIMITS = tuple(f"{service}_MEM" for service in SERVICES)
 VARIABLES = (*BASE_IMAGES, *SERVICE_IMAGES, "FILE_SIZES", "FILE_SET", "GRIDFS_DB", *BENCH_KNOBS, *AB_KNOBS,
              "RESULTS_DIR",
              "RESULTS_OWNER",
-             *WORKER_COUNTS, "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS, *CPUSETS, "LOADGEN_CPU_QUOTA",
+             *WORKER_COUNTS, "REQUEST_DEADLINE_MS", "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS, *CPUSETS, "LOADGEN_CPU_QUOTA",
              *MEMORY_LIMITS)
 
 # --- memory each service needs at the least ----------------------------------
@@ -306,7 +309,7 @@ def ab_errors(env: dict) -> dict[str, str]:
         ab_from_env(env, targets)
     except SettingsError as e:
         name = re.match(r"[A-Z_]+", str(e)).group(0)
-        return {name if name in AB_KNOBS else "AB_A": str(e)}
+        return {name if name in AB_KNOBS else "AB_A": str(e)}  # every message starts with its variable
     return {}
 
 
@@ -361,6 +364,7 @@ def check(env: dict, host_cores: int) -> list[str]:
     parsed("RESULTS_OWNER", results_owner)
     for name, maximum in WORKER_COUNTS.items():
         parsed(name, whole_number, maximum)
+    parsed("REQUEST_DEADLINE_MS", whole_number, REQUEST_DEADLINE_MAX_MS)
     parsed("CACHE_UPSTREAM", upstream)
     cache_bytes = parsed("CACHE_SIZE", cache_size)
     parsed("FUSE_KERNEL_CACHE", fuse_switch)

@@ -14,7 +14,7 @@ RECORDED = [
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
     "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY",
-    "NGINX_WORKERS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
+    "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
     "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT",
     "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
     "MONGO_MEM", "POSTGRES_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
@@ -192,26 +192,35 @@ def _threshold(env) -> float:
     return value / 100
 
 
+AB_SIZE = re.compile(r"\d+(B|KB|MB|GB)")  # a FILE_SIZES word, as the seed names files
+
+
 def ab_from_env(env, targets: list[str]) -> AbSettings | None:
-    """The A/B settings, or None when AB_B is empty (an ordinary run)."""
+    """The A/B settings, or None when AB_A and AB_B are empty (an ordinary
+    run); the knobs are checked either way."""
+    kind = env.get("AB_KIND", "A/B").strip() or "A/B"
+    if kind not in AB_KINDS:
+        raise SettingsError(f"AB_KIND={env.get('AB_KIND')!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
+    blocks = _one(env, "AB_BLOCKS", "8", int, AB_BLOCKS_MIN, 100)
+    files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")
+    if not all(AB_SIZE.fullmatch(size) for size in files):
+        raise SettingsError(f"AB_FILES={env.get('AB_FILES')!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
+    settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, threshold=_threshold(env),
+                    files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
     if not b and not a:
         return None
-    if not a or not b or a == b:
-        raise SettingsError(f"AB_A={a!r} AB_B={b!r}: an A/B run names two different services, the path and its "
-                            "twin (make ab SERVICE=flask ... sets both)")
-    missing = [name for name in (a, b) if name not in targets]
-    if missing:
-        raise SettingsError(f"AB_A/AB_B: {' and '.join(missing)} not in BENCH_TARGETS={' '.join(targets)!r}: "
-                            "both must be verified like any path")
-    kind = env.get("AB_KIND", "A/B").strip() or "A/B"
-    if kind not in AB_KINDS:
-        raise SettingsError(f"AB_KIND={kind!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    return AbSettings(
-        a=a, b=b, kind=kind, change=env.get("AB_CHANGE", "").strip(),
-        blocks=_one(env, "AB_BLOCKS", "8", int, AB_BLOCKS_MIN, 100), threshold=_threshold(env),
-        files=tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB"),
-        concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
+    if not b:
+        raise SettingsError(f"AB_A={a!r}: an A/B run needs AB_B too, A's twin (make ab SERVICE={a} sets both)")
+    if not a:
+        raise SettingsError(f"AB_B={b!r}: an A/B run needs AB_A too, the path B is a twin of (make ab sets both)")
+    if a == b:
+        raise SettingsError(f"AB_B={b!r}: the same service as AB_A; B is A's twin (make ab names it {a}-b)")
+    for name, service in (("AB_A", a), ("AB_B", b)):
+        if service not in targets:
+            raise SettingsError(f"{name}={service!r}: not in BENCH_TARGETS={' '.join(targets)!r}: A and B are "
+                                "verified like any path (make ab sets BENCH_TARGETS)")
+    return AbSettings(a=a, b=b, **settings)
 
 
 def from_env(env=os.environ) -> Settings:
