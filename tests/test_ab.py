@@ -34,7 +34,9 @@ def test_an_ab_run_is_read_from_its_variables():
 
 @pytest.mark.parametrize("env, named", [
     ({"AB_A": "flask"}, "AB_A"),
-    ({"AB_A": "flask", "AB_B": "node-b"}, "AB_A"),
+    ({"AB_A": "flask", "AB_B": "node-b"}, "AB_B"),
+    ({"AB_A": "flask", "AB_B": "flask"}, "AB_B"),
+    ({"AB_B": "flask-b"}, "AB_B"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "5"}, "AB_BLOCKS"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_THRESHOLD": "0"}, "AB_THRESHOLD"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_KIND": "B/A"}, "AB_KIND"),
