@@ -25,7 +25,8 @@ body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; 
        margin: 0 auto; max-width: 1120px; padding: 0 16px 48px; overflow-wrap: anywhere; }
 h1 { font-size: 1.5rem; margin: 20px 0 4px; } h2 { margin-top: 36px; border-bottom: 1px solid var(--line); }
 h3 { margin-top: 24px; font-size: 1.05rem; }
-nav { font-size: .9rem; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 8px 0; border-bottom: 1px solid var(--line); }
+nav { font-size: .9rem; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 8px 0;
+      border-bottom: 1px solid var(--line); }
 nav a { color: var(--accent); text-decoration: none; }
 .answer { font-size: 1.1rem; background: var(--band); border-left: 4px solid var(--accent); padding: 10px 14px; }
 .status { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: .85rem; background: #dafbe1; }
@@ -33,11 +34,13 @@ nav a { color: var(--accent); text-decoration: none; }
 blockquote { margin: 12px 0; padding: 8px 12px; border-left: 4px solid #E69F00; background: #fff8e6; }
 .table { overflow-x: auto; margin: 8px 0 12px; }
 table { border-collapse: collapse; font-size: .88rem; }
-th, td { border: 1px solid var(--line); padding: 3px 7px; overflow-wrap: normal; text-align: left; vertical-align: top; }
+th, td { border: 1px solid var(--line); padding: 3px 7px; overflow-wrap: normal; text-align: left;
+         vertical-align: top; }
 th { background: var(--band); } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.failed td { background: #ffebe9; }
 abbr.flag { text-decoration: none; border-bottom: 1px dotted var(--muted); cursor: help; white-space: nowrap; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 540px), 1fr)); gap: 8px 20px; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 540px), 1fr));
+          gap: 8px 20px; }
 figure { margin: 8px 0; min-width: 0; } figcaption { font-size: .9rem; color: var(--muted); }
 svg.chart { width: 100%; height: auto; font: 12px system-ui, sans-serif; fill: var(--fg); }
 svg .grid { stroke: var(--line); } svg .tick { fill: var(--muted); } svg .bar { fill: #9ecae1; }
@@ -325,9 +328,10 @@ def render_html(results: Results, doc: dict | None = None) -> str:
             + "".join(_section(a, t, body) for a, t, body in sections) + "</body></html>\n")
 
 
-def write_page(run_dir: Path) -> Path:
-    """run_dir/index.html from its results.json."""
-    doc = json.loads((run_dir / "results.json").read_text())
+def write_page(run_dir: Path, results: Results | None = None) -> Path:
+    """run_dir/index.html from its results.json (or from the run's own
+    Results, which results.json serialises)."""
+    doc = results.to_dict() if results else json.loads((run_dir / "results.json").read_text())
     path = run_dir / PAGE
-    path.write_text(render_html(Results.from_dict(doc), doc))
+    path.write_text(render_html(results or Results.from_dict(doc), doc))
     return path

@@ -169,5 +169,5 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
     legend = "".join(f'<rect x="{left + (i % 4) * 145}" y="{height + 4 + (i // 4) * 16}" width="10" height="10" '
                      f'fill="{c}"/><text x="{left + 14 + (i % 4) * 145}" y="{height + 13 + (i // 4) * 16}">'
                      f'{escape(n)}</text>' for i, (n, c) in enumerate(kinds.items()))
-    return svg.replace(f'viewBox="0 0 {WIDTH} {height:.0f}"', f'viewBox="0 0 {WIDTH} {height + 8 + 16 * legend_rows:.0f}"'
-                       ).replace("</svg>", legend + "</svg>")
+    taller = f'viewBox="0 0 {WIDTH} {height + 8 + 16 * legend_rows:.0f}"'
+    return svg.replace(f'viewBox="0 0 {WIDTH} {height:.0f}"', taller).replace("</svg>", legend + "</svg>")
