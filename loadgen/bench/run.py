@@ -60,8 +60,8 @@ def write_pages(results: Results, run_dir: Path, results_dir: Path) -> None:
     except Exception as e:  # noqa: BLE001 - a broken renderer module costs its pages only
         say(f"index.html and exports not written: {type(e).__name__}: {e}")
         return
-    for what, write in (("index.html", lambda: write_page(run_dir, results)),
-                        ("exports", lambda: write_exports(results, run_dir)),
+    for what, write in (("exports", lambda: write_exports(results, run_dir)),
+                        ("index.html", lambda: write_page(run_dir, results, all_runs=True)),
                         ("results/index.html", lambda: write_index(results_dir))):
         try:
             write()

@@ -39,10 +39,10 @@ th, td { border: 1px solid var(--line); padding: 3px 7px; overflow-wrap: normal;
 th { background: var(--band); } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.failed td { background: #ffebe9; }
 abbr.flag { text-decoration: none; border-bottom: 1px dotted var(--muted); cursor: help; white-space: nowrap; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 540px), 1fr));
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 500px), 1fr));
           gap: 8px 20px; }
 figure { margin: 8px 0; min-width: 0; } figcaption { font-size: .9rem; color: var(--muted); }
-svg.chart { width: 100%; height: auto; font: 12px system-ui, sans-serif; fill: var(--fg); }
+svg.chart { width: 100%; height: auto; font: 13px system-ui, sans-serif; fill: var(--fg); }
 svg .grid { stroke: var(--line); } svg .tick { fill: var(--muted); } svg .bar { fill: #9ecae1; }
 svg .note { fill: #b00020; font-weight: 600; }
 details { margin: 6px 0; } summary { cursor: pointer; }
@@ -293,9 +293,13 @@ def _fault_docs(doc: dict) -> str:
     return "".join(out)
 
 
-def render_html(results: Results, doc: dict | None = None) -> str:
+LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
+
+
+def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:
     """The run's page; doc is results.json as read, for sections the model
-    does not hold (resilience, overload)."""
+    does not hold (resilience, overload); linked: the files beside it to
+    link; all_runs: link results/index.html."""
     failed = results.status != "complete" or results.failed
     status = results.status if results.status != "complete" else ("complete, with failures" if results.failed
                                                                      else "complete")
@@ -317,21 +321,26 @@ def render_html(results: Results, doc: dict | None = None) -> str:
     nav = "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t, body in sections if body)
     warnings = "".join(f"<blockquote><strong>Warning:</strong> {inline(w)}</blockquote>" for w in results.warnings)
     heading = to_html(md._heading(results)[1:])
+    links = " · ".join(([f'<a href="../{PAGE}">All runs</a>'] if all_runs else [])
+                       + [f'<a href="{name}">{name}</a>' for name in linked])
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>GridFS Serving Lab: run {escape(results.run_id)}</title><style>{CSS}</style></head><body>"
-            f'<p><a href="../index.html">All runs</a> · <a href="report.md">report.md</a> · '
-            f'<a href="results.json">results.json</a> · <a href="results.csv">results.csv</a></p>'
+            f"<p>{links}</p>"
             f"<h1>GridFS Serving Lab: run {escape(results.run_id)} "
             f'<span class="status{" bad" if failed else ""}">{escape(status)}</span></h1>'
             f"{heading}{warnings}<nav>{nav}</nav>"
             + "".join(_section(a, t, body) for a, t, body in sections) + "</body></html>\n")
 
 
-def write_page(run_dir: Path, results: Results | None = None) -> Path:
+def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:
     """run_dir/index.html from its results.json (or from the run's own
-    Results, which results.json serialises)."""
+    Results, which results.json serialises), linking the files that are
+    there and, when there is one (or all_runs), results/index.html."""
     doc = results.to_dict() if results else json.loads((run_dir / "results.json").read_text())
+    linked = tuple(name for name in LINKED if (run_dir / name).exists())
+    if all_runs is None:
+        all_runs = (run_dir.parent / PAGE).exists()
     path = run_dir / PAGE
-    path.write_text(render_html(results or Results.from_dict(doc), doc))
+    path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
     return path

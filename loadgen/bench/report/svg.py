@@ -79,11 +79,12 @@ def _svg(height: float, title: str, body: list[str], kinds: dict[str, str]) -> s
 
 
 def _axis(scale: _Scale, y_top: float, y_bottom: float, unit: str) -> list[str]:
-    out = []
-    for t in scale.ticks():
+    out, ticks = [], scale.ticks()
+    for t in ticks:
         x = scale(t)
+        anchor = "end" if t == ticks[-1] else "middle"  # the last label inside the chart's edge
         out.append(f'<line class="grid" x1="{x:.1f}" y1="{y_top}" x2="{x:.1f}" y2="{y_bottom}"/>'
-                   f'<text class="tick" x="{x:.1f}" y="{y_bottom + 13}" text-anchor="middle">{_fmt(t)}</text>')
+                   f'<text class="tick" x="{x:.1f}" y="{y_bottom + 13}" text-anchor="{anchor}">{_fmt(t)}</text>')
     out.append(f'<text class="tick" x="{WIDTH - RIGHT}" y="{y_bottom + 27}" text-anchor="end">{escape(unit)}'
                f'{" (log scale)" if scale.log else ""}</text>')
     return out
