@@ -41,7 +41,8 @@ tr.failed td { background: #ffebe9; }
 abbr.flag { text-decoration: none; border-bottom: 1px dotted var(--muted); cursor: help; white-space: nowrap; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 500px), 1fr));
           gap: 8px 20px; }
-figure { margin: 8px 0; min-width: 0; } figcaption { font-size: .9rem; color: var(--muted); }
+figure { margin: 8px 0; min-width: 0; }
+.charts > figure:only-child { max-width: 640px; } figcaption { font-size: .9rem; color: var(--muted); }
 svg.chart { width: 100%; height: auto; font: 13px system-ui, sans-serif; fill: var(--fg); }
 svg .grid { stroke: var(--line); } svg .tick { fill: var(--muted); } svg .bar { fill: #9ecae1; }
 svg .note { fill: #b00020; font-weight: 600; }
@@ -199,17 +200,18 @@ def _open_loop(results: Results) -> str:
 def _sweep(results: Results) -> str:
     if not results.sweep:
         return ""
-    tools = {p.tool for p in results.sweep}
     figures = []
-    for file, _ in sorted({(p.file, p.size_bytes) for p in results.sweep}, key=lambda f: f[1]):
+    # a chart per size and tool: eight paths are as many lines as the palette tells apart
+    for (file, _), tool in sorted({((p.file, p.size_bytes), p.tool) for p in results.sweep},
+                                  key=lambda k: (k[0][1], k[1])):
         series: dict[str, list] = {}
         for p in results.sweep:
-            if p.file == file:
-                series.setdefault(p.target + (f" ({p.tool})" if len(tools) > 1 else ""), []).append(
-                    (p.concurrency, p.rps))
-        figures.append(_figure(line_chart(f"Concurrency sweep, {size_label(file)}", series, "concurrency",
+            if (p.file, p.tool) == (file, tool):
+                series.setdefault(p.target, []).append((p.concurrency, p.rps))
+        figures.append(_figure(line_chart(f"Concurrency sweep, {size_label(file)}, {tool}", series, "concurrency",
                                           "requests per second"),
-                               f"{size_label(file)}: requests per second at each concurrency, one short run each."))
+                               f"{size_label(file)} by {tool}: requests per second at each concurrency, one short "
+                               "run each."))
     return f'<div class="charts">{"".join(figures)}</div>' + to_html(md._sweep(results)[1:])
 
 

@@ -128,7 +128,8 @@ def stacked_bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]
             body.append(f'<rect class="mark" x="{x:.1f}" y="{y + 4}" width="{max(w, 0.5):.1f}" height="{ROW_H - 8}" '
                         f'fill="{kinds[kind]}"><title>{escape(tip)}</title></rect>')
             x += w
-    return _svg(height, title, body, kinds)
+    used = {kind for _, segs in rows for kind, _, _ in segs}
+    return _svg(height, title, body, {k: c for k, c in kinds.items() if k in used})
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit: str, y_unit: str) -> str:
