@@ -109,3 +109,19 @@ def test_write_pages_never_raises(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("bench.report.html.render_html", broken)
     bench_run.write_pages(results, run_dir, tmp_path)
     assert "index.html not written: ValueError: renderer broke" in capsys.readouterr().out
+
+
+def test_a_resilience_runs_page(tmp_path):
+    """tools/resilience.py's results.json: its table on a page of its own."""
+    run_dir = tmp_path / "resilience-20261124T000000Z"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(json.dumps(
+        {"run_id": "resilience-x", "env_file": "local.env", "started": "a", "finished": "b",
+         "settings": {"file": "1KB.bin", "rate": 100, "seconds": 30, "fault_at": 10, "pause_s": 10},
+         "server": {"product": "FerretDB", "version": "v1.24.2", "backend": "PostgreSQL"}, "resilience": [],
+         "failed": [{"path": "node", "database": "mongo", "fault": "restart", "error": "no answer within 240 s"}]}))
+    page = write_page(run_dir)
+    html = page.read_text()
+    assert "<td>not measured: no answer within 240 s</td>" in html
+    assert "Resilience: serving paths while their database restarts or pauses" in html
+    assert check_page(page, results_json=False) == []

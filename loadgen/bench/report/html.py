@@ -284,7 +284,8 @@ def _settings(results: Results) -> str:
 
 
 def _fault_docs(doc: dict) -> str:
-    """resilience and overload sections, when the run's results.json has them."""
+    """resilience and overload sections, when the run's results.json has them
+    (their own runs' documents, or a bench run's should it carry them)."""
     out = []
     if doc.get("resilience") is not None:
         from .resilience import render
@@ -335,6 +336,18 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
             + "".join(_section(a, t, body) for a, t, body in sections) + "</body></html>\n")
 
 
+def render_fault_page(doc: dict, all_runs: bool = True) -> str:
+    """The page of a resilience or overload run (tools/resilience.py,
+    tools/overload.py): their report.md's tables, which is all they hold."""
+    title = f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}"
+    links = " · ".join(([f'<a href="../{PAGE}">All runs</a>'] if all_runs else [])
+                       + ['<a href="report.md">report.md</a>', '<a href="results.json">results.json</a>'])
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title}</title><style>{CSS}</style></head><body><p>{links}</p>"
+            f"{_fault_docs(doc)}</body></html>\n")
+
+
 def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:
     """run_dir/index.html from its results.json (or from the run's own
     Results, which results.json serialises), linking the files that are
@@ -344,5 +357,8 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     if all_runs is None:
         all_runs = (run_dir.parent / PAGE).exists()
     path = run_dir / PAGE
-    path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
+    if "runs" not in doc and ("resilience" in doc or "overload" in doc):
+        path.write_text(render_fault_page(doc, all_runs))
+    else:
+        path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
     return path
