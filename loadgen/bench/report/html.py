@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import markdown as md
 from .headline import (BASELINE, concurrencies, files, grouped, headline_level, headline_rows, sentences,
-                       size_label, store_of, timed_targets)
+                       size_label, timed_targets)
 from .md_html import inline, table, to_html
 from .svg import PALETTE, Point, Row, line_chart, stacked_bars, strip_chart
 from ..measure.usage import LOADGEN
@@ -104,10 +104,6 @@ def _headline(results: Results) -> str:
             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's best rate, so it is response time, "
             f"not queueing. Hover a flag for what it means.</p>"
             + (f'<p>Flags:</p><ul class="legend">{legend}</ul>' if legend else ""))
-
-
-def _run_label(run: Run) -> str:
-    return run.target
 
 
 def _rps_charts(results: Results) -> str:

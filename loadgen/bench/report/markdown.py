@@ -5,11 +5,10 @@ figures, CPU per request and cores, latency at a fixed rate, memory, ab -k
 against wrk, the sweep, every case, what the run cost). A failed case reads
 "failed" in every table, never a number."""
 from . import seed000, seed002
-from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferretdb as _ferretdb,  # noqa: F401
-                       files as _files, grouped as _grouped, headline_level as _headline_level, headline_rows,
-                       open_loop_for as _open_loop_for, sentences, size_label as _size, target_ms as _target_ms,
-                       timed_targets as _timed_targets)
-from ..results import NOISY, OpenLoop, Results, Run, StorePass
+from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferretdb as _ferretdb, files as _files,
+                       grouped as _grouped, headline_level as _headline_level, headline_rows, sentences,
+                       size_label as _size, timed_targets as _timed_targets)
+from ..results import NOISY, Results, Run, StorePass
 from ..measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
 from ..measure.usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
                     LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
