@@ -180,8 +180,15 @@ def finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render) 
     save(out, doc)
     report = render(doc)
     (out / "report.md").write_text(report)
+    try:  # the run's index.html and results/index.html; a rendering failure costs only those
+        from bench.report.html import write_page
+        from bench.report.run_index import write_index
+        write_page(out, all_runs=True)
+        write_index(out.parent)
+    except Exception as e:  # noqa: BLE001
+        print(f"{tool}: warning: index.html not written: {type(e).__name__}: {e}", file=sys.stderr)
     print(report)
-    print(f"[{tool}] wrote {out}/report.md and results.json", flush=True)
+    print(f"[{tool}] wrote {out}/report.md, index.html and results.json", flush=True)
     return 1 if doc["failed"] else 0
 
 

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)
   fuse3                       # gridfs-fuse's native tests (fusermount3)
   shellcheck                  # actionlint checks the workflow's run: scripts with it
+  chromium                    # tests/browser_check.py: each run's index.html in a real browser, headless
 )
 
 install_packages() {

@@ -10,6 +10,7 @@ through compose): verify, check conformance, time, write results/<run-id>/.
 commands:
   compare RUN_A RUN_B [...]    what changed between two runs (python -m bench compare --help)
   check-settings               every .env variable checked, one line per bad one
+  index RESULTS_DIR [ENV_FILE]  write RESULTS_DIR/index.html: every run, its settings, status, headline
   resilience-load URL FILE RATE SECONDS
                                make resilience's open-loop load (tools/resilience.py)
   fetch URL FILE CLIENTS       make overload's large-file clients (tools/overload.py)
@@ -23,6 +24,9 @@ if command in (["-h"], ["--help"], ["help"]):
 if command == ["compare"]:
     from .report.compare import main as compare_main
     sys.exit(compare_main(sys.argv[2:]))
+if command == ["index"]:
+    from .report.run_index import main as index_main
+    sys.exit(index_main(sys.argv[2:]))
 if command == ["resilience-load"]:
     from .faults.resilience_load import main as load_main
     sys.exit(load_main(sys.argv[2:]))

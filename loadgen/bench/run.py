@@ -55,6 +55,26 @@ def draw_charts(cfg, results: Results, run_dir: Path) -> None:
         results.warnings.append(f"charts not drawn: {e}")
 
 
+def write_pages(results: Results, run_dir: Path, results_dir: Path) -> None:
+    """index.html, the exports (CSV, Bencher, github-action-benchmark) and
+    results/index.html; like the charts, a rendering failure never costs
+    the results, already written."""
+    try:
+        from .report.exports import write_exports
+        from .report.html import write_page
+        from .report.run_index import write_index
+    except Exception as e:  # noqa: BLE001 - a broken renderer module costs its pages only
+        say(f"index.html and exports not written: {type(e).__name__}: {e}")
+        return
+    for what, write in (("exports", lambda: write_exports(results, run_dir)),
+                        ("index.html", lambda: write_page(run_dir, results, all_runs=True)),
+                        ("results/index.html", lambda: write_index(results_dir))):
+        try:
+            write()
+        except Exception as e:  # noqa: BLE001 - whatever broke in rendering
+            say(f"{what} not written: {type(e).__name__}: {e}")
+
+
 class Interrupted(Exception):
     """SIGTERM (docker compose stop) or Ctrl-C: stop timing, keep what was measured."""
 
@@ -213,7 +233,8 @@ def main() -> int:
 
 
 def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, started: float) -> None:
-    """Charts, results.json and report.md, whatever happened before."""
+    """Charts, results.json, report.md, index.html and the exports, whatever
+    happened before."""
     phases = Phases(results.phases)
     if monitor:
         monitor.stop_sampling()
@@ -240,10 +261,12 @@ def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, sta
     (run_dir / "report.md").write_text(report)
     if results.status == "complete":
         point_latest(results_dir, run_dir)  # an interrupted run never becomes "latest"
+    write_pages(results, run_dir, results_dir)
     print(report, flush=True)
     say("phases (wall seconds): " + ", ".join(f"{k} {v:g}" for k, v in results.phases.items()))
     planned = results.timing.get("planned_seconds")
     actual = results.timing.get("actual_seconds")
     if planned and actual:
         say(f"timed phases took {clock(actual)} against {clock(planned)} expected")
-    say(f"wrote {run_dir}/ (results.json, report.md, raw outputs) in {results.environment['duration_seconds']:.0f} s")
+    say(f"wrote {run_dir}/ (results.json, report.md, index.html, exports, raw outputs) in "
+        f"{results.environment['duration_seconds']:.0f} s")

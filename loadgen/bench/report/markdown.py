@@ -5,18 +5,15 @@ figures, CPU per request and cores, latency at a fixed rate, memory, ab -k
 against wrk, the sweep, every case, what the run cost). A failed case reads
 "failed" in every table, never a number."""
 from . import seed000, seed002
-from ..results import NOISY, OpenLoop, Results, Run, StorePass
+from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferretdb as _ferretdb, files as _files,
+                       grouped as _grouped, headline_level as _headline_level, headline_rows, sentences,
+                       size_label as _size, timed_targets as _timed_targets)
+from ..results import NOISY, Results, Run, StorePass
 from ..measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
 from ..measure.usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
                     LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
 
-BASELINE = "nginx-static"
 NONCONFORMING = "nonconforming"
-# What each serving path stores its files in, for grouping rows; a path not
-# listed is shown under "other".
-STORES = {"nginx-static": "disk", "httpd-static": "disk", "nginx-gridfs": "GridFS", "flask": "GridFS",
-          "node": "GridFS", "gridfs-fuse": "GridFS", "nginx-cache": "cache", "flask-postgres": "SQL"}
-STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
 
 # One mark per flag, the same in every table; the legend says what each means.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
@@ -53,24 +50,12 @@ def _legend(flags_seen: set[str], baseline_mark: bool = False) -> list[str]:
     return (["Flags:", "", *lines, ""]) if lines else []
 
 
-def _files(results: Results) -> list[tuple[str, int]]:
-    seen = {}
-    for r in results.runs:
-        seen.setdefault(r.file, r.size_bytes)
-    return sorted(seen.items(), key=lambda item: item[1])
 
 
-def _concurrencies(results: Results) -> list[int]:
-    return sorted({r.concurrency for r in results.runs})
 
 
-def _timed_targets(results: Results) -> list[str]:
-    timed = {r.target for r in results.runs}
-    return [t.name for t in results.targets if t.name in timed]
 
 
-def _grouped(targets: list[str]) -> list[str]:
-    return sorted(targets, key=lambda t: (STORE_ORDER.index(STORES.get(t, "other")), targets.index(t)))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -79,8 +64,6 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _size(file: str) -> str:
-    return file.removesuffix(".bin")
 
 
 def _size_by_target(results: Results, cell) -> list[str]:
@@ -138,8 +121,6 @@ def _images(results: Results) -> list[str]:
             *_table(["container", "image", "image ID"], rows), ""]
 
 
-def _ferretdb(results: Results) -> bool:
-    return (results.environment.get("server") or {}).get("product") == "FerretDB"
 
 
 def _heading(results: Results) -> list[str]:
@@ -178,81 +159,31 @@ def _heading(results: Results) -> list[str]:
 
 
 # --- the headline --------------------------------------------------------------
-def _ratio(value: float | None, base: float | None) -> str:
-    return f"{value / base:.2f}" if value is not None and base else "-"
-
-
-def _target_ms(run: Run | None) -> float | None:
-    used = (run.cpu or {}).get(run.target) if run else None
-    return used.get("cpu_ms_per_request") if used else None
-
-
-def _open_loop_for(results: Results, target: str, file: str) -> OpenLoop | None:
-    return next((o for o in results.open_loop if (o.target, o.file) == (target, file)), None)
-
-
-def _headline_level(results: Results) -> int:
-    return max(_concurrencies(results))
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
-    c = _headline_level(results)
     rows, seen, baseline_flagged = [], set(), False
-    for t in _grouped(_timed_targets(results)):
-        for file, _ in _files(results):
-            run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
-            loop = _open_loop_for(results, t, file)
-            if run is None:
-                continue
-            if not run.ok:
-                rows.append([t, STORES.get(t, "other"), _size(file), "failed", "failed", "-", "-", run.error or ""])
-                continue
-            base_ok = base is not None and base.ok
-            flagged_base = base_ok and t != BASELINE and bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
-            baseline_flagged |= flagged_base
-            dagger = BASELINE_MARK if flagged_base else ""
-            seen |= set(run.flags) | (set(loop.flags) if loop else set())
-            p99 = ("failed" if loop and not loop.ok else
-                   f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s{_marks(loop.flags)}" if loop else "-")
-            rows.append([t, STORES.get(t, "other"), _size(file), f"{run.rps:.0f}",
-                         _ratio(run.rps, base.rps if base_ok else None) + dagger,
-                         _ratio(_target_ms(run), _target_ms(base) if base_ok else None) + dagger,
-                         p99, " ".join(run.flags) + (" (baseline flagged)" if flagged_base else "")])
+    for h in headline_rows(results):
+        run, loop = h.run, h.loop
+        if not run.ok:
+            rows.append([h.target, h.store, h.size, "failed", "failed", "-", "-", run.error or ""])
+            continue
+        baseline_flagged |= h.baseline_flagged
+        dagger = BASELINE_MARK if h.baseline_flagged else ""
+        seen |= set(run.flags) | (set(loop.flags) if loop else set())
+        p99 = ("failed" if loop and not loop.ok else
+               f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s{_marks(loop.flags)}" if loop else "-")
+        rows.append([h.target, h.store, h.size, f"{run.rps:.0f}", _ratio(h.rps_ratio) + dagger,
+                     _ratio(h.cpu_ratio) + dagger, p99,
+                     " ".join(run.flags) + (" (baseline flagged)" if h.baseline_flagged else "")])
     return rows, seen, baseline_flagged
 
 
 def _sentences(results: Results) -> list[str]:
-    """Two sentences that state what the run found, from its own figures."""
-    c = _headline_level(results)
-    files = _files(results)
-    if not files:
-        return []
-    largest = files[-1][0]
-    base = results.run_for(BASELINE, largest, c)
-    ok = [r for r in (results.run_for(t, largest, c) for t in _timed_targets(results)) if r and r.ok]
-    others = [r for r in ok if r.target != BASELINE]
-    failed = [r for r in results.runs if not r.ok]
-    lines = []
-    if base and base.ok and others:
-        fastest = max(others, key=lambda r: r.rps)
-        cheapest = min((r for r in others if _target_ms(r) is not None), key=_target_ms, default=None)
-        lines.append(f"At {_size(largest)} and concurrency {c}, the fastest path after nginx-static was "
-                     f"**{fastest.target}** ({STORES.get(fastest.target, 'other')}) at "
-                     f"{fastest.rps / base.rps:.2f}× nginx-static's requests per second"
-                     + (f"; the cheapest in its own CPU per request was **{cheapest.target}** at "
-                        f"{_target_ms(cheapest) / _target_ms(base):.1f}× nginx-static's."
-                        if cheapest and _target_ms(base) else "."))
-    if _ferretdb(results):
-        lines.append("The database is FerretDB, not MongoDB, so every GridFS row is bound by it: read those "
-                     "rows by CPU per request, not by requests per second.")
-    if failed:
-        lines.append(f"**{len(failed)} case(s) failed** (" + "; ".join(
-            f"{r.target} {_size(r.file)} c={r.concurrency}: {r.error}" for r in failed[:3])
-            + ("; ..." if len(failed) > 3 else "") + ").")
-    elif not _ferretdb(results) and ok:
-        lines.append(f"Every case of {len({r.target for r in results.runs})} targets completed without a failed "
-                     "request.")
-    return [" ".join(lines[:3]), ""] if lines else []
+    lines = sentences(results)
+    return [" ".join(lines), ""] if lines else []
 
 
 def _headline(results: Results) -> list[str]:

@@ -1,0 +1,71 @@
+"""The few Markdown forms report.md's sections use (headings, paragraphs,
+lists, quotes, pipe tables, **bold**, `code`, images) as HTML, so the HTML
+page shows report.md's tables from the same code instead of a second copy
+of each. Not a general Markdown parser: only what markdown.py writes."""
+import re
+from html import escape
+
+_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
+_NUMBER = re.compile(r"^[-+]?[\d,.]+( ±\d+%)?( \S)*$")
+
+
+def inline(text: str) -> str:
+    out = escape(text, quote=False)
+    for pattern, repl in _INLINE:
+        out = pattern.sub(repl, out)
+    return out
+
+
+def _cells(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A table in a scrolling box: wide tables scroll, the page does not."""
+    def td(cell):
+        numeric = ' class="num"' if _NUMBER.match(cell) else ""
+        return f"<td{numeric}>{inline(cell)}</td>"
+    head = "".join(f"<th>{inline(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(td(c) for c in row) + "</tr>" for row in rows)
+    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def to_html(lines: list[str], images: bool = False) -> str:
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            out.append(table(_cells(block[0]), [_cells(b) for b in block[2:]]))
+            continue
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level + 1}>{inline(line[level:].strip())}</h{level + 1}>")
+        elif line.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(f"<li>{inline(lines[i][2:])}</li>")
+                i += 1
+            out.append(f"<ul>{''.join(items)}</ul>")
+            continue
+        elif line.startswith(">"):
+            quote = []
+            while i < len(lines) and lines[i].startswith(">"):
+                quote.append(lines[i][1:].strip())
+                i += 1
+            out.append(f"<blockquote>{inline(' '.join(quote))}</blockquote>")
+            continue
+        elif line.startswith("!["):
+            pass  # report.md's PNGs: the page draws its own charts
+        elif line.strip():
+            para = [line]
+            while i + 1 < len(lines) and lines[i + 1].strip() and not lines[i + 1][0] in "|#->!":
+                i += 1
+                para.append(lines[i])
+            out.append(f"<p>{inline(' '.join(para))}</p>")
+        i += 1
+    return "\n".join(out)

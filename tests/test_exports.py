@@ -1,0 +1,101 @@
+"""results.csv, Bencher's BMF and github-action-benchmark's JSONs, written
+from results/example/results.json and parsed back: names, units and values
+against results.json itself."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.report.exports import BENCHER, BIGGER, CSV, SMALLER, write_exports
+from bench.results import Results
+
+EXAMPLE = Path(__file__).parent.parent / "results" / "example" / "results.json"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    out = tmp_path_factory.mktemp("exports")
+    raw = json.loads(EXAMPLE.read_text())
+    names = write_exports(Results.from_dict(raw), out)
+    assert names == [CSV, BENCHER, BIGGER, SMALLER]
+    return out, raw
+
+
+def test_csv_has_a_row_per_case_and_tool_with_results_json_figures(written):
+    out, raw = written
+    with (out / CSV).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(raw["runs"]) + 2 * len(raw["comparisons"])
+    ab = {(r["target"], r["file"], int(r["concurrency"])): r for r in rows if r["tool"] == "ab"}
+    for run in raw["runs"]:
+        row = ab[(run["target"], run["file"], run["concurrency"])]
+        assert row["status"] == run["status"]
+        assert float(row["rps"]) == run["rps"]
+        assert float(row["rps_min"]) == run["spread"]["min"] and float(row["rps_max"]) == run["spread"]["max"]
+        assert float(row["cpu_ms_per_request"]) == run["cpu"][run["target"]]["cpu_ms_per_request"]
+        assert row["flags"].split() == run["flags"]
+        base = next(b for b in raw["runs"] if (b["target"], b["file"], b["concurrency"])
+                    == ("nginx-static", run["file"], run["concurrency"]))
+        assert float(row["rps_ratio_to_nginx_static"]) == pytest.approx(run["rps"] / base["rps"], abs=1e-4)
+    wrk = {(r["target"], r["file"]): r for r in rows if r["tool"] == "wrk"}
+    for c in raw["comparisons"]:
+        assert float(wrk[(c["target"], c["file"])]["rps"]) == c["wrk"]["rps"]
+    loops = {(o["target"], o["file"]): o for o in raw["open_loop"]}
+    for row in ab.values():
+        assert float(row["open_loop_p99_ms"]) == loops[(row["target"], row["file"])]["p99_ms"]
+
+
+def test_bencher_metric_format(written):
+    out, raw = written
+    bmf = json.loads((out / BENCHER).read_text())
+    for run in raw["runs"]:
+        size = run["file"].removesuffix(".bin")
+        measures = bmf[f"{run['target']}/{size}/c={run['concurrency']}/ab"]
+        assert measures["throughput"] == {"value": run["rps"], "lower_value": run["spread"]["min"],
+                                          "upper_value": run["spread"]["max"]}
+        assert measures["cpu-ms-per-request"]["value"] == run["cpu"][run["target"]]["cpu_ms_per_request"]
+    for c in raw["comparisons"]:
+        size = c["file"].removesuffix(".bin")
+        assert bmf[f"{c['target']}/{size}/c={c['concurrency']}/ab-k"]["throughput"]["value"] == c["ab_keepalive"]["rps"]
+    for o in raw["open_loop"]:
+        latency = bmf[f"{o['target']}/{o['file'].removesuffix('.bin')}/open-loop"]["latency"]["value"]
+        assert latency == round(o["p99_ms"] * 1e6)  # Bencher's built-in latency is in nanoseconds
+    # every metric is BMF's shape: numbers only, value required
+    for measures in bmf.values():
+        for metric in measures.values():
+            assert "value" in metric and all(isinstance(v, (int, float)) for v in metric.values())
+
+
+def test_github_action_benchmark_formats(written):
+    out, raw = written
+    bigger = json.loads((out / BIGGER).read_text())
+    smaller = json.loads((out / SMALLER).read_text())
+    for entries in (bigger, smaller):
+        for e in entries:
+            assert {"name", "unit", "value"} <= set(e) and isinstance(e["value"], (int, float))
+        assert len({e["name"] for e in entries}) == len(entries)
+    by_name = {e["name"]: e for e in bigger}
+    assert len(bigger) == len(raw["runs"]) + 2 * len(raw["comparisons"])
+    for run in raw["runs"]:
+        e = by_name[f"{run['target']}/{run['file'].removesuffix('.bin')}/c={run['concurrency']}/ab requests/s"]
+        assert (e["unit"], e["value"]) == ("req/s", run["rps"])
+    small = {e["name"]: e for e in smaller}
+    for run in raw["runs"]:
+        e = small[f"{run['target']}/{run['file'].removesuffix('.bin')}/c={run['concurrency']}/ab CPU per request"]
+        assert (e["unit"], e["value"]) == ("ms", run["cpu"][run["target"]]["cpu_ms_per_request"])
+    for o in raw["open_loop"]:
+        assert small[f"{o['target']}/{o['file'].removesuffix('.bin')}/open-loop p99"]["value"] == o["p99_ms"]
+
+
+def test_a_failed_case_is_a_csv_row_and_no_metric(tmp_path):
+    results = Results.load(EXAMPLE)
+    run = results.runs[0]
+    run.status, run.error = "failed", "3 failed requests over 3 repetitions"
+    write_exports(results, tmp_path)
+    with (tmp_path / CSV).open(newline="") as f:
+        row = next(csv.DictReader(f))
+    assert (row["status"], row["rps"], row["error"]) == ("failed", "", run.error)
+    name = f"{run.target}/{run.file.removesuffix('.bin')}/c={run.concurrency}/ab"
+    assert name not in json.loads((tmp_path / BENCHER).read_text())
+    assert not [e for e in json.loads((tmp_path / BIGGER).read_text()) if e["name"].startswith(name + " ")]
