@@ -10,7 +10,7 @@ through compose): verify, check conformance, time, write results/<run-id>/.
 commands:
   compare RUN_A RUN_B [...]    what changed between two runs (python -m bench compare --help)
   check-settings               every .env variable checked, one line per bad one
-  index RESULTS_DIR [ENV_FILE]  write RESULTS_DIR/index.html: every run, its settings, status, headline
+  index RESULTS_DIR [ENV_FILE] write RESULTS_DIR/index.html: every run, its settings, status, headline
   resilience-load URL FILE RATE SECONDS
                                make resilience's open-loop load (tools/resilience.py)
   fetch URL FILE CLIENTS       make overload's large-file clients (tools/overload.py)
