@@ -198,3 +198,16 @@ def test_the_gate_fails_only_on_the_chosen_metric_beyond_the_threshold():
     assert len(ab_gate.judge_gate(ab, ["rps"])) == 1 and "B slower by" in ab_gate.judge_gate(ab, ["rps"])[0]
     same = judge([case_of(a, a[1:] + a[:1])], 0.05)
     assert ab_gate.judge_gate({"b": "flask-b", "rows": same}, ["rps", "cpu_path"]) == []
+
+
+def test_an_ab_page_charts_every_case_and_metric_with_its_interval():
+    from bench.report.html import render_ab_page
+    here = {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"}
+    rng = random.Random(6)
+    a = [1000 * rng.uniform(0.97, 1.03) for _ in range(8)]
+    cases = [case_of(a, [x * 0.8 for x in a])]
+    results = ab_results("20261125T120000Z", "A/B", judge(cases, 0.05), here)
+    results.ab["cases"] = cases
+    page = render_ab_page(results, all_runs=False)
+    assert page.count('<svg class="chart"') == 1 and page.count("<circle") == 3 * 8
+    assert "B slower by 20.0%" in page and "Paired changes per block" in page and "<script" not in page

@@ -421,6 +421,10 @@ def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
     assert {r["variant"] for r in data["runs"]} == {"A", "B"}
     page = (results / aa["run_id"] / "ab.md").read_text()
     assert "every \"better\" or \"worse\" verdict below is a false alarm" in page
+    # its page, in a real browser: drawn, no error, usable at 390 px
+    from browser_check import check_page
+    assert check_page(results / aa["run_id"] / "index.html", results_json=False) == []
+    assert "Paired changes per block" in (results / aa["run_id"] / "index.html").read_text()
 
 
 def test_the_gate_passes_a_change_that_changes_nothing(ab_gate):

@@ -6,6 +6,7 @@ request by container, latency at a fixed rate, the sweep, the working set,
 the stores, checks and the run's settings. The tables report.md already
 writes come from markdown.py's own sections (report/md_html.py)."""
 import json
+import math
 from html import escape
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from . import markdown as md
 from .headline import (BASELINE, concurrencies, files, grouped, headline_level, headline_rows, sentences,
                        size_label, timed_targets)
 from .md_html import inline, table, to_html
-from .svg import PALETTE, Point, Row, line_chart, stacked_bars, strip_chart
+from .ab import render_ab
+from .svg import PALETTE, IntervalRow, Point, Row, interval_chart, line_chart, stacked_bars, strip_chart
 from ..measure.usage import LOADGEN
 from ..results import Results, Run
 
@@ -344,6 +346,43 @@ def render_fault_page(doc: dict, all_runs: bool = True) -> str:
             f"{_fault_docs(doc)}</body></html>\n")
 
 
+AB_LABELS = {"rps": "req/s", "cpu_path": "CPU/req, path", "cpu_total": "CPU/req, total"}
+
+
+def _ab_charts(ab: dict) -> str:
+    """A chart per case: every metric's per-block changes, its interval and
+    the threshold (bench.measure.paired's figures)."""
+    figures = []
+    for case in ab.get("cases", []):
+        title = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
+        rows = []
+        for r in (r for r in ab.get("rows", []) if r["case"] == title):
+            log = lambda ratio: None if ratio is None else math.log(ratio)  # noqa: E731
+            rows.append(IntervalRow(AB_LABELS.get(r["metric"], r["metric"]), r["log_ratios"], log(r["ratio"]),
+                                    log(r["low"]), log(r["high"]), f"{r['what']}: {r['headline']}"))
+        if rows:
+            figures.append(_figure(interval_chart(f"B against A, {title}", rows, ab.get("threshold", 0.05)),
+                                   f"{title}: a dot per block, the band the 95% interval, the line the estimate"))
+    return f'<div class="charts">{"".join(figures)}</div>' if figures else ""
+
+
+def render_ab_page(results: Results, all_runs: bool = True) -> str:
+    """An A/B run's page: its ab.md (verdicts, the table, every block) and
+    a chart of the paired changes per case."""
+    lines = render_ab(results).splitlines()
+    title = escape(lines[0].lstrip("# "))
+    links = " · ".join(([f'<a href="../{PAGE}">All runs</a>'] if all_runs else [])
+                       + ['<a href="ab.md">ab.md</a>', '<a href="ab.json">ab.json</a>',
+                          '<a href="results.json">results.json</a>'])
+    split = next((i for i, line in enumerate(lines) if line.startswith("## Blocks")), len(lines))
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>GridFS Serving Lab: {title}</title><style>{CSS}</style></head><body><p>{links}</p>"
+            f"<h1>{title}</h1>{to_html(lines[1:split])}"
+            + _section("paired", "Paired changes per block", _ab_charts(results.ab))
+            + to_html(lines[split:]) + "</body></html>\n")
+
+
 def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:
     """run_dir/index.html from its results.json (or from the run's own
     Results, which results.json serialises), linking the files that are
@@ -355,6 +394,8 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     path = run_dir / PAGE
     if "runs" not in doc and ("resilience" in doc or "overload" in doc):
         path.write_text(render_fault_page(doc, all_runs))
+    elif doc.get("ab"):
+        path.write_text(render_ab_page(results or Results.from_dict(doc), all_runs))
     else:
         path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
     return path

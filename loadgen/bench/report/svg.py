@@ -173,3 +173,60 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
                      f'{escape(n)}</text>' for i, (n, c) in enumerate(kinds.items()))
     taller = f'viewBox="0 0 {WIDTH} {height + 8 + 16 * legend_rows:.0f}"'
     return svg.replace(f'viewBox="0 0 {WIDTH} {height:.0f}"', taller).replace("</svg>", legend + "</svg>")
+
+
+@dataclass
+class IntervalRow:
+    """One metric of an A/B case on the log scale: each block's log(B/A),
+    the estimate and its interval (None: no interval)."""
+    label: str
+    log_ratios: list[float]
+    estimate: float
+    low: float | None
+    high: float | None
+    tip: str
+
+
+def _change(log_ratio: float) -> str:
+    return f"{(math.exp(log_ratio) - 1) * 100:+.0f}%"
+
+
+def interval_chart(title: str, rows: list[IntervalRow], threshold: float) -> str:
+    """B against A on a log axis, symmetric (x2 and /2 equally far from 0),
+    ticks labelled as changes in percent: the interval as a band with the
+    estimate, a dot per block, +-threshold dashed (clear of zero: a
+    verdict; wholly between the dashes: no change)."""
+    bound = math.log1p(threshold)
+    values = [abs(v) for r in rows for v in r.log_ratios] + [abs(v) for r in rows for v in (r.low, r.high)
+                                                            if v is not None]
+    top = max(values + [2 * bound, 0.01]) * 1.05
+    x0, x1 = LABEL_W, WIDTH - RIGHT
+
+    def x(v: float) -> float:
+        return x0 + (v + top) / (2 * top) * (x1 - x0)
+    height = TOP + ROW_H * len(rows) + BOTTOM
+    y_end = TOP + ROW_H * len(rows)
+    body = []
+    for t in (-top, -top / 2, 0.0, top / 2, top):
+        anchor = "end" if t == top else "start" if t == -top else "middle"
+        body.append(f'<line class="grid" x1="{x(t):.1f}" y1="{TOP}" x2="{x(t):.1f}" y2="{y_end}"/>'
+                    f'<text class="tick" x="{x(t):.1f}" y="{y_end + 13}" text-anchor="{anchor}">{_change(t)}</text>')
+    for t in (-bound, bound):
+        body.append(f'<line x1="{x(t):.1f}" y1="{TOP}" x2="{x(t):.1f}" y2="{y_end}" stroke="{PALETTE[5]}" '
+                    f'stroke-dasharray="4 3"/>')
+    body.append(f'<text class="tick" x="{x1}" y="{y_end + 27}" text-anchor="end">B against A (log scale; '
+                f'dashed: ±{threshold * 100:g}%)</text>')
+    for i, row in enumerate(rows):
+        y = TOP + i * ROW_H
+        body.append(f'<text x="{LABEL_W - 6}" y="{y + 15}" text-anchor="end">{escape(row.label)}</text>')
+        if row.low is not None and row.high is not None:
+            body.append(f'<rect class="mark bar" x="{x(row.low):.1f}" y="{y + 5}" '
+                        f'width="{max(x(row.high) - x(row.low), 1):.1f}" height="{ROW_H - 10}">'
+                        f'<title>{escape(row.tip)}</title></rect>')
+        body.append(f'<line class="mark" x1="{x(row.estimate):.1f}" y1="{y + 3}" x2="{x(row.estimate):.1f}" '
+                    f'y2="{y + ROW_H - 3}" stroke="{PALETTE[0]}" stroke-width="2"><title>{escape(row.tip)}</title>'
+                    '</line>')
+        for n, v in enumerate(row.log_ratios, 1):
+            body.append(f'<circle class="mark" cx="{x(v):.1f}" cy="{y + ROW_H / 2}" r="3" fill="{PALETTE[1]}">'
+                        f'<title>block {n}: {_change(v)}</title></circle>')
+    return _svg(height, title, body, {"a block": PALETTE[1], "estimate": PALETTE[0]})
