@@ -191,9 +191,10 @@ def main() -> int:
         print(f"ab: error: no end within AB_TIMEOUT={env.get('AB_TIMEOUT', '3600')} s", file=sys.stderr)
         return 2
     finally:
-        # the twin goes, the lab's seeded volumes stay for the next run
-        subprocess.run(base + ["rm", "-s", "-f", twin_name(service)], cwd=ROOT, env=run_env, capture_output=True,
-                       timeout=300)
+        # the containers go (the twin too: it is in this override), the lab's
+        # seeded volumes stay for the next run; idle paths would be noise for
+        # whatever runs next on the machine
+        subprocess.run(base + ["down", "-t", "5"], cwd=ROOT, env=run_env, capture_output=True, timeout=300)
 
 
 if __name__ == "__main__":
