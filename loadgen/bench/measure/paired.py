@@ -45,7 +45,7 @@ def signed_rank_counts(n: int) -> list[int]:
     return counts
 
 
-def _ranks(values: list[float]) -> list[float]:
+def mean_ranks(values: list[float]) -> list[float]:
     """Ranks from 1, ties given their mean rank."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
@@ -68,7 +68,7 @@ def signed_rank_p(d: list[float]) -> float:
     n = len(nonzero)
     if n == 0:
         return 1.0
-    ranks = _ranks([abs(x) for x in nonzero])
+    ranks = mean_ranks([abs(x) for x in nonzero])
     observed = sum(r for r, x in zip(ranks, nonzero) if x > 0)
     mean = sum(ranks) / 2
     distance = abs(observed - mean)

@@ -39,6 +39,7 @@ from statistics import median
 
 from .markdown import LEGEND
 from ..results import Results, Run
+from ..measure.paired import mean_ranks
 from ..measure.stats import NOISY_HALF_RANGE
 
 ALPHA = 0.05
@@ -67,21 +68,6 @@ class CompareError(Exception):
 
 # --- statistics ------------------------------------------------------------
 
-def _ranks(values: list[float]) -> list[float]:
-    """Ranks from 1, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
 def mann_whitney(a: list[float], b: list[float]) -> float:
     """Two-sided p of Mann-Whitney U: exact over every arrangement of the
     pooled ranks (ties by mean rank) when there are at most EXACT_LIMIT,
@@ -89,7 +75,7 @@ def mann_whitney(a: list[float], b: list[float]) -> float:
     n1, n2 = len(a), len(b)
     if not n1 or not n2:
         raise ValueError("Mann-Whitney U needs values on both sides")
-    ranks = _ranks(list(a) + list(b))
+    ranks = mean_ranks(list(a) + list(b))
     centre = n1 * (n1 + n2 + 1) / 2  # the mean of A's rank sum under the null
     observed = abs(sum(ranks[:n1]) - centre)
     if math.comb(n1 + n2, n1) <= EXACT_LIMIT:
