@@ -178,7 +178,8 @@ def test_latency_at_a_fixed_rate_in_the_headline_and_its_table():
                     p90_ms=0.56, p99_ms=1.25, max_ms=3.3, raw_output="x.json")
     report = render_markdown(results(open_loop=[loop]))
     assert "1.25 @ 200/s" in report.split("## Verification")[0]
-    assert "| nginx-static | 1KB | 200 | 200.5 | 0.43 | 0.56 | 1.25 | 3.3 |" in report
+    # written before the interval and p99.9 were kept: they read "-" and 0
+    assert "| nginx-static | 1KB | 200 | 200.5 | 400 | 0.43 | 1.25 | - | 0.00 | 3.3 |" in report
     failed = render_markdown(results(open_loop=[replace(loop, status="failed", error="vegeta exited with 1")]))
     assert "| nginx-static | 1KB | 200 | failed |" in failed
 

@@ -162,15 +162,17 @@ class Comparison:
 @dataclass
 class OpenLoop:
     """Latency at a fixed request rate (vegeta), a share of the case's
-    capacity, so p99 is response time, not queueing in a saturated server."""
+    keep-alive capacity (vegeta keeps its connections alive), so p99 is
+    response time, not queueing in a saturated server. The percentiles are
+    order statistics of every request's latency."""
     target: str
     file: str
     size_bytes: int
     rate: float          # asked for, requests/s
     status: str = OK
     error: str | None = None
-    sent_rate: float = 0.0  # what vegeta achieved sending
-    requests: int = 0
+    sent_rate: float = 0.0  # vegeta's own: requests over first to last sent
+    requests: int = 0    # sent, each a latency sample
     failed: int = 0
     p50_ms: float = 0.0
     p90_ms: float = 0.0
@@ -178,6 +180,16 @@ class OpenLoop:
     max_ms: float = 0.0
     raw_output: str | None = None
     flags: list[str] = field(default_factory=list)
+    capacity: float = 0.0     # requests/s the rate is a share of
+    capacity_from: str = ""   # which measurement that was
+    seconds: float = 0.0      # what vegeta was asked to last
+    p999_ms: float = 0.0
+    # p99's distribution-free 95% interval (bench.measure.latency); None for
+    # a bound too few answers can give
+    p99_interval_ms: list | None = None
+    # [[upper edge ms, count], ...] of the non-empty log-spaced buckets (bench.measure.latency.histogram)
+    latency_histogram: list = field(default_factory=list)
+    max_workers: int = 0
 
     @property
     def ok(self) -> bool:

@@ -14,12 +14,14 @@ from .quiet import wait_until_quiet
 from .schedule import Schedule, WarmUp, warm_up
 from ..results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
-from ..settings import SLOW_CASE_STRETCH
-from ..clients.timing import Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk
-from ..measure.usage import CACHE_MISSED, FEW_ROUNDS, LOADGEN_BOUND, ROUNDS_WANTED, tool_bound
+from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS, SLOW_CASE_STRETCH
+from ..clients.timing import (Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk,
+                              vegeta_max_workers)
+from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, FEW_ROUNDS, FEW_SAMPLES, LOADGEN_BOUND, ROUNDS_WANTED,
+                             tool_bound)
 from ..checks.verify import VerificationError, wait_until_healthy
 
-SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate was at its own limit
+SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate fell behind its schedule
 
 
 def case_name(target: str, file: str, c: int | None = None) -> str:
@@ -247,20 +249,23 @@ class Timer:
         return comparisons
 
     def open_loop(self, target: TargetResult, f: dict) -> OpenLoop | None:
-        """vegeta at BENCH_OPEN_LOOP of the case's best median rate."""
-        ok = [r for r in self.results.runs if r.target == target.name and r.file == f["name"] and r.ok]
-        if not ok:
+        """vegeta at BENCH_OPEN_LOOP of the case's keep-alive capacity, until
+        OPEN_LOOP_REQUESTS requests or OPEN_LOOP_MAX_S seconds."""
+        found = open_loop_capacity(self.results, target.name, f["name"])
+        if found is None:
             return None
-        best = max(ok, key=lambda r: r.rps)
-        rate = self.cfg.open_loop * best.rps
+        capacity, capacity_from = found
+        rate = self.cfg.open_loop * capacity
         rate = float(round(rate)) if rate >= 1 else 1 / round(1 / max(rate, 0.01))  # what vegeta can be asked
+        seconds = open_loop_seconds(rate)
         name = f"{case_name(target.name, f['name'])}-rate"
-        result = OpenLoop(target.name, f["name"], f["size"], rate)
+        result = OpenLoop(target.name, f["name"], f["size"], rate, capacity=round(capacity, 1),
+                          capacity_from=capacity_from, seconds=seconds, max_workers=vegeta_max_workers(rate))
         if target.name in self.down:
             result.status, result.error = FAILED, self.down[target.name]
             return result
         def attack():
-            return run_vegeta(self.url(target, f), rate, best.duration_s or self.cfg.duration, self.run_dir, name)
+            return run_vegeta(self.url(target, f), rate, seconds, self.run_dir, name)
 
         try:
             try:
@@ -277,19 +282,12 @@ class Timer:
             self.health(target)
             return result
         finally:
-            self.progress.advance(self.cfg.duration + OVERHEAD_S)
-        result.sent_rate = round(rep["requests"] / rep["seconds"], 3) if rep["seconds"] else 0.0
-        result.requests, result.failed = rep["requests"], rep["failed"]
-        result.p50_ms, result.p90_ms, result.p99_ms, result.max_ms = (rep[k] for k in ("p50_ms", "p90_ms", "p99_ms",
-                                                                                         "max_ms"))
-        result.raw_output = rep["raw_output"]
-        result.flags = [f for f in rep["flags"] if f != usage.SHORT_WINDOW]
-        if result.sent_rate < SENT_RATE_KEPT * rate and LOADGEN_BOUND not in result.flags:
-            result.flags.append(LOADGEN_BOUND)  # vegeta could not keep its schedule
-        if result.failed:
-            result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
-        say(f"{name}: {rate:g} req/s asked, {result.sent_rate:g} sent, p50 {result.p50_ms:.2f} ms, "
-            f"p99 {result.p99_ms:.2f} ms, {result.failed} failed")
+            self.progress.advance(seconds + OVERHEAD_S)
+        open_loop_figures(result, rep)
+        say(f"{name}: {rate:g} req/s asked ({self.cfg.open_loop:.0%} of {capacity_from}), {result.sent_rate:g} "
+            f"sent, {result.requests} requests, p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
+            f"p99.9 {result.p999_ms:.2f} ms, {result.failed} failed" + (f" [{', '.join(result.flags)}]"
+                                                                       if result.flags else ""))
         return result
 
     def sweep(self, target: TargetResult, files: list[dict]) -> list[SweepPoint]:
@@ -329,6 +327,52 @@ class Timer:
     def case_duration(self, target: str, file: str, c: int) -> float:
         run = self.results.run_for(target, file, c)
         return (run.duration_s if run and run.duration_s else self.cfg.duration)
+
+
+def open_loop_capacity(results: Results, target: str, file: str) -> tuple[float, str] | None:
+    """The rate an open-loop run takes its share of, and where it came from:
+    the faster tool of the ab -k / wrk comparison (keep-alive, as vegeta
+    is), else the best ab rate (a connection per request: lower than what
+    keep-alive connections can take, so the share asked is lighter)."""
+    compared = [c for c in results.comparisons if (c.target, c.file) == (target, file)]
+    tools = [(t.rps, f"{t.tool} at c={c.concurrency}") for c in compared for t in (c.ab_keepalive, c.wrk)
+             if t.rps > 0 and not t.failed]
+    if tools:
+        return max(tools)
+    ok = [r for r in results.runs if (r.target, r.file) == (target, file) and r.ok]
+    if not ok:
+        return None
+    best = max(ok, key=lambda r: r.rps)
+    return best.rps, f"ab at c={best.concurrency} (no keep-alive)"
+
+
+def open_loop_seconds(rate: float) -> float:
+    """Long enough for OPEN_LOOP_REQUESTS requests at `rate`, at most OPEN_LOOP_MAX_S."""
+    return round(min(OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS / rate), 3)
+
+
+def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
+    """Fills an OpenLoop from its vegeta run (a measured Measurement dict)
+    and flags what the figures cannot be trusted for. Kept its schedule:
+    vegeta's own sending rate, first to last request sent, so a slow last
+    answer after the schedule ended does not read as falling behind."""
+    latency = rep.get("latency") or {}
+    result.sent_rate = round(rep["sent_rate"], 3) if rep.get("sent_rate") is not None else 0.0
+    result.requests, result.failed = rep["requests"], rep["failed"]
+    result.p50_ms, result.p90_ms, result.p99_ms, result.max_ms = (rep[k] for k in ("p50_ms", "p90_ms", "p99_ms",
+                                                                                     "max_ms"))
+    result.p999_ms = latency.get("p999_ms", 0.0)
+    result.p99_interval_ms = latency.get("p99_interval_ms")
+    result.latency_histogram = latency.get("histogram", [])
+    result.raw_output = rep["raw_output"]
+    result.flags = [f for f in rep["flags"] if f != usage.SHORT_WINDOW]
+    if result.sent_rate < SENT_RATE_KEPT * result.rate:
+        result.flags.append(BEHIND_SCHEDULE)  # out of workers or CPU: the requests' waits went unrecorded
+    if result.requests < OPEN_LOOP_REQUESTS:
+        result.flags.append(FEW_SAMPLES)
+    if result.failed:
+        result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
+    return result
 
 
 def describe(run: Run) -> str:

@@ -17,6 +17,8 @@ THROTTLED = "throttled"           # the target's CFS quota throttled it
 SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings: cores are rough
 FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANTED requests: the figure reads low
 CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
+BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
+FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
 LOADGEN_BOUND_SHARE = 0.9
 # Every client starts at once, so no answer comes before the first round
 # ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.

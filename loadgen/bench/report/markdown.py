@@ -7,8 +7,9 @@ against wrk, the sweep, every case, what the run cost). A failed case reads
 from . import seed000, seed002
 from ..results import NOISY, OpenLoop, Results, Run, StorePass
 from ..measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from ..measure.usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
-                    LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
+from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS,
+                    FEW_SAMPLES, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
+from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 BASELINE = "nginx-static"
 NONCONFORMING = "nonconforming"
@@ -20,7 +21,7 @@ STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
 
 # One mark per flag, the same in every table; the legend says what each means.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
-         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗"}
+         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗", BEHIND_SCHEDULE: "⏱", FEW_SAMPLES: "ⁿ"}
 BASELINE_MARK = "†"
 LEGEND = {
     LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
@@ -37,6 +38,10 @@ LEGEND = {
     CACHE_MISSED: "a caching path answered fewer than 99% of the case's counted requests from its cache: the row "
                   "measures its upstream too",
     NONCONFORMING: "the target failed the conformance suite and was timed anyway (BENCH_ALLOW_NONCONFORMING=1)",
+    BEHIND_SCHEDULE: "vegeta sent below 95% of the rate asked (out of workers or CPU): requests waited to be sent "
+                     "and the wait is not in their latency (coordinated omission)",
+    FEW_SAMPLES: f"the open-loop run held fewer than {OPEN_LOOP_REQUESTS:,} requests (it stops at "
+                 f"{OPEN_LOOP_MAX_S:g} s): its p99.9 rests on few answers, see its count",
 }
 BASELINE_NOTE = f"{BASELINE_MARK} a ratio taken against a flagged nginx-static figure"
 
@@ -402,17 +407,28 @@ def _open_loop(results: Results) -> list[str]:
     rows = []
     for o in results.open_loop:
         if not o.ok:
-            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", o.error or ""])
+            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", "-", "-",
+                         o.error or ""])
             continue
-        rows.append([o.target, _size(o.file), f"{o.rate:g}", f"{o.sent_rate:g}", f"{o.p50_ms:.2f}",
-                     f"{o.p90_ms:.2f}", f"{o.p99_ms:.2f}", f"{o.max_ms:.1f}", " ".join(o.flags)])
+        low, high = o.p99_interval_ms or (None, None)
+        interval = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else (
+            f"{low:.2f}–?" if low is not None else "-")
+        rows.append([o.target, _size(o.file), f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})"
+                                                               if o.capacity_from else ""),
+                     f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
+                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", " ".join(o.flags)])
     return ["## Latency at a fixed rate (open loop, vegeta)", "",
             "Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow",
             "answer delays no later request (no coordinated omission): these percentiles are response times.",
-            "The rate is a share of the path's best median requests per second for that size; `sent` below",
-            f"{0.95:.0%} of it means vegeta could not keep the schedule (marked loadgen-bound).", "",
-            *_table(["target", "size", "rate asked /s", "sent /s", "p50 ms", "p90 ms", "p99 ms", "max ms",
-                     "flags"], rows), ""]
+            "The rate is a share of the path's keep-alive capacity for that size (the faster of ab -k and wrk;",
+            "vegeta keeps its connections alive too). Each run lasts until it has sent "
+            f"{OPEN_LOOP_REQUESTS:,} requests or {OPEN_LOOP_MAX_S:g} s.",
+            "Percentiles are order statistics of every request's latency; p99's 95% interval is distribution-free",
+            "(two order statistics chosen from the binomial distribution of the count below the true p99; `?`: too",
+            "few requests for an upper bound). `sent` is vegeta's own rate, first to last request sent; below",
+            f"{0.95:.0%} of the rate asked it fell behind its schedule (behind-schedule).", "",
+            *_table(["target", "size", "rate asked /s", "sent /s", "requests", "p50 ms", "p99 ms",
+                     "p99 95% interval ms", "p99.9 ms", "max ms", "flags"], rows), ""]
 
 
 def _cache(results: Results) -> list[str]:
