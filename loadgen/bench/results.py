@@ -5,7 +5,8 @@ from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
-from .measure.usage import LOADGEN, LOADGEN_BOUND
+from .measure.bottleneck import bottleneck
+from .measure.usage import CORE_SATURATED, LOADGEN, LOADGEN_BOUND, THROTTLED
 
 NOISY = "noisy"        # the repetitions' requests per second lie more than stats.NOISY_HALF_RANGE from their median
 
@@ -70,6 +71,8 @@ class Run:
     # An A/B run's rows: "A" (the service as it is) or "B" (its twin); their
     # repetitions are the windows of the blocks, in `results.ab`'s pairs.
     variant: str | None = None
+    # The resource that bound the row (bench.measure.bottleneck); None for a failed row
+    bottleneck: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,6 +89,12 @@ def median_repetition(reps: list[dict]) -> dict:
     return sorted(reps, key=lambda r: r["rps"])[(len(reps) - 1) // 2]
 
 
+# Flags a row takes from any of its repetitions, not only the one shown: a
+# tool at its limit, a competed core or a throttled target in one repetition
+# is a doubt on the case's spread, whichever repetition is the median.
+FLAGS_OF_ANY_REPETITION = (LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
+
+
 def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps: list[dict],
                  duration_s: float | None = None) -> Run:
     """A Run from its repetitions (Measurement dicts, each with its cpu,
@@ -97,8 +106,11 @@ def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps
               row["rps"], row["time_per_request_ms"], row["transfer_kbps"], row["p50_ms"], row["p90_ms"],
               row["p99_ms"], row["raw_output"], cpu=row.get("cpu"), flags=list(row.get("flags") or []),
               cpu_window=row.get("cpu_window"), repetitions=reps, spread=spread, duration_s=duration_s)
+    run.flags += [f for f in FLAGS_OF_ANY_REPETITION
+                  if f not in run.flags and any(f in (r.get("flags") or ()) for r in reps)]
     if run.noisy and len(reps) > 1:
         run.flags.append(NOISY)
+    run.bottleneck = bottleneck(run.flags, run.cpu, target)
     if failed:
         run.status, run.error = FAILED, f"{failed} failed requests over {len(reps)} repetitions"
     return run
@@ -190,6 +202,7 @@ class OpenLoop:
     # [[upper edge ms, count], ...] of the non-empty log-spaced buckets (bench.measure.latency.histogram)
     latency_histogram: list = field(default_factory=list)
     max_workers: int = 0
+    bottleneck: str | None = None  # bench.measure.bottleneck, from the run's flags and CPU
 
     @property
     def ok(self) -> bool:

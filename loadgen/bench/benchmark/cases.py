@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..measure import cache_log, usage
+from ..measure.bottleneck import bottleneck
 from ..measure.monitor import Monitor, MonitorError, read_proc_stat
 from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say, warm_up_seconds
 from .quiet import wait_until_quiet
@@ -370,6 +371,7 @@ def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
         result.flags.append(BEHIND_SCHEDULE)  # out of workers or CPU: the requests' waits went unrecorded
     if result.requests < OPEN_LOOP_REQUESTS:
         result.flags.append(FEW_SAMPLES)
+    result.bottleneck = bottleneck(result.flags, rep.get("cpu"), result.target)
     if result.failed:
         result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
     return result

@@ -24,6 +24,7 @@ LOADGEN_BOUND_SHARE = 0.9
 # ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.
 ROUNDS_WANTED = 5
 CORE_SATURATED_SHARE = 0.9
+ACTIVE_CORES = 0.05  # a container using more than this share of a core over a window took part in it
 
 # /proc/stat "cpu" columns that are work done here, not waiting: of user nice
 # system idle iowait irq softirq steal (guest time is already inside user),
@@ -142,10 +143,19 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
     }
 
 
+def active(used: dict) -> bool:
+    """The container did work in the window: an idle one pinned to a core
+    (PostgreSQL beside MongoDB during a GridFS case) competed with nobody."""
+    return (used.get("cores") or 0.0) > ACTIVE_CORES
+
+
 def shared_cpus(cpu: dict) -> set[int]:
-    """CPUs in the cpusets of two or more of the case's containers."""
+    """CPUs in the cpusets of two or more of the case's containers that
+    were active in the window."""
     seen: dict[int, int] = {}
     for used in cpu.values():
+        if not active(used):
+            continue
         for c in used.get("cpuset") or ():
             seen[c] = seen.get(c, 0) + 1
     return {c for c, n in seen.items() if n > 1}

@@ -210,7 +210,8 @@ def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
             if run is None:
                 continue
             if not run.ok:
-                rows.append([t, STORES.get(t, "other"), _size(file), "failed", "failed", "-", "-", run.error or ""])
+                rows.append([t, STORES.get(t, "other"), _size(file), "failed", "failed", "-", "-", "-",
+                             run.error or ""])
                 continue
             base_ok = base is not None and base.ok
             flagged_base = base_ok and t != BASELINE and bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
@@ -222,7 +223,8 @@ def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
             rows.append([t, STORES.get(t, "other"), _size(file), f"{run.rps:.0f}",
                          _ratio(run.rps, base.rps if base_ok else None) + dagger,
                          _ratio(_target_ms(run), _target_ms(base) if base_ok else None) + dagger,
-                         p99, " ".join(run.flags) + (" (baseline flagged)" if flagged_base else "")])
+                         p99, run.bottleneck or "-",
+                         " ".join(run.flags) + (" (baseline flagged)" if flagged_base else "")])
     return rows, seen, baseline_flagged
 
 
@@ -267,11 +269,14 @@ def _headline(results: Results) -> list[str]:
     c = _headline_level(results)
     return (["## Headline", "", *_sentences(results),
              *_table(["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
-                      "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "flags"], rows), "",
+                      "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "bottleneck", "flags"], rows),
+             "",
              f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
              f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
              f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's best rate, so it is response "
-             "time, not queueing.", "",
+             "time, not queueing. Bottleneck: what bound the row, decided from its flags and CPU (the load "
+             "generator; a core two active containers shared; the target's or the database's own CPU allowance "
+             "used to 90%; else none: the path waited with CPU to spare).", "",
              *_legend(seen, baseline_flagged)])
 
 
