@@ -14,7 +14,7 @@ from bench.progress import planned_seconds
 from bench.report.markdown import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
 from bench.settings import from_env
-from bench.measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from bench.measure.stats import NOISY_MAD, TOOLS_DISAGREE
 from bench.clients.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
 from bench.measure.usage import LOADGEN_BOUND, tool_bound
 from bench.clients.vegeta_output import VegetaOutputError, parse as parse_vegeta
@@ -70,7 +70,9 @@ def test_a_row_is_the_median_repetition_with_its_half_range():
     assert (run.rps, run.p99_ms, run.requests, run.raw_output) == (row["rps"], row["p99_ms"], row["requests"],
                                                                    row["raw_output"])
     assert run.spread["half_range"] == pytest.approx((rates[2] - rates[0]) / 2 / rates[1], abs=1e-4)
-    assert run.noisy == (run.spread["half_range"] > NOISY_HALF_RANGE) == ("noisy" in run.flags)
+    mad = sorted(abs(r - rates[1]) for r in rates)[1] / rates[1]
+    assert run.spread["mad"] == pytest.approx(mad, abs=1e-4)
+    assert run.noisy == (mad > NOISY_MAD) == ("noisy" in run.flags)
     assert run.ok and run.failed == 0 and run.duration_s == 2.0
 
 

@@ -8,7 +8,7 @@ from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
 from .measure.bottleneck import bottleneck
 from .measure.usage import CORE_SATURATED, LOADGEN, LOADGEN_BOUND, THROTTLED
 
-NOISY = "noisy"        # the repetitions' requests per second lie more than stats.NOISY_HALF_RANGE from their median
+NOISY = "noisy"        # the repetitions' median absolute deviation is over stats.NOISY_MAD of their median
 
 
 @dataclass
@@ -62,7 +62,8 @@ class Run:
     # its own cpu, flags and cpu_window.
     repetitions: list[dict] = field(default_factory=list)
     # Of requests per second over the repetitions: {median, min, max,
-    # half_range, noisy}, half_range = (max - min) / 2 / median, printed ±.
+    # half_range, mad, noisy}, half_range = (max - min) / 2 / median, printed ±;
+    # mad: the median absolute deviation over the median, which noisy is judged by.
     spread: dict | None = None
     duration_s: float | None = None  # what each repetition was asked to last
     # A caching path's own count over the counted repetitions (bench.measure.cache_log):

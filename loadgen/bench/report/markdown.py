@@ -6,7 +6,7 @@ against wrk, the sweep, every case, what the run cost). A failed case reads
 "failed" in every table, never a number."""
 from . import seed000, seed002
 from ..results import NOISY, OpenLoop, Results, Run, StorePass
-from ..measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from ..measure.stats import NOISY_MAD, TOOLS_DISAGREE
 from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS,
                     FEW_SAMPLES, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
@@ -29,7 +29,8 @@ LEGEND = {
                    "the server's",
     CORE_SATURATED: f"a CPU core shared by two of this case's containers (by their cpusets) was over "
                     f"{CORE_SATURATED_SHARE:.0%} busy: they competed for it",
-    NOISY: f"the repetitions' requests per second lie more than ±{NOISY_HALF_RANGE:.0%} from their median",
+    NOISY: f"at least half the repetitions' requests per second lie more than {NOISY_MAD:.0%} from their median "
+           "(their median absolute deviation; unlike the range, it does not grow with the repetitions)",
     THROTTLED: "the target's CFS quota throttled it",
     SHORT_WINDOW: "the run held fewer than two of cAdvisor's readings: cores and CPU per request are rough",
     FEW_ROUNDS: f"each client completed fewer than {ROUNDS_WANTED} requests on average, even with the slow case's "
