@@ -96,9 +96,11 @@ class Timer:
         """Runs run() (a tool returning a Measurement), once the machine is
         quiet, and returns it as a dict with the CPU, flags and window of the
         interval it ran in."""
-        waited, quiet = wait_until_quiet()
+        cpus = self.case_cpus(target)
+        waited, quiet = wait_until_quiet(cpus)
         if not quiet:
-            self.results.warnings.append(f"{target}: a run started on a busy machine (still busy after "
+            self.results.warnings.append(f"{target}: a run started on a busy machine (a core of "
+                                         f"{sorted(cpus) if cpus else 'the host'} still busy after "
                                          f"{waited:.0f} s of waiting)")
         before = read_proc_stat()
         m = run()
@@ -120,6 +122,14 @@ class Timer:
                 self.results.warnings.append(f"{target}: CPU of one run not measured: {e}")
                 say(f"WARNING: {self.results.warnings[-1]}")
         return rep
+
+    def case_cpus(self, target: str) -> set[int] | None:
+        """The cores of the case's containers' cpusets (the target's, the
+        databases' and bench's); None without cAdvisor: every core."""
+        if self.monitor is None:
+            return None
+        roles = {target, usage.LOADGEN, *self.monitor.databases}
+        return {c for role in roles for c in self.monitor.cpusets.get(role, ())} or None
 
     def health(self, target: TargetResult) -> None:
         """Before a round and after a failed run: is the target still there?
