@@ -65,3 +65,11 @@ def test_a_row_takes_a_doubt_from_any_repetition_and_names_its_bottleneck():
     headline = report.split("## Verification")[0]
     assert "| p99 ms at a fixed rate | bottleneck | flags |" in headline
     assert f"| - | {DATABASE_CORE} |" in headline
+
+
+def test_a_store_row_takes_a_doubt_from_any_pass():
+    from bench.results import StorePass
+    passes = [{**rep(10.0, [CORE_SATURATED]), "max_ms": 1.0}, {**rep(11.0), "max_ms": 1.0},
+              {**rep(12.0), "max_ms": 1.0}]
+    row = StorePass.of("gridfs", "write", 1, "in order", 100, 10**7, passes, "mongo")
+    assert row.files_per_s == 11.0 and CORE_SATURATED in row.flags

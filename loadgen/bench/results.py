@@ -287,6 +287,8 @@ class StorePass:
                      files_per_s=row["rps"], mb_per_s=round(files * file_bytes / 1e6 / row["seconds"], 3),
                      cpu_s_per_gb=per_gb, cpu=row.get("cpu"), flags=list(row.get("flags") or []), passes=passes,
                      spread=spread_of([p["rps"] for p in passes]))
+        result.flags += [f for f in FLAGS_OF_ANY_REPETITION
+                         if f not in result.flags and any(f in (p.get("flags") or ()) for p in passes)]
         if result.spread["noisy"]:
             result.flags.append(NOISY)
         return result

@@ -274,7 +274,7 @@ def _headline(results: Results) -> list[str]:
              "",
              f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
              f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
-             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's best rate, so it is response "
+             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
              "time, not queueing. Bottleneck: what bound the row, decided from its flags and CPU (the load "
              "generator; a core two active containers shared; the target's or the database's own CPU allowance "
              "used to 90%; else none: the path waited with CPU to spare).", "",
