@@ -51,8 +51,8 @@ def test_max_workers_let_every_request_of_a_timeout_be_in_flight():
 
 
 def test_a_run_lasts_until_10000_requests_or_20_seconds():
-    assert open_loop_seconds(5000) == 2.0
-    assert open_loop_seconds(3333) == pytest.approx(3.0, abs=0.01)
+    assert 2.0 < open_loop_seconds(5000) <= 2.001
+    assert open_loop_seconds(3333) * 3333 >= 10_000  # 10000 / 3333 = 3.0003 s: rounding down would lose one
     assert open_loop_seconds(10) == 20.0  # a slow GridFS row: 200 requests, flagged few-samples
 
 

@@ -358,8 +358,11 @@ def open_loop_capacity(results: Results, target: str, file: str) -> tuple[float,
 
 
 def open_loop_seconds(rate: float) -> float:
-    """Long enough for OPEN_LOOP_REQUESTS requests at `rate`, at most OPEN_LOOP_MAX_S."""
-    return round(min(OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS / rate), 3)
+    """Long enough for OPEN_LOOP_REQUESTS requests at `rate`, at most
+    OPEN_LOOP_MAX_S, in whole milliseconds. vegeta sends its k-th request at
+    k / rate and stops once past the duration: half an interval more keeps
+    a late timer from dropping the last one."""
+    return min(OPEN_LOOP_MAX_S, math.ceil((OPEN_LOOP_REQUESTS + 0.5) / rate * 1000) / 1000)
 
 
 def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:

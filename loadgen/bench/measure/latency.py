@@ -69,7 +69,7 @@ def histogram(latencies_ms: list[float]) -> list[list[float]]:
 def summary(latencies_ms: list[float]) -> dict:
     """What results.json keeps of one run's latencies: the sample count,
     p50/p90/p99/p99.9/max, p99's confidence interval and the histogram."""
-    ordered = sorted(latencies_ms)
+    ordered = sorted(round(v, 6) for v in latencies_ms)  # whole nanoseconds, as measured
     if not ordered:
         return {"samples": 0}
     low, high = quantile_interval(ordered, 0.99)
