@@ -22,6 +22,7 @@ from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, FEW_ROUNDS, FEW_SAMP
                              tool_bound)
 from ..checks.verify import VerificationError, wait_until_healthy
 
+IDLE_WINDOW_S = 2.5  # each container at rest before a round: two of cAdvisor's 1 s readings inside it
 SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate fell behind its schedule
 
 
@@ -63,6 +64,7 @@ class Timer:
         self.cfg, self.run_dir, self.results, self.monitor = cfg, run_dir, results, monitor
         self.allowance, self.progress = allowance, progress
         self.down: dict[str, str] = {}  # target -> why it stopped answering
+        self.idle: dict[str, float] = {}  # role -> cores at rest, measured before the latest round
         self.cache_logs: dict[str, bool] = {}  # target -> it serves GET /cache-log
         # Every phase's order and warm-ups; results.schedule holds the same
         # dicts, so results.json has them as the run goes.
@@ -114,7 +116,7 @@ class Timer:
             rep["flags"].append(LOADGEN_BOUND)  # the tool's own rusage says so, cAdvisor or not
         if self.monitor is not None:
             window = usage.WindowInput(m.started_ns, m.ended_ns, m.requests, m.rps, m.loadgen_cores, m.threads,
-                                       busy)
+                                       busy, idle=self.idle)
             try:
                 rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance)
                 rep["flags"] += [f for f in found if f not in rep["flags"]]
@@ -130,6 +132,22 @@ class Timer:
             return None
         roles = {target, usage.LOADGEN, *self.monitor.databases}
         return {c for role in roles for c in self.monitor.cpusets.get(role, ())} or None
+
+    def measure_idle(self, targets: list[TargetResult]) -> None:
+        """Every watched container's cores at rest, bench running nothing,
+        once the case's cores are quiet: what CPU per request is net of
+        (cpu_ms_per_request_net) in the round that follows."""
+        if self.monitor is None:
+            return
+        cpus = set().union(*(self.case_cpus(t.name) or set() for t in targets)) or None
+        wait_until_quiet(cpus)
+        start = time.time_ns()
+        time.sleep(IDLE_WINDOW_S)
+        try:
+            self.idle = self.monitor.idle(start, time.time_ns())
+        except MonitorError as e:
+            self.idle = {}
+            self.results.warnings.append(f"idle CPU before a round not measured: {e}")
 
     def health(self, target: TargetResult) -> None:
         """Before a round and after a failed run: is the target still there?
@@ -161,6 +179,7 @@ class Timer:
         reps: dict[str, list[dict]] = {t.name: [] for t in targets}
         errors: dict[str, str] = {}
         seconds: dict[str, float] = {}
+        self.measure_idle(targets)
         for t in targets:
             if t.name not in self.down:
                 self.health(t)  # a dead target is found here, not by a tool waiting on it

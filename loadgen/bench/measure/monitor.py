@@ -164,6 +164,20 @@ class Monitor:
             all_series={i: list(c.stats) for i, c in containers.items()}, machine=machine,
             host_cpus=os.cpu_count() or 1)
 
+    def idle(self, start_ns: int, end_ns: int) -> dict[str, float]:
+        """role -> cores of every watched container over a span that has just
+        ended in which bench ran nothing (a role whose series does not
+        cover it is left out)."""
+        give_up = time.monotonic() + FRESH_TIMEOUT
+        entries = int((time.time_ns() - start_ns) / 1e9 / HOUSEKEEPING_INTERVAL) + 4
+        while True:
+            containers = {c.id: c for c in self.client.containers(num_stats=entries)}
+            found = {role: usage.idle_cores(list(containers[i].stats), start_ns, end_ns)
+                     for role, i in self.ids.items() if i in containers}
+            if all(v is not None for v in found.values()) or time.monotonic() >= give_up:
+                return {role: round(v, 4) for role, v in found.items() if v is not None}
+            time.sleep(HOUSEKEEPING_INTERVAL / 2)
+
     # --- background sampling, for the charts ---------------------------------
     def start_sampling(self) -> None:
         self._thread = threading.Thread(target=self._sample_loop, name="cadvisor-sampler", daemon=True)

@@ -112,12 +112,21 @@ def edges(series: list[Counters], start_ns: int, end_ns: int) -> Edges | None:
     return found
 
 
+def idle_cores(series: list[Counters], start_ns: int, end_ns: int) -> float | None:
+    """A container's cores over a span in which bench ran nothing: its own
+    background (a database's checkpoints, a runtime's timers), which every
+    request of a case would otherwise be charged for."""
+    found = edges(series, start_ns, end_ns)
+    return (found.last.cpu_total_ns - found.first.cpu_total_ns) / 1e9 / found.seconds if found else None
+
+
 def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests: int, rps: float,
-                    allowance: float | None, cpuset: tuple[int, ...] = ()) -> dict | None:
+                    allowance: float | None, cpuset: tuple[int, ...] = (), idle: float | None = None) -> dict | None:
     """One container's cost of one timed run. `cores` is a rate over the
     window; CPU per request is that rate over the run's requests per second
     (inner window), or the window's CPU over its requests (a fallback window
-    holds the whole run)."""
+    holds the whole run). With the container's idle cores measured before
+    the case, cpu_ms_per_request_net is the same less that idle rate."""
     found = edges(series, start_ns, end_ns)
     if found is None:
         return None
@@ -128,6 +137,10 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
         per_request = cores * 1000 / rps if rps > 0 else None
     else:
         per_request = cpu_seconds * 1000 / requests if requests else None
+    net = None
+    if per_request is not None and idle is not None:
+        # the idle rate is in cores too: the run's CPU less it, in the same proportion per request
+        net = per_request * max(cores - idle, 0.0) / cores if cores > 0 else 0.0
     return {
         "cpu_seconds": round(cpu_seconds, 6),
         "window_seconds": round(found.seconds, 3),
@@ -136,6 +149,8 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
         "system_seconds": round((last.cpu_system_ns - first.cpu_system_ns) / 1e9, 3),
         "cores": round(cores, 4),
         "cpu_ms_per_request": round(per_request, 6) if per_request is not None else None,
+        "idle_cores": round(idle, 4) if idle is not None else None,
+        "cpu_ms_per_request_net": round(net, 6) if net is not None else None,
         "peak_memory_bytes": peak_memory_bytes(first, last, series),
         "allowance_cores": allowance,
         "cpuset": list(cpuset),
@@ -234,6 +249,7 @@ class WindowInput:
     tool_cores: float
     tool_threads: int
     busy: dict[str, float] = field(default_factory=dict)
+    idle: dict[str, float] = field(default_factory=dict)  # role -> cores measured idle before the case
 
 
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
@@ -244,7 +260,7 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     cpu = {}
     for role, s in series.items():
         used = container_usage(s, run.start_ns, run.end_ns, run.requests, run.rps, allowance.get(role),
-                               cpusets.get(role, ()))
+                               cpusets.get(role, ()), run.idle.get(role))
         if used is not None:
             cpu[role] = used
     if LOADGEN in cpu:
