@@ -239,3 +239,36 @@ def test_a_caching_paths_hits_are_counted_and_a_missing_cache_is_flagged():
     report = render_markdown(results_of([run]))
     assert "| nginx-cache | 1KB | 5 | 90 | 10 | 0 | 0.9000 |" in report
     assert "◇ `cache-missed`" in report
+
+
+def test_cpu_per_request_net_of_the_idle_rate_measured_before_the_case():
+    from bench.measure.monitor import Monitor
+    from bench.measure.usage import idle_cores
+    roles, containers = compose()
+    series = list(roles[DATABASE].stats)
+    # the database's rate over the capture's first readings stands for its rate at rest
+    idle = idle_cores(series, series[0].timestamp_ns, series[2].timestamp_ns)
+    assert idle == pytest.approx((series[2].cpu_total_ns - series[0].cpu_total_ns) / 1e9
+                                 / ((series[2].timestamp_ns - series[0].timestamp_ns) / 1e9))
+
+    class Client:  # cAdvisor's answer, as captured
+        def containers(self, num_stats):
+            return containers
+    monitor = Monitor(Client(), [TARGET], [DATABASE])
+    monitor.ids = {role: c.id for role, c in roles.items()}
+    at_rest = monitor.idle(series[0].timestamp_ns, series[2].timestamp_ns)
+    assert at_rest[DATABASE] == pytest.approx(idle, abs=1e-4) and TARGET in at_rest
+    # a container whose stored stats do not reach back that far is left out, not guessed
+    assert all(idle_cores(list(roles[r].stats), series[0].timestamp_ns, series[2].timestamp_ns) is None
+               for r in set(roles) - set(at_rest))
+
+    target = stamps(TARGET)
+    start, end = target[3] - 1, target[-1] + 1
+    roles_series = {r: list(c.stats) for r, c in roles.items()}
+    run = WindowInput(start, end, 3000, RPS, 0.3, 1, busy(), idle={DATABASE: 0.01})
+    cpu, _, _ = window(roles_series, {r: c.cpu_allowance for r, c in roles.items()},
+                       {r: c.cpuset for r, c in roles.items()}, TARGET, run, 1.0)
+    db = cpu[DATABASE]
+    assert db["idle_cores"] == 0.01
+    assert db["cpu_ms_per_request_net"] == pytest.approx(max(db["cores"] - 0.01, 0) * 1000 / RPS, abs=1e-5)
+    assert cpu[TARGET]["idle_cores"] is None and cpu[TARGET]["cpu_ms_per_request_net"] is None  # not measured

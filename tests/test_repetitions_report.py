@@ -14,7 +14,7 @@ from bench.progress import planned_seconds
 from bench.report.markdown import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
 from bench.settings import from_env
-from bench.measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
+from bench.measure.stats import NOISY_MAD, TOOLS_DISAGREE
 from bench.clients.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
 from bench.measure.usage import LOADGEN_BOUND, tool_bound
 from bench.clients.vegeta_output import VegetaOutputError, parse as parse_vegeta
@@ -70,7 +70,9 @@ def test_a_row_is_the_median_repetition_with_its_half_range():
     assert (run.rps, run.p99_ms, run.requests, run.raw_output) == (row["rps"], row["p99_ms"], row["requests"],
                                                                    row["raw_output"])
     assert run.spread["half_range"] == pytest.approx((rates[2] - rates[0]) / 2 / rates[1], abs=1e-4)
-    assert run.noisy == (run.spread["half_range"] > NOISY_HALF_RANGE) == ("noisy" in run.flags)
+    mad = sorted(abs(r - rates[1]) for r in rates)[1] / rates[1]
+    assert run.spread["mad"] == pytest.approx(mad, abs=1e-4)
+    assert run.noisy == (mad > NOISY_MAD) == ("noisy" in run.flags)
     assert run.ok and run.failed == 0 and run.duration_s == 2.0
 
 
@@ -178,7 +180,8 @@ def test_latency_at_a_fixed_rate_in_the_headline_and_its_table():
                     p90_ms=0.56, p99_ms=1.25, max_ms=3.3, raw_output="x.json")
     report = render_markdown(results(open_loop=[loop]))
     assert "1.25 @ 200/s" in report.split("## Verification")[0]
-    assert "| nginx-static | 1KB | 200 | 200.5 | 0.43 | 0.56 | 1.25 | 3.3 |" in report
+    # written before the interval and p99.9 were kept: they read "-" and 0
+    assert "| nginx-static | 1KB | 200 | 200.5 | 400 | 0.43 | 1.25 | - | 0.00 | 3.3 |" in report
     failed = render_markdown(results(open_loop=[replace(loop, status="failed", error="vegeta exited with 1")]))
     assert "| nginx-static | 1KB | 200 | failed |" in failed
 

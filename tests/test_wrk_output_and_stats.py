@@ -2,6 +2,8 @@
 and the repetition statistics."""
 from pathlib import Path
 
+import random
+
 import pytest
 
 from bench.measure.stats import relative_difference, summarize
@@ -57,11 +59,28 @@ def test_output_without_latency_distribution_is_an_error():
 def test_summarize_and_half_range():
     s = summarize([100.0, 110.0, 90.0])
     assert (s.median, s.min, s.max) == (100.0, 90.0, 110.0)
-    assert s.half_range == pytest.approx(0.1) and s.noisy  # 100 ± 10%
+    assert s.half_range == pytest.approx(0.1) and s.mad == pytest.approx(0.1) and s.noisy  # 100 ± 10%
     assert not summarize([100.0, 101.0, 99.0]).noisy
     with pytest.raises(ValueError):
         summarize([])
 
 
-def test_relative_difference_is_symmetric():
-    assert relative_difference(100, 90) == relative_difference(90, 100) == pytest.approx(10 / 95)
+def test_one_stray_repetition_is_not_noise():
+    # nine repetitions agree and one ran 12% fast: the range says ±6%, half of them lie at the median
+    s = summarize([1000.0] * 9 + [1120.0])
+    assert s.half_range == pytest.approx(0.06) and s.mad == 0.0 and not s.noisy
+
+
+def test_noisy_does_not_fire_more_often_as_repetitions_grow():
+    # repetitions with a 3% standard deviation: the range of 30 is about +-6% (the old rule, half the range
+    # over 5%, called 86% of them noisy), of 3 about +-2.5%; the MAD settles near 2% however many there are
+    rng = random.Random(26)
+    def share_noisy(sd, n, trials=400):
+        return sum(summarize([rng.gauss(1000, sd) for _ in range(n)]).noisy for _ in range(trials)) / trials
+    calm = [share_noisy(30, n) for n in (3, 10, 30)]
+    print("noisy at 3% sd, 3/10/30 repetitions: " + ", ".join(f"{x:.1%}" for x in calm))
+    assert calm[2] <= calm[1] <= calm[0] < 0.02
+    # an 8% standard deviation is noise (MAD about 5.4%): more repetitions say so more surely
+    rough = [share_noisy(80, n) for n in (3, 30)]
+    print("noisy at 8% sd, 3/30 repetitions: " + ", ".join(f"{x:.1%}" for x in rough))
+    assert rough[1] > rough[0]

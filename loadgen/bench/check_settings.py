@@ -73,9 +73,9 @@ MEMORY_FLOORS = {
     # (file_set.BATCH_BYTES) encoded for sending; the FILE_SIZES files are
     # added below (memory_errors).
     "SEED_MEM": (128 * MIB, "the seed's Python, drivers and 16 MiB write batches"),
-    # cAdvisor's Go runtime plus two minutes (its --storage_duration) of 1 s
+    # cAdvisor's Go runtime plus ten minutes (its --storage_duration) of 1 s
     # stats for each of the lab's dozen containers; half of .env's 256m.
-    "CADVISOR_MEM": (128 * MIB, "cAdvisor holds 2 minutes of 1 s stats for every container"),
+    "CADVISOR_MEM": (128 * MIB, "cAdvisor holds 10 minutes of 1 s stats for every container"),
 }
 CACHE_TMPFS_HEADROOM = 64 * MIB  # nginx itself beside a full cache tmpfs (it measured about 11 MiB)
 SEED_FILE_COPIES = 2  # the seed holds a FILE_SIZES file whole while it reads each copy back whole (seed.py)

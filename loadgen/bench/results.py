@@ -5,9 +5,10 @@ from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
-from .measure.usage import LOADGEN, LOADGEN_BOUND
+from .measure.bottleneck import bottleneck
+from .measure.usage import CORE_SATURATED, LOADGEN, LOADGEN_BOUND, THROTTLED
 
-NOISY = "noisy"        # the repetitions' requests per second lie more than stats.NOISY_HALF_RANGE from their median
+NOISY = "noisy"        # the repetitions' median absolute deviation is over stats.NOISY_MAD of their median
 
 
 @dataclass
@@ -61,7 +62,8 @@ class Run:
     # its own cpu, flags and cpu_window.
     repetitions: list[dict] = field(default_factory=list)
     # Of requests per second over the repetitions: {median, min, max,
-    # half_range, noisy}, half_range = (max - min) / 2 / median, printed ±.
+    # half_range, mad, noisy}, half_range = (max - min) / 2 / median, printed ±;
+    # mad: the median absolute deviation over the median, which noisy is judged by.
     spread: dict | None = None
     duration_s: float | None = None  # what each repetition was asked to last
     # A caching path's own count over the counted repetitions (bench.measure.cache_log):
@@ -70,6 +72,8 @@ class Run:
     # An A/B run's rows: "A" (the service as it is) or "B" (its twin); their
     # repetitions are the windows of the blocks, in `results.ab`'s pairs.
     variant: str | None = None
+    # The resource that bound the row (bench.measure.bottleneck); None for a failed row
+    bottleneck: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,6 +90,12 @@ def median_repetition(reps: list[dict]) -> dict:
     return sorted(reps, key=lambda r: r["rps"])[(len(reps) - 1) // 2]
 
 
+# Flags a row takes from any of its repetitions, not only the one shown: a
+# tool at its limit, a competed core or a throttled target in one repetition
+# is a doubt on the case's spread, whichever repetition is the median.
+FLAGS_OF_ANY_REPETITION = (LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
+
+
 def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps: list[dict],
                  duration_s: float | None = None) -> Run:
     """A Run from its repetitions (Measurement dicts, each with its cpu,
@@ -97,8 +107,11 @@ def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps
               row["rps"], row["time_per_request_ms"], row["transfer_kbps"], row["p50_ms"], row["p90_ms"],
               row["p99_ms"], row["raw_output"], cpu=row.get("cpu"), flags=list(row.get("flags") or []),
               cpu_window=row.get("cpu_window"), repetitions=reps, spread=spread, duration_s=duration_s)
+    run.flags += [f for f in FLAGS_OF_ANY_REPETITION
+                  if f not in run.flags and any(f in (r.get("flags") or ()) for r in reps)]
     if run.noisy and len(reps) > 1:
         run.flags.append(NOISY)
+    run.bottleneck = bottleneck(run.flags, run.cpu, target)
     if failed:
         run.status, run.error = FAILED, f"{failed} failed requests over {len(reps)} repetitions"
     return run
@@ -162,15 +175,17 @@ class Comparison:
 @dataclass
 class OpenLoop:
     """Latency at a fixed request rate (vegeta), a share of the case's
-    capacity, so p99 is response time, not queueing in a saturated server."""
+    keep-alive capacity (vegeta keeps its connections alive), so p99 is
+    response time, not queueing in a saturated server. The percentiles are
+    order statistics of every request's latency."""
     target: str
     file: str
     size_bytes: int
     rate: float          # asked for, requests/s
     status: str = OK
     error: str | None = None
-    sent_rate: float = 0.0  # what vegeta achieved sending
-    requests: int = 0
+    sent_rate: float = 0.0  # vegeta's own: requests over first to last sent
+    requests: int = 0    # sent, each a latency sample
     failed: int = 0
     p50_ms: float = 0.0
     p90_ms: float = 0.0
@@ -178,6 +193,17 @@ class OpenLoop:
     max_ms: float = 0.0
     raw_output: str | None = None
     flags: list[str] = field(default_factory=list)
+    capacity: float = 0.0     # requests/s the rate is a share of
+    capacity_from: str = ""   # which measurement that was
+    seconds: float = 0.0      # what vegeta was asked to last
+    p999_ms: float = 0.0
+    # p99's distribution-free 95% interval (bench.measure.latency); None for
+    # a bound too few answers can give
+    p99_interval_ms: list | None = None
+    # [[upper edge ms, count], ...] of the non-empty log-spaced buckets (bench.measure.latency.histogram)
+    latency_histogram: list = field(default_factory=list)
+    max_workers: int = 0
+    bottleneck: str | None = None  # bench.measure.bottleneck, from the run's flags and CPU
 
     @property
     def ok(self) -> bool:
@@ -261,6 +287,8 @@ class StorePass:
                      files_per_s=row["rps"], mb_per_s=round(files * file_bytes / 1e6 / row["seconds"], 3),
                      cpu_s_per_gb=per_gb, cpu=row.get("cpu"), flags=list(row.get("flags") or []), passes=passes,
                      spread=spread_of([p["rps"] for p in passes]))
+        result.flags += [f for f in FLAGS_OF_ANY_REPETITION
+                         if f not in result.flags and any(f in (p.get("flags") or ()) for p in passes)]
         if result.spread["noisy"]:
             result.flags.append(NOISY)
         return result

@@ -104,6 +104,10 @@ class Settings:
 
 
 SLOW_CASE_STRETCH = 4  # a slow case's repetitions last at most this many BENCH_DURATIONs
+# An open-loop run lasts until it has sent OPEN_LOOP_REQUESTS at its rate
+# (p99.9 from 10 answers above it), or OPEN_LOOP_MAX_S, whichever comes first.
+OPEN_LOOP_REQUESTS = 10_000
+OPEN_LOOP_MAX_S = 20.0
 
 
 def _words(env, name: str, default: str) -> list[str]:

@@ -8,18 +8,22 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..measure import cache_log, usage
+from ..measure.bottleneck import bottleneck
 from ..measure.monitor import Monitor, MonitorError, read_proc_stat
 from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say, warm_up_seconds
 from .quiet import wait_until_quiet
 from .schedule import Schedule, WarmUp, warm_up
 from ..results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
-from ..settings import SLOW_CASE_STRETCH
-from ..clients.timing import Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk
-from ..measure.usage import CACHE_MISSED, FEW_ROUNDS, LOADGEN_BOUND, ROUNDS_WANTED, tool_bound
+from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS, SLOW_CASE_STRETCH
+from ..clients.timing import (Measurement, TimingError, ToolTimeout, run_ab, run_vegeta, run_wrk,
+                              vegeta_max_workers)
+from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, FEW_ROUNDS, FEW_SAMPLES, LOADGEN_BOUND, ROUNDS_WANTED,
+                             tool_bound)
 from ..checks.verify import VerificationError, wait_until_healthy
 
-SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate was at its own limit
+IDLE_WINDOW_S = 2.5  # each container at rest before a round: two of cAdvisor's 1 s readings inside it
+SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate fell behind its schedule
 
 
 def case_name(target: str, file: str, c: int | None = None) -> str:
@@ -60,6 +64,7 @@ class Timer:
         self.cfg, self.run_dir, self.results, self.monitor = cfg, run_dir, results, monitor
         self.allowance, self.progress = allowance, progress
         self.down: dict[str, str] = {}  # target -> why it stopped answering
+        self.idle: dict[str, float] = {}  # role -> cores at rest, measured before the latest round
         self.cache_logs: dict[str, bool] = {}  # target -> it serves GET /cache-log
         # Every phase's order and warm-ups; results.schedule holds the same
         # dicts, so results.json has them as the run goes.
@@ -93,9 +98,11 @@ class Timer:
         """Runs run() (a tool returning a Measurement), once the machine is
         quiet, and returns it as a dict with the CPU, flags and window of the
         interval it ran in."""
-        waited, quiet = wait_until_quiet()
+        cpus = self.case_cpus(target)
+        waited, quiet = wait_until_quiet(cpus)
         if not quiet:
-            self.results.warnings.append(f"{target}: a run started on a busy machine (still busy after "
+            self.results.warnings.append(f"{target}: a run started on a busy machine (a core of "
+                                         f"{sorted(cpus) if cpus else 'the host'} still busy after "
                                          f"{waited:.0f} s of waiting)")
         before = read_proc_stat()
         m = run()
@@ -109,7 +116,7 @@ class Timer:
             rep["flags"].append(LOADGEN_BOUND)  # the tool's own rusage says so, cAdvisor or not
         if self.monitor is not None:
             window = usage.WindowInput(m.started_ns, m.ended_ns, m.requests, m.rps, m.loadgen_cores, m.threads,
-                                       busy)
+                                       busy, idle=self.idle)
             try:
                 rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance)
                 rep["flags"] += [f for f in found if f not in rep["flags"]]
@@ -117,6 +124,30 @@ class Timer:
                 self.results.warnings.append(f"{target}: CPU of one run not measured: {e}")
                 say(f"WARNING: {self.results.warnings[-1]}")
         return rep
+
+    def case_cpus(self, target: str) -> set[int] | None:
+        """The cores of the case's containers' cpusets (the target's, the
+        databases' and bench's); None without cAdvisor: every core."""
+        if self.monitor is None:
+            return None
+        roles = {target, usage.LOADGEN, *self.monitor.databases}
+        return {c for role in roles for c in self.monitor.cpusets.get(role, ())} or None
+
+    def measure_idle(self, targets: list[TargetResult]) -> None:
+        """Every watched container's cores at rest, bench running nothing,
+        once the case's cores are quiet: what CPU per request is net of
+        (cpu_ms_per_request_net) in the round that follows."""
+        if self.monitor is None:
+            return
+        cpus = set().union(*(self.case_cpus(t.name) or set() for t in targets)) or None
+        wait_until_quiet(cpus)
+        start = time.time_ns()
+        time.sleep(IDLE_WINDOW_S)
+        try:
+            self.idle = self.monitor.idle(start, time.time_ns())
+        except MonitorError as e:
+            self.idle = {}
+            self.results.warnings.append(f"idle CPU before a round not measured: {e}")
 
     def health(self, target: TargetResult) -> None:
         """Before a round and after a failed run: is the target still there?
@@ -148,6 +179,7 @@ class Timer:
         reps: dict[str, list[dict]] = {t.name: [] for t in targets}
         errors: dict[str, str] = {}
         seconds: dict[str, float] = {}
+        self.measure_idle(targets)
         for t in targets:
             if t.name not in self.down:
                 self.health(t)  # a dead target is found here, not by a tool waiting on it
@@ -247,20 +279,23 @@ class Timer:
         return comparisons
 
     def open_loop(self, target: TargetResult, f: dict) -> OpenLoop | None:
-        """vegeta at BENCH_OPEN_LOOP of the case's best median rate."""
-        ok = [r for r in self.results.runs if r.target == target.name and r.file == f["name"] and r.ok]
-        if not ok:
+        """vegeta at BENCH_OPEN_LOOP of the case's keep-alive capacity, until
+        OPEN_LOOP_REQUESTS requests or OPEN_LOOP_MAX_S seconds."""
+        found = open_loop_capacity(self.results, target.name, f["name"])
+        if found is None:
             return None
-        best = max(ok, key=lambda r: r.rps)
-        rate = self.cfg.open_loop * best.rps
+        capacity, capacity_from = found
+        rate = self.cfg.open_loop * capacity
         rate = float(round(rate)) if rate >= 1 else 1 / round(1 / max(rate, 0.01))  # what vegeta can be asked
+        seconds = open_loop_seconds(rate)
         name = f"{case_name(target.name, f['name'])}-rate"
-        result = OpenLoop(target.name, f["name"], f["size"], rate)
+        result = OpenLoop(target.name, f["name"], f["size"], rate, capacity=round(capacity, 1),
+                          capacity_from=capacity_from, seconds=seconds, max_workers=vegeta_max_workers(rate))
         if target.name in self.down:
             result.status, result.error = FAILED, self.down[target.name]
             return result
         def attack():
-            return run_vegeta(self.url(target, f), rate, best.duration_s or self.cfg.duration, self.run_dir, name)
+            return run_vegeta(self.url(target, f), rate, seconds, self.run_dir, name)
 
         try:
             try:
@@ -277,19 +312,12 @@ class Timer:
             self.health(target)
             return result
         finally:
-            self.progress.advance(self.cfg.duration + OVERHEAD_S)
-        result.sent_rate = round(rep["requests"] / rep["seconds"], 3) if rep["seconds"] else 0.0
-        result.requests, result.failed = rep["requests"], rep["failed"]
-        result.p50_ms, result.p90_ms, result.p99_ms, result.max_ms = (rep[k] for k in ("p50_ms", "p90_ms", "p99_ms",
-                                                                                         "max_ms"))
-        result.raw_output = rep["raw_output"]
-        result.flags = [f for f in rep["flags"] if f != usage.SHORT_WINDOW]
-        if result.sent_rate < SENT_RATE_KEPT * rate and LOADGEN_BOUND not in result.flags:
-            result.flags.append(LOADGEN_BOUND)  # vegeta could not keep its schedule
-        if result.failed:
-            result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
-        say(f"{name}: {rate:g} req/s asked, {result.sent_rate:g} sent, p50 {result.p50_ms:.2f} ms, "
-            f"p99 {result.p99_ms:.2f} ms, {result.failed} failed")
+            self.progress.advance(seconds + OVERHEAD_S)
+        open_loop_figures(result, rep)
+        say(f"{name}: {rate:g} req/s asked ({self.cfg.open_loop:.0%} of {capacity_from}), {result.sent_rate:g} "
+            f"sent, {result.requests} requests, p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
+            f"p99.9 {result.p999_ms:.2f} ms, {result.failed} failed" + (f" [{', '.join(result.flags)}]"
+                                                                       if result.flags else ""))
         return result
 
     def sweep(self, target: TargetResult, files: list[dict]) -> list[SweepPoint]:
@@ -329,6 +357,56 @@ class Timer:
     def case_duration(self, target: str, file: str, c: int) -> float:
         run = self.results.run_for(target, file, c)
         return (run.duration_s if run and run.duration_s else self.cfg.duration)
+
+
+def open_loop_capacity(results: Results, target: str, file: str) -> tuple[float, str] | None:
+    """The rate an open-loop run takes its share of, and where it came from:
+    the faster tool of the ab -k / wrk comparison (keep-alive, as vegeta
+    is), else the best ab rate (a connection per request: lower than what
+    keep-alive connections can take, so the share asked is lighter)."""
+    compared = [c for c in results.comparisons if (c.target, c.file) == (target, file)]
+    tools = [(t.rps, f"{t.tool} at c={c.concurrency}") for c in compared for t in (c.ab_keepalive, c.wrk)
+             if t.rps > 0 and not t.failed]
+    if tools:
+        return max(tools)
+    ok = [r for r in results.runs if (r.target, r.file) == (target, file) and r.ok]
+    if not ok:
+        return None
+    best = max(ok, key=lambda r: r.rps)
+    return best.rps, f"ab at c={best.concurrency} (no keep-alive)"
+
+
+def open_loop_seconds(rate: float) -> float:
+    """Long enough for OPEN_LOOP_REQUESTS requests at `rate`, at most
+    OPEN_LOOP_MAX_S, in whole milliseconds. vegeta sends its k-th request at
+    k / rate and stops once past the duration: half an interval more keeps
+    a late timer from dropping the last one."""
+    return min(OPEN_LOOP_MAX_S, math.ceil((OPEN_LOOP_REQUESTS + 0.5) / rate * 1000) / 1000)
+
+
+def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
+    """Fills an OpenLoop from its vegeta run (a measured Measurement dict)
+    and flags what the figures cannot be trusted for. Kept its schedule:
+    vegeta's own sending rate, first to last request sent, so a slow last
+    answer after the schedule ended does not read as falling behind."""
+    latency = rep.get("latency") or {}
+    result.sent_rate = round(rep["sent_rate"], 3) if rep.get("sent_rate") is not None else 0.0
+    result.requests, result.failed = rep["requests"], rep["failed"]
+    result.p50_ms, result.p90_ms, result.p99_ms, result.max_ms = (rep[k] for k in ("p50_ms", "p90_ms", "p99_ms",
+                                                                                     "max_ms"))
+    result.p999_ms = latency.get("p999_ms", 0.0)
+    result.p99_interval_ms = latency.get("p99_interval_ms")
+    result.latency_histogram = latency.get("histogram", [])
+    result.raw_output = rep["raw_output"]
+    result.flags = [f for f in rep["flags"] if f != usage.SHORT_WINDOW]
+    if result.sent_rate < SENT_RATE_KEPT * result.rate:
+        result.flags.append(BEHIND_SCHEDULE)  # out of workers or CPU: the requests' waits went unrecorded
+    if result.requests < OPEN_LOOP_REQUESTS:
+        result.flags.append(FEW_SAMPLES)
+    result.bottleneck = bottleneck(result.flags, rep.get("cpu"), result.target)
+    if result.failed:
+        result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
+    return result
 
 
 def describe(run: Run) -> str:

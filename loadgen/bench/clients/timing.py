@@ -2,6 +2,7 @@
 seconds, keeps its raw output beside the results, and returns a Measurement:
 the figures bench compares, whichever tool made them, with the wall-clock
 edges of the run and the tool's own CPU time (its rusage)."""
+import math
 import os
 import resource
 import subprocess
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .ab_output import AbOutputError, parse_percentiles, parse_summary, short_answers
-from .vegeta_output import VegetaOutputError, parse as parse_vegeta
+from ..measure import latency
+from .vegeta_output import VegetaOutputError, parse as parse_vegeta, parse_results
 from .wrk_output import WrkOutputError, parse as parse_wrk
 
 AB, AB_KEEPALIVE, WRK, VEGETA = "ab", "ab -k", "wrk", "vegeta"
@@ -55,6 +57,11 @@ class Measurement:
     started_ns: int = 0
     ended_ns: int = 0
     rate: float | None = None  # vegeta: the fixed rate asked for (requests/s)
+    # vegeta: the rate it sent at (its report's `rate`: requests over first
+    # to last sent, so a slow last answer does not lower it) and
+    # bench.measure.latency.summary of its per-request latencies
+    sent_rate: float | None = None
+    latency: dict | None = None
 
     @property
     def wall_seconds(self) -> float:
@@ -125,17 +132,25 @@ def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0, raw_out
 
 
 def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, raw_output: str | None = None,
-                       started_ns: int = 0, ended_ns: int = 0) -> Measurement:
+                       started_ns: int = 0, ended_ns: int = 0, encoded: str | None = None) -> Measurement:
     """Pure: `vegeta report -type=json` as a Measurement; rps is the rate
-    vegeta achieved (successful answers per second)."""
+    vegeta achieved (successful answers per second). With `vegeta encode
+    -to=json`'s lines, the percentiles are exact order statistics of every
+    request's latency (the report's come from a t-digest) and `latency`
+    holds their summary."""
     s = parse_vegeta(report_json)
+    pct = {"p50_ms": s.p50_ms, "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "max_ms": s.max_ms}
+    summary = None
+    if encoded is not None:
+        summary = latency.summary([a.latency * 1000 for a in parse_results(encoded)])
+        if summary["samples"]:
+            pct = {k: summary[k] for k in pct}
     return Measurement(
         tool=VEGETA, requests=s.requests, failed=s.requests - s.successes, seconds=s.seconds, rps=s.throughput,
         time_per_request_ms=1000 / s.throughput if s.throughput else 0.0,
-        transfer_kbps=s.bytes_in / 1024 / s.seconds if s.seconds else 0.0,
-        p50_ms=s.p50_ms, p90_ms=s.p90_ms, p99_ms=s.p99_ms, max_ms=s.max_ms, threads=os.cpu_count() or 1,
+        transfer_kbps=s.bytes_in / 1024 / s.seconds if s.seconds else 0.0, **pct, threads=os.cpu_count() or 1,
         loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
-        rate=rate)
+        rate=rate, sent_rate=s.rate, latency=summary)
 
 
 def _seconds(seconds: float) -> str:
@@ -193,23 +208,36 @@ def vegeta_rate(rate: float) -> str:
     return f"{round(rate)}/1s" if rate >= 1 else f"1/{round(1 / max(rate, 0.01))}s"
 
 
+def vegeta_max_workers(rate: float) -> int:
+    """Enough workers for every request of TIMEOUT_S seconds at `rate` to be
+    in flight at once: vegeta starts few and adds them as answers lag, and a
+    request that finds none free waits, unrecorded (coordinated omission).
+    A worker is a goroutine and, while its request lasts, a socket: the cap
+    is only reached by a stalled server."""
+    return max(10, math.ceil(rate * TIMEOUT_S))
+
+
 def run_vegeta(url: str, rate: float, seconds: float, out_dir: Path | None = None,
                name: str | None = None) -> Measurement:
     """vegeta at a fixed rate: requests leave on schedule whether or not
     earlier ones were answered (open loop), so a slow answer delays no later
     request and latency is response time, not queueing in the tool
-    (no coordinated omission). Keep-alive connections, as many as it needs."""
+    (no coordinated omission). Keep-alive connections, as many as it needs.
+    -max-body=0: bodies are read and dropped, not kept (10,000 answers of
+    1 MB would be 10 GB of results), so the report's bytes_in is 0."""
     binary = os.environ.get("VEGETA", "vegeta")
     with tempfile.TemporaryDirectory(prefix="vegeta-") as tmp:
         results = Path(tmp) / "results.bin"  # the attack's results are binary; the report makes JSON of them
-        attack = [binary, "attack", f"-rate={vegeta_rate(rate)}", f"-duration={_seconds(seconds)}s",
-                  f"-timeout={TIMEOUT_S}s", "-max-workers=2000", f"-output={results}"]
+        attack = [binary, "attack", f"-rate={vegeta_rate(rate)}", f"-duration={seconds:.3f}s",
+                  f"-timeout={TIMEOUT_S}s", f"-max-workers={vegeta_max_workers(rate)}", "-max-body=0",
+                  f"-output={results}"]
         p = _run(attack, seconds + GRACE_S, None, None, stdin=f"GET {url}\n".encode())
         report = _run([binary, "report", "-type=json", str(results)], 60, None, None)
+        encoded = _run([binary, "encode", "-to=json", str(results)], 60, None, None)
     if out_dir and name:
         (out_dir / f"{name}.json").write_text(report.stdout)
     try:
         return vegeta_measurement(report.stdout, rate, p.cpu_seconds, f"{name}.json" if out_dir else None,
-                                  p.started_ns, p.ended_ns)
+                                  p.started_ns, p.ended_ns, encoded.stdout)
     except VegetaOutputError as e:
         raise TimingError(str(e)) from e

@@ -15,12 +15,24 @@ from .cadvisor import CadvisorError, Container, Counters, find_by_id, own_contai
     parse_container, parse_docker_list, services_of_project
 
 HOUSEKEEPING_INTERVAL = 1.0  # seconds: compose runs cAdvisor with --housekeeping_interval=1s
+# compose runs cAdvisor with --storage_duration=10m: it keeps that long of
+# stats, so a window that began earlier has lost its start
+STORAGE_DURATION_S = 600.0
 SAMPLE_INTERVAL = 1.0
 FRESH_TIMEOUT = 3.0    # seconds to wait for a stats entry newer than a window edge (> 2 intervals)
 
 
 class MonitorError(Exception):
     pass
+
+
+def check_stored(start_ns: int, now_ns: int) -> None:
+    """A window cAdvisor no longer holds the start of is an error, not a
+    figure from whatever stats it still has (a leftover of the window)."""
+    age = (now_ns - start_ns) / 1e9
+    if age > STORAGE_DURATION_S - 2 * HOUSEKEEPING_INTERVAL:
+        raise MonitorError(f"the window began {age:.0f} s ago; cAdvisor keeps {STORAGE_DURATION_S:.0f} s of "
+                           "stats (--storage_duration in compose.yaml)")
 
 
 class CadvisorClient:
@@ -133,6 +145,7 @@ class Monitor:
         ended: the counters' series over it, from cAdvisor's stored stats
         (about one entry a second). A run too short to hold two entries of a
         container waits, up to FRESH_TIMEOUT, for the first entry after it."""
+        check_stored(run.start_ns, time.time_ns())
         give_up = time.monotonic() + FRESH_TIMEOUT
         entries = int((time.time_ns() - run.start_ns) / 1e9 / HOUSEKEEPING_INTERVAL) + 4
         while True:
@@ -150,6 +163,20 @@ class Monitor:
             series, self.allowance, self.cpusets, target, run, loadgen_allowance,
             all_series={i: list(c.stats) for i, c in containers.items()}, machine=machine,
             host_cpus=os.cpu_count() or 1)
+
+    def idle(self, start_ns: int, end_ns: int) -> dict[str, float]:
+        """role -> cores of every watched container over a span that has just
+        ended in which bench ran nothing (a role whose series does not
+        cover it is left out)."""
+        give_up = time.monotonic() + FRESH_TIMEOUT
+        entries = int((time.time_ns() - start_ns) / 1e9 / HOUSEKEEPING_INTERVAL) + 4
+        while True:
+            containers = {c.id: c for c in self.client.containers(num_stats=entries)}
+            found = {role: usage.idle_cores(list(containers[i].stats), start_ns, end_ns)
+                     for role, i in self.ids.items() if i in containers}
+            if all(v is not None for v in found.values()) or time.monotonic() >= give_up:
+                return {role: round(v, 4) for role, v in found.items() if v is not None}
+            time.sleep(HOUSEKEEPING_INTERVAL / 2)
 
     # --- background sampling, for the charts ---------------------------------
     def start_sampling(self) -> None:

@@ -17,11 +17,14 @@ THROTTLED = "throttled"           # the target's CFS quota throttled it
 SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings: cores are rough
 FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANTED requests: the figure reads low
 CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
+BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
+FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
 LOADGEN_BOUND_SHARE = 0.9
 # Every client starts at once, so no answer comes before the first round
 # ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.
 ROUNDS_WANTED = 5
 CORE_SATURATED_SHARE = 0.9
+ACTIVE_CORES = 0.05  # a container using more than this share of a core over a window took part in it
 
 # /proc/stat "cpu" columns that are work done here, not waiting: of user nice
 # system idle iowait irq softirq steal (guest time is already inside user),
@@ -109,12 +112,21 @@ def edges(series: list[Counters], start_ns: int, end_ns: int) -> Edges | None:
     return found
 
 
+def idle_cores(series: list[Counters], start_ns: int, end_ns: int) -> float | None:
+    """A container's cores over a span in which bench ran nothing: its own
+    background (a database's checkpoints, a runtime's timers), which every
+    request of a case would otherwise be charged for."""
+    found = edges(series, start_ns, end_ns)
+    return (found.last.cpu_total_ns - found.first.cpu_total_ns) / 1e9 / found.seconds if found else None
+
+
 def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests: int, rps: float,
-                    allowance: float | None, cpuset: tuple[int, ...] = ()) -> dict | None:
+                    allowance: float | None, cpuset: tuple[int, ...] = (), idle: float | None = None) -> dict | None:
     """One container's cost of one timed run. `cores` is a rate over the
     window; CPU per request is that rate over the run's requests per second
     (inner window), or the window's CPU over its requests (a fallback window
-    holds the whole run)."""
+    holds the whole run). With the container's idle cores measured before
+    the case, cpu_ms_per_request_net is the same less that idle rate."""
     found = edges(series, start_ns, end_ns)
     if found is None:
         return None
@@ -125,6 +137,10 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
         per_request = cores * 1000 / rps if rps > 0 else None
     else:
         per_request = cpu_seconds * 1000 / requests if requests else None
+    net = None
+    if per_request is not None and idle is not None:
+        # the idle rate is in cores too: the run's CPU less it, in the same proportion per request
+        net = per_request * max(cores - idle, 0.0) / cores if cores > 0 else 0.0
     return {
         "cpu_seconds": round(cpu_seconds, 6),
         "window_seconds": round(found.seconds, 3),
@@ -133,6 +149,8 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
         "system_seconds": round((last.cpu_system_ns - first.cpu_system_ns) / 1e9, 3),
         "cores": round(cores, 4),
         "cpu_ms_per_request": round(per_request, 6) if per_request is not None else None,
+        "idle_cores": round(idle, 4) if idle is not None else None,
+        "cpu_ms_per_request_net": round(net, 6) if net is not None else None,
         "peak_memory_bytes": peak_memory_bytes(first, last, series),
         "allowance_cores": allowance,
         "cpuset": list(cpuset),
@@ -140,10 +158,19 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
     }
 
 
+def active(used: dict) -> bool:
+    """The container did work in the window: an idle one pinned to a core
+    (PostgreSQL beside MongoDB during a GridFS case) competed with nobody."""
+    return (used.get("cores") or 0.0) > ACTIVE_CORES
+
+
 def shared_cpus(cpu: dict) -> set[int]:
-    """CPUs in the cpusets of two or more of the case's containers."""
+    """CPUs in the cpusets of two or more of the case's containers that
+    were active in the window."""
     seen: dict[int, int] = {}
     for used in cpu.values():
+        if not active(used):
+            continue
         for c in used.get("cpuset") or ():
             seen[c] = seen.get(c, 0) + 1
     return {c for c, n in seen.items() if n > 1}
@@ -222,6 +249,7 @@ class WindowInput:
     tool_cores: float
     tool_threads: int
     busy: dict[str, float] = field(default_factory=dict)
+    idle: dict[str, float] = field(default_factory=dict)  # role -> cores measured idle before the case
 
 
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
@@ -232,7 +260,7 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     cpu = {}
     for role, s in series.items():
         used = container_usage(s, run.start_ns, run.end_ns, run.requests, run.rps, allowance.get(role),
-                               cpusets.get(role, ()))
+                               cpusets.get(role, ()), run.idle.get(role))
         if used is not None:
             cpu[role] = used
     if LOADGEN in cpu:

@@ -9,15 +9,16 @@ from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferret
                        grouped as _grouped, headline_level as _headline_level, headline_rows, sentences,
                        size_label as _size, timed_targets as _timed_targets)
 from ..results import NOISY, Results, Run, StorePass
-from ..measure.stats import NOISY_HALF_RANGE, TOOLS_DISAGREE
-from ..measure.usage import (CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS, LOADGEN, LOADGEN_BOUND,
-                    LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
+from ..measure.stats import NOISY_MAD, TOOLS_DISAGREE
+from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, FEW_ROUNDS,
+                    FEW_SAMPLES, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
+from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 NONCONFORMING = "nonconforming"
 
 # One mark per flag, the same in every table; the legend says what each means.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
-         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗"}
+         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗", BEHIND_SCHEDULE: "⏱", FEW_SAMPLES: "ⁿ"}
 BASELINE_MARK = "†"
 LEGEND = {
     LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
@@ -25,7 +26,8 @@ LEGEND = {
                    "the server's",
     CORE_SATURATED: f"a CPU core shared by two of this case's containers (by their cpusets) was over "
                     f"{CORE_SATURATED_SHARE:.0%} busy: they competed for it",
-    NOISY: f"the repetitions' requests per second lie more than ±{NOISY_HALF_RANGE:.0%} from their median",
+    NOISY: f"at least half the repetitions' requests per second lie more than {NOISY_MAD:.0%} from their median "
+           "(their median absolute deviation; unlike the range, it does not grow with the repetitions)",
     THROTTLED: "the target's CFS quota throttled it",
     SHORT_WINDOW: "the run held fewer than two of cAdvisor's readings: cores and CPU per request are rough",
     FEW_ROUNDS: f"each client completed fewer than {ROUNDS_WANTED} requests on average, even with the slow case's "
@@ -34,6 +36,10 @@ LEGEND = {
     CACHE_MISSED: "a caching path answered fewer than 99% of the case's counted requests from its cache: the row "
                   "measures its upstream too",
     NONCONFORMING: "the target failed the conformance suite and was timed anyway (BENCH_ALLOW_NONCONFORMING=1)",
+    BEHIND_SCHEDULE: "vegeta sent below 95% of the rate asked (out of workers or CPU): requests waited to be sent "
+                     "and the wait is not in their latency (coordinated omission)",
+    FEW_SAMPLES: f"the open-loop run held fewer than {OPEN_LOOP_REQUESTS:,} requests (it stops at "
+                 f"{OPEN_LOOP_MAX_S:g} s): its p99.9 rests on few answers, see its count",
 }
 BASELINE_NOTE = f"{BASELINE_MARK} a ratio taken against a flagged nginx-static figure"
 
@@ -168,7 +174,7 @@ def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
     for h in headline_rows(results):
         run, loop = h.run, h.loop
         if not run.ok:
-            rows.append([h.target, h.store, h.size, "failed", "failed", "-", "-", run.error or ""])
+            rows.append([h.target, h.store, h.size, "failed", "failed", "-", "-", "-", run.error or ""])
             continue
         baseline_flagged |= h.baseline_flagged
         dagger = BASELINE_MARK if h.baseline_flagged else ""
@@ -176,7 +182,7 @@ def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
         p99 = ("failed" if loop and not loop.ok else
                f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s{_marks(loop.flags)}" if loop else "-")
         rows.append([h.target, h.store, h.size, f"{run.rps:.0f}", _ratio(h.rps_ratio) + dagger,
-                     _ratio(h.cpu_ratio) + dagger, p99,
+                     _ratio(h.cpu_ratio) + dagger, p99, run.bottleneck or "-",
                      " ".join(run.flags) + (" (baseline flagged)" if h.baseline_flagged else "")])
     return rows, seen, baseline_flagged
 
@@ -193,11 +199,14 @@ def _headline(results: Results) -> list[str]:
     c = _headline_level(results)
     return (["## Headline", "", *_sentences(results),
              *_table(["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
-                      "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "flags"], rows), "",
+                      "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "bottleneck", "flags"], rows),
+             "",
              f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
              f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
-             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's best rate, so it is response "
-             "time, not queueing.", "",
+             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
+             "time, not queueing. Bottleneck: what bound the row, decided from its flags and CPU (the load "
+             "generator; a core two active containers shared; the target's or the database's own CPU allowance "
+             "used to 90%; else none: the path waited with CPU to spare).", "",
              *_legend(seen, baseline_flagged)])
 
 
@@ -333,17 +342,28 @@ def _open_loop(results: Results) -> list[str]:
     rows = []
     for o in results.open_loop:
         if not o.ok:
-            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", o.error or ""])
+            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", "-", "-",
+                         o.error or ""])
             continue
-        rows.append([o.target, _size(o.file), f"{o.rate:g}", f"{o.sent_rate:g}", f"{o.p50_ms:.2f}",
-                     f"{o.p90_ms:.2f}", f"{o.p99_ms:.2f}", f"{o.max_ms:.1f}", " ".join(o.flags)])
+        low, high = o.p99_interval_ms or (None, None)
+        interval = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else (
+            f"{low:.2f}–?" if low is not None else "-")
+        rows.append([o.target, _size(o.file), f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})"
+                                                               if o.capacity_from else ""),
+                     f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
+                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", " ".join(o.flags)])
     return ["## Latency at a fixed rate (open loop, vegeta)", "",
             "Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow",
             "answer delays no later request (no coordinated omission): these percentiles are response times.",
-            "The rate is a share of the path's best median requests per second for that size; `sent` below",
-            f"{0.95:.0%} of it means vegeta could not keep the schedule (marked loadgen-bound).", "",
-            *_table(["target", "size", "rate asked /s", "sent /s", "p50 ms", "p90 ms", "p99 ms", "max ms",
-                     "flags"], rows), ""]
+            "The rate is a share of the path's keep-alive capacity for that size (the faster of ab -k and wrk;",
+            "vegeta keeps its connections alive too). Each run lasts until it has sent "
+            f"{OPEN_LOOP_REQUESTS:,} requests or {OPEN_LOOP_MAX_S:g} s.",
+            "Percentiles are order statistics of every request's latency; p99's 95% interval is distribution-free",
+            "(two order statistics chosen from the binomial distribution of the count below the true p99; `?`: too",
+            "few requests for an upper bound). `sent` is vegeta's own rate, first to last request sent; below",
+            f"{0.95:.0%} of the rate asked it fell behind its schedule (behind-schedule).", "",
+            *_table(["target", "size", "rate asked /s", "sent /s", "requests", "p50 ms", "p99 ms",
+                     "p99 95% interval ms", "p99.9 ms", "max ms", "flags"], rows), ""]
 
 
 def _cache(results: Results) -> list[str]:
