@@ -140,3 +140,30 @@ def test_report_has_a_row_per_case_and_names_the_stand_in():
     assert "| nginx-gridfs | mongo | pause | 10.0 s | 3000 | 990 | 990 x 503, 10 x 200 |" in text
     assert "| node | mongo | restart |" in text and "not measured: node: no answer" in text
     assert "FerretDB standing in for MongoDB" in text
+
+
+def test_a_path_that_stays_at_80_percent_errors_after_the_return_is_not_recovered():
+    """One good answer in five after the database is back: its first good
+    answer comes at once, which alone read "recovered in 0.00 s"."""
+    def answer(sent):
+        if sent < FAULT.down:
+            return 0.002, 200, GOOD, ""
+        if sent >= FAULT.back and round(sent * 100) % 5 == 0:
+            return 0.002, 200, GOOD, ""
+        return 0.003, 503, "b" * 64, "503 Service Unavailable"
+    row = analyse("flask", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
+    assert row.first_good_s is not None and row.first_good_s < 0.1
+    assert row.recovered_s is None
+    assert row.errors_after_back == 800  # 10 s x 100/s after the return, four in five failed
+    assert "not recovered: 800 errors after the database was back (80% of those sent)" in row.verdict
+    assert not row.verdict.startswith("recovered")
+
+
+def test_a_path_back_with_a_few_errors_recovers_when_the_rate_holds_clean():
+    def answer(sent):
+        if FAULT.down <= sent < FAULT.back + 2:
+            return 0.003, 503, "b" * 64, "503 Service Unavailable"
+        return 0.002, 200, GOOD, ""
+    row = analyse("node", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
+    assert row.errors_after_back == 200 and row.recovered_s == 3.0
+    assert row.verdict.startswith("recovered in 3 s (first good answer after 2.")

@@ -6,7 +6,11 @@ soon it served again. No I/O, so it is unit-tested on captured answers.
 
 Right, under a fault, is a clean error soon (nginx-gridfs: 503 within its
 timeouts) and good answers again soon after the database is back; wrong is a
-hang (an answer slower than BOUND_S), a truncated 200, or no recovery."""
+hang (an answer slower than BOUND_S), a truncated 200, or no recovery.
+Recovered means the rate before the fault holds again with no error for
+RATE_BACK_HOLD seconds, not one good answer: a path still failing four
+requests in five after the database returned is not recovered, whenever
+its first good answer came."""
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -44,6 +48,8 @@ class ResilienceRow:
     first_good_s: float | None    # from back to the first good answer to a request sent after it
     rate_back_s: float | None     # from back to the end of the first second of RATE_BACK_HOLD at the level
     verdict: str
+    errors_after_back: int = 0    # answers to requests sent after the database was back that were not good
+    recovered_s: float | None = None  # ... to the end of the first second of RATE_BACK_HOLD at the level, no error
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,22 +97,38 @@ def level_before(answers: list[Answer], expected_sha256: str, fault: Fault) -> f
     return sum(counts) / len(counts) if len(counts) >= 2 and any(counts) else None
 
 
-def rate_back_after(answers: list[Answer], expected_sha256: str, fault: Fault, level: float | None) -> float | None:
+def errors_per_second(answers: list[Answer], expected_sha256: str, start: float, seconds: int) -> list[int]:
+    """Requests sent in each whole second from start that did not get a good answer."""
+    counts = [0] * max(seconds, 0)
+    for a in answers:
+        i = math.floor(a.sent - start)
+        if 0 <= i < len(counts) and outcome(a, expected_sha256) != "200":
+            counts[i] += 1
+    return counts
+
+
+def rate_back_after(answers: list[Answer], expected_sha256: str, fault: Fault, level: float | None,
+                    clean: bool = False) -> float | None:
     """Seconds from back to the end of the first whole second from which good
-    answers/s stay at RATE_BACK_SHARE of the level for RATE_BACK_HOLD seconds;
-    None when that never happens before the load ends."""
+    answers/s stay at RATE_BACK_SHARE of the level for RATE_BACK_HOLD seconds
+    (clean: and no request sent in those seconds failed); None when that never
+    happens before the load ends."""
     if level is None or not answers:
         return None
     last_sent = max(a.sent for a in answers)
-    counts = good_per_second(answers, expected_sha256, fault.back, int(last_sent - fault.back))
+    seconds = int(last_sent - fault.back)
+    counts = good_per_second(answers, expected_sha256, fault.back, seconds)
+    errors = errors_per_second(answers, expected_sha256, fault.back, seconds) if clean else [0] * len(counts)
     floor = RATE_BACK_SHARE * level
     for i in range(len(counts) - RATE_BACK_HOLD + 1):
-        if all(c >= floor for c in counts[i:i + RATE_BACK_HOLD]):
+        held = range(i, i + RATE_BACK_HOLD)
+        if all(counts[k] >= floor and not errors[k] for k in held):
             return float(i + 1)
     return None
 
 
-def verdict(row_outage: Counter, slowest_ms: float | None, truncated: int, first_good_s: float | None) -> str:
+def verdict(row_outage: Counter, slowest_ms: float | None, truncated: int, first_good_s: float | None,
+            recovered_s: float | None = None, errors_after: int = 0, sent_after: int = 0) -> str:
     problems = []
     if truncated:
         problems.append(f"{truncated} truncated 200s")
@@ -121,9 +143,16 @@ def verdict(row_outage: Counter, slowest_ms: float | None, truncated: int, first
         problems.append("no good answer after the database was back")
     elif first_good_s > BOUND_S:
         problems.append(f"first good answer {first_good_s:.1f} s after the database was back")
+    if first_good_s is not None and recovered_s is None:
+        share = f" ({errors_after / sent_after:.0%} of those sent)" if sent_after else ""
+        problems.append(f"not recovered: {errors_after} errors after the database was back{share}, and the rate "
+                        f"before the fault never held {RATE_BACK_HOLD} s with no error")
+    elif recovered_s is not None and recovered_s > BOUND_S:
+        problems.append(f"recovered only {recovered_s:.0f} s after the database was back")
     if problems:
         return "; ".join(problems)
-    return f"recovered in {first_good_s:.2f} s"
+    return (f"recovered in {recovered_s:.0f} s (first good answer after {first_good_s:.2f} s; "
+            f"{errors_after} errors after the return)")
 
 
 def analyse(path: str, rate: float, answers: list[Answer], expected_sha256: str, fault: Fault) -> ResilienceRow:
@@ -138,10 +167,14 @@ def analyse(path: str, rate: float, answers: list[Answer], expected_sha256: str,
     level = level_before(answers, expected_sha256, fault)
     truncated = outcomes.count("200 truncated")
     slowest_ms = None if slowest is None else slowest * 1000
+    after = [o for a, o in zip(answers, outcomes) if a.sent >= fault.back]
+    errors_after = sum(1 for o in after if o != "200")
+    recovered = rate_back_after(answers, expected_sha256, fault, level, clean=True)
     return ResilienceRow(
         path=path, fault=fault.kind, database=fault.database, rate=rate, requests=len(answers),
         good=outcomes.count("200"), errors=len(answers) - outcomes.count("200"), truncated=truncated,
         outage_s=fault.back - fault.began, outage_answers=dict(sorted(outage.items())),
         outage_slowest_ms=slowest_ms, level_before=level, first_good_s=first_good_s,
         rate_back_s=rate_back_after(answers, expected_sha256, fault, level),
-        verdict=verdict(outage, slowest_ms, truncated, first_good_s))
+        verdict=verdict(outage, slowest_ms, truncated, first_good_s, recovered, errors_after, len(after)),
+        errors_after_back=errors_after, recovered_s=recovered)

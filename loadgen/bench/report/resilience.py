@@ -40,17 +40,19 @@ def render(doc: dict) -> str:
                   "is FerretDB's, not MongoDB's. What a path answers while it is away is the path's own.", ""]
     lines += [
         "| path | database | fault | outage | requests | errors | answers to requests sent during the outage "
-        "| slowest of those | first good answer after return | rate back after | verdict |",
-        "|---|---|---|--:|--:|--:|---|--:|--:|--:|---|",
+        "| slowest of those | first good answer after return | errors after return | rate back after "
+        "| back with no error after | verdict |",
+        "|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|---|",
     ]
     for r in rows:
         slowest = "-" if r.outage_slowest_ms is None else f"{r.outage_slowest_ms:.0f} ms"
         lines.append(
             f"| {r.path} | {r.database} | {r.fault} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
-            f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} "
-            f"| {_seconds(r.rate_back_s, 'not within the run')} | {r.verdict} |")
+            f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} | {r.errors_after_back} "
+            f"| {_seconds(r.rate_back_s, 'not within the run')} "
+            f"| {_seconds(r.recovered_s, 'not within the run')} | {r.verdict} |")
     for f in doc.get("failed", []):
-        lines.append(f"| {f['path']} | {f.get('database', '?')} | {f['fault']} | - | - | - | - | - | - | - "
+        lines.append(f"| {f['path']} | {f.get('database', '?')} | {f['fault']} | - | - | - | - | - | - | - | - | - "
                      f"| not measured: {f['error']} |")
     lines += [
         "",
@@ -61,7 +63,10 @@ def render(doc: dict) -> str:
         f"- **verdict**: right is 503 (or a whole 200) to every request sent during the outage, each within "
         f"{BOUND_S:g} s, no truncated 200, and a good answer within {BOUND_S:g} s of the database's return. "
         f"**rate back after**: to the end of the first second from which good answers/s hold "
-        f"{RATE_BACK_SHARE:.0%} of their level before the fault for {RATE_BACK_HOLD} s.",
+        f"{RATE_BACK_SHARE:.0%} of their level before the fault for {RATE_BACK_HOLD} s; **back with no error "
+        f"after**: the same with no request sent in those seconds failing, what the verdict calls recovered "
+        f"(a path still failing most requests after the return is not recovered, whenever its first good "
+        f"answer came).",
         "",
     ]
     return "\n".join(lines)
