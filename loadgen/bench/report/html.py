@@ -20,6 +20,9 @@ from ..measure.usage import LOADGEN
 from ..results import Results, Run
 
 PAGE = "index.html"
+BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided in one place from its flags and CPU (the load "
+                   "generator; a core two active containers shared; the target's or the database's own CPU "
+                   "allowance used to 90%; else none: the path waited with CPU to spare).")
 CSS = """
 :root { --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #fff; --band: #f6f8fa; --accent: #0072B2; }
 * { box-sizing: border-box; }
@@ -80,7 +83,7 @@ def _headline(results: Results) -> str:
         key = f'data-target="{escape(h.target)}" data-file="{escape(run.file)}" data-concurrency="{c}"'
         if not run.ok:
             rows.append(f'<tr class="failed" {key}><td>{escape(h.target)}</td><td>{h.store}</td><td>{h.size}</td>'
-                        f'<td data-col="rps">failed</td><td>failed</td><td>-</td><td>-</td>'
+                        f'<td data-col="rps">failed</td><td>failed</td><td>-</td><td>-</td><td>-</td>'
                         f'<td>{escape(run.error or "")}</td></tr>')
             continue
         seen |= set(run.flags) | set(loop.flags if loop else [])
@@ -92,19 +95,22 @@ def _headline(results: Results) -> str:
                     f'<td class="num" data-col="rps">{run.rps:.0f}</td>'
                     f'<td class="num" data-col="rps-ratio">{ratio(h.rps_ratio)}{d}</td>'
                     f'<td class="num" data-col="cpu-ratio">{ratio(h.cpu_ratio)}{d}</td>'
-                    f'<td class="num" data-col="p99">{p99}</td><td>{" ".join(_flag(f) for f in run.flags)}</td></tr>')
+                    f'<td class="num" data-col="p99">{p99}</td>'
+                    f'<td data-col="bottleneck"><abbr class="flag" title="{escape(BOTTLENECK_NOTE)}">'
+                    f'{escape(run.bottleneck or "-")}</abbr></td>'
+                    f'<td>{" ".join(_flag(f) for f in run.flags)}</td></tr>')
     legend = "".join(f"<li>{_flag(f)}: {escape(md.LEGEND[f])}</li>" for f in md.MARKS if f in seen)
     if any(h.baseline_flagged for h in headline_rows(results)):
         legend += f"<li>{escape(md.BASELINE_NOTE)}</li>"
     head = ["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
-            "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "flags"]
+            "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "bottleneck", "flags"]
     return (f'<p class="answer">{inline(" ".join(sentences(results)))}</p>'
             f'<div class="table"><table id="headline"><thead><tr>{"".join(f"<th>{escape(x)}</th>" for x in head)}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             f"<p>Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower CPU "
             f"per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
-            f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's best rate, so it is response time, "
-            f"not queueing. Hover a flag for what it means.</p>"
+            f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is "
+            f"response time, not queueing. {escape(BOTTLENECK_NOTE)} Hover a flag for what it means.</p>"
             + (f'<p>Flags:</p><ul class="legend">{legend}</ul>' if legend else ""))
 
 
