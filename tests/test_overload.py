@@ -93,5 +93,45 @@ def test_report_tables_each_check():
            "failed": [{"check": "large file", "path": "flask", "error": "flask: wrk: no end"}]}
     text = render(doc)
     assert "## 1000 clients at once on `1MB` for 30 s" in text
-    assert f"| nginx-static | {wrk.requests} | {wrk.requests} | 0 | none | 0 | running | 90 / 512 MiB | ok |" in text
+    assert f"| nginx-static | {wrk.requests} | {wrk.requests} | 0 | none | 0 | running | 90 / 512 MiB (kernel's peak ?) | ok |" in text
     assert "## `100MB` to 50 clients at once" in text and "| flask | - |" in text
+
+
+def _local_python_image() -> str:
+    import subprocess
+    images = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                            text=True, timeout=60).stdout.split()
+    found = [i for i in images if i.endswith("/python:3.11") and "local" in i]
+    if not found:
+        pytest.fail("no local python image: run `make local-images` (make test does)")
+    return found[0]
+
+
+def test_the_kernels_own_peak_and_oom_kills_of_a_real_container():
+    """5 Hz sampling misses a spike of a tenth of a second; the cgroup's own
+    counters do not. A process allocating 48 MiB for 0.1 s, then another
+    killed by the kernel at the container's 96 MiB limit, in one container
+    whose shell survives both (cgroup v1 here, v2 read alike)."""
+    import subprocess
+    import time
+    from lab_compose import PeakMemory
+    name = f"lab-test-kernel-memory-{int(time.time())}"
+    script = ("sleep 2; python3 -c 'import time; b = bytearray(48 * 2**20); time.sleep(0.1)'; sleep 1; "
+              "python3 -c 'b = bytearray(256 * 2**20)'; sleep 30")
+    cid = subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "--memory", "96m", "--memory-swap", "96m",
+                          _local_python_image(), "sh", "-c", script], capture_output=True, text=True, timeout=120,
+                         check=True).stdout.strip()
+    try:
+        with PeakMemory(cid) as peak:
+            time.sleep(6)
+        assert peak.kernel_peak is not None and peak.kernel_peak >= 48 * 2 ** 20, peak.kernel_peak
+        assert peak.kernel_oom_kills == 1
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+
+
+def test_an_oom_kill_the_kernel_counted_fails_the_check_even_without_dockers_event():
+    after = ContainerAfter(oom_kills=0, status="running", oom_killed=False, exit_code=0, peak_bytes=10 * 2 ** 20,
+                           limit_bytes=256 * 2 ** 20, kernel_peak_bytes=250 * 2 ** 20, kernel_oom_kills=2)
+    row = large_file_row("flask", "4 clients", {"clients": 4, "outcomes": {"whole": 4}}, after)
+    assert row.oom_kills == 2 and row.verdict == "2 OOM kills" and row.kernel_peak_mib == 250.0

@@ -75,7 +75,8 @@ def after_load(cid: str, began: float, peak: PeakMemory) -> ContainerAfter:
     return ContainerAfter(
         oom_kills=oom_events(cid, began, time.time() + 1), status=state["State"]["Status"],
         oom_killed=bool(state["State"]["OOMKilled"]), exit_code=int(state["State"]["ExitCode"]),
-        peak_bytes=peak.peak, limit_bytes=int(state["HostConfig"]["Memory"]))
+        peak_bytes=peak.peak, limit_bytes=int(state["HostConfig"]["Memory"]), kernel_peak_bytes=peak.kernel_peak,
+        kernel_oom_kills=peak.kernel_oom_kills)
 
 
 def bench_run(base: list[str], env: dict, args: list[str], timeout: float, what: str) -> str:

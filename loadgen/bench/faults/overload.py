@@ -21,6 +21,13 @@ class ContainerAfter:
     exit_code: int
     peak_bytes: int | None    # highest anonymous + tmpfs memory sampled (None: cgroup not found)
     limit_bytes: int          # HostConfig.Memory (0: none)
+    kernel_peak_bytes: int | None = None  # the cgroup's own peak usage, page cache included
+    kernel_oom_kills: int | None = None   # the cgroup's own OOM kill count over the load
+
+    @property
+    def kills(self) -> int:
+        """OOM kills as Docker's events or the kernel's count say, whichever saw more."""
+        return max(self.oom_kills, self.kernel_oom_kills or 0)
 
     def describe(self) -> str:
         if self.oom_killed:
@@ -44,6 +51,7 @@ class OverloadRow:
     peak_mib: float | None
     limit_mib: float | None
     verdict: str
+    kernel_peak_mib: float | None = None  # the cgroup's own peak, page cache included
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,8 +63,8 @@ class OverloadRow:
 
 def _verdict(after: ContainerAfter, broken: dict) -> str:
     problems = []
-    if after.oom_kills:
-        problems.append(f"{after.oom_kills} OOM kills")
+    if after.kills:
+        problems.append(f"{after.kills} OOM kills")
     if after.describe() != "running":
         problems.append(f"container {after.describe()}")
     problems += [f"{n} x {kind}" for kind, n in broken.items()]
@@ -77,8 +85,8 @@ def clients_row(path: str, load: str, wrk: WrkSummary, after: ContainerAfter) ->
     return OverloadRow(
         check="clients", path=path, load=load, answers=wrk.requests,
         whole=wrk.requests - wrk.non_2xx_3xx, clean_errors=wrk.non_2xx_3xx, broken=broken,
-        oom_kills=after.oom_kills, container=after.describe(), peak_mib=_mib(after.peak_bytes),
-        limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken))
+        oom_kills=after.kills, container=after.describe(), peak_mib=_mib(after.peak_bytes),
+        limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken), kernel_peak_mib=_mib(after.kernel_peak_bytes))
 
 
 def large_file_row(path: str, load: str, fetched: dict, after: ContainerAfter) -> OverloadRow:
@@ -90,5 +98,6 @@ def large_file_row(path: str, load: str, fetched: dict, after: ContainerAfter) -
     broken = {k: n for k, n in outcomes.items() if k not in clean}
     return OverloadRow(
         check="large file", path=path, load=load, answers=int(fetched["clients"]), whole=whole,
-        clean_errors=sum(clean.values()), broken=broken, oom_kills=after.oom_kills, container=after.describe(),
-        peak_mib=_mib(after.peak_bytes), limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken))
+        clean_errors=sum(clean.values()), broken=broken, oom_kills=after.kills, container=after.describe(),
+        peak_mib=_mib(after.peak_bytes), limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken),
+        kernel_peak_mib=_mib(after.kernel_peak_bytes))

@@ -9,7 +9,8 @@ def _broken(counts: dict) -> str:
 def _memory(row: OverloadRow) -> str:
     peak = "?" if row.peak_mib is None else f"{row.peak_mib:.0f}"
     limit = "none" if row.limit_mib is None else f"{row.limit_mib:.0f}"
-    return f"{peak} / {limit} MiB"
+    kernel = "?" if row.kernel_peak_mib is None else f"{row.kernel_peak_mib:.0f}"
+    return f"{peak} / {limit} MiB (kernel's peak {kernel})"
 
 
 def render(doc: dict) -> str:
@@ -23,7 +24,10 @@ def render(doc: dict) -> str:
         "Right is no OOM kill (of the container or of any process in it), the container still running, and "
         "every answer whole or a clean HTTP error (a 5xx that sheds load). Peak memory is the highest "
         "anonymous + tmpfs memory sampled five times a second (the page cache of files read is left out: "
-        "the kernel drops it at the limit rather than kill).",
+        "the kernel drops it at the limit rather than kill); beside it the kernel's own peak of the "
+        "container's cgroup (memory.max_usage_in_bytes, or memory.peak on cgroup v2, where it counts from "
+        "the container's start), page cache and socket buffers included, which no sampling misses. OOM "
+        "kills: Docker's events or the cgroup's own count, whichever saw more.",
         "",
     ]
     for check, title in (("clients", f"{s['clients']} clients at once on `{s['file']}` for {s['seconds']} s "
