@@ -3,9 +3,11 @@ on PostgreSQL for GridFS, PostgreSQL 15, a temporary directory. Each writes
 files from one thread and from three, reads them back by sha256, measures
 its disk, resets to nothing, and fails clearly."""
 import hashlib
+import os
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psycopg
 import pymongo
@@ -179,7 +181,10 @@ def test_ferretdb_disk_figure_after_an_open_without_reset(mongo_uri, gridfs_stor
 def test_filesystem_durability_and_reset_keep_other_files(filesystem_store):
     expected = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", str(filesystem_store.directory)],
                               capture_output=True, text=True).stdout.strip()
-    assert filesystem_store.durability() == {"fsync": "each file, then its directory", "filesystem": expected}
+    durability = filesystem_store.durability()
+    assert {k: durability[k] for k in ("fsync", "filesystem")} == {"fsync": "each file, then its directory",
+                                                                  "filesystem": expected}
+    assert durability["syncs_per_file"].startswith("2 fsyncs") and durability["atomic"].startswith("yes")
     others = ["keep.txt", "write-1.bin", "write-00001.bin.bak"]
     for name in others:
         (filesystem_store.directory / name).write_text("not the phase's")
@@ -252,3 +257,40 @@ def test_concurrent_first_writes_make_the_gridfs_indexes_once(gridfs_store):
     client = pymongo.MongoClient(gridfs_store.uri)
     keys = [dict(i["key"]) for i in client.storestest["bench_writes.chunks"].list_indexes()]
     assert {"files_id": 1, "n": 1} in keys
+
+
+def resident_pages(path: Path) -> int:
+    """How many of the file's pages the kernel holds in its page cache:
+    mincore(2) over a shared read-only mapping (what fincore(1) does)."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        vec = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+        try:
+            assert libc.mincore(address, size, vec) == 0, ctypes.get_errno()
+        finally:
+            libc.munmap(address, size)
+        return sum(v & 1 for v in vec)
+    finally:
+        os.close(fd)
+
+
+def test_a_cold_read_finds_the_file_out_of_the_page_cache(filesystem_store):
+    """evict() drops a file's clean pages (posix_fadvise DONTNEED), as the
+    kernel itself reports them: the cold reads read the disk."""
+    from bench.databases.write_data import file_name
+    filesystem_store.write(FileSource(base_bytes(4 * 1024 * 1024), 0))
+    path = filesystem_store.directory / file_name(0)
+    filesystem_store.read(file_name(0))  # now in the page cache
+    assert resident_pages(path) > 0
+    filesystem_store.evict([file_name(0)])
+    assert resident_pages(path) == 0

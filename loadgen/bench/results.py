@@ -266,6 +266,10 @@ class StorePass:
     verified: bool | None = None
     disk: dict | None = None
     durability: dict | None = None
+    # Reads: "warm" (after a pass that is not counted: the store's and the
+    # OS's caches hold what they will) or "cold" (every file dropped from
+    # the caches bench can reach before each pass); None for writes.
+    cache_state: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -20,6 +20,7 @@ from ..measure.usage import LOADGEN
 from ..databases.write_data import FileSource, base_bytes, file_name
 
 IN_ORDER, RANDOM = "in order", "random"
+COLD = "in order, cold"  # 1 thread, every file dropped from the caches bench can reach before each pass
 MISMATCHES_NAMED = 3
 # pymongo holds a whole file per GridFS upload and encodes it again to send
 # it (20 threads x 10 MB OOM-killed bench at 512 MiB); bench itself, charts
@@ -97,7 +98,8 @@ class StoreBenchmark:
         self.results.store_setup = {
             "files": self.files, "file_bytes": self.size, "threads": self.threads,
             "stores": [s.name for s in stores], "errors": {}}
-        passes = len(stores) * self.cfg.repetitions * 2 * len(self.threads) + 2 * len(stores) * len(self.threads)
+        # writes and warm reads for each thread count, the cold reads, and a check per store and thread count
+        passes = len(stores) * self.cfg.repetitions * (2 * len(self.threads) + 1) + 2 * len(stores) * len(self.threads)
         self.progress = Progress(passes)
         say(f"store benchmark: {self.files} files of {self.size:,} bytes into {', '.join(s.name for s in stores)}; "
             f"writes with {' and '.join(map(str, self.threads))} threads, then reads back, "
@@ -119,6 +121,7 @@ class StoreBenchmark:
                 self.results.writes += self.write_row(stores, threads, expected)
             for threads, order in ((1, IN_ORDER), (self.cfg.write_threads, RANDOM)):
                 self.results.reads += self.read_row(stores, threads, order)
+            self.results.reads += self.cold_read_row(stores)
         finally:
             for store in stores:
                 try:
@@ -134,7 +137,7 @@ class StoreBenchmark:
 
     # --- passes -----------------------------------------------------------
     def rotating_passes(self, stores: list[Store], operation: str, threads: int, order: str,
-                        work, indexes: list[int], reset: bool) -> dict[str, list[dict]]:
+                        work, indexes: list[int], reset: bool, before_pass=None) -> dict[str, list[dict]]:
         """BENCH_REPETITIONS measured passes, the stores in the schedule's
         order: work(store, index) for every index; `reset` empties the store
         before each pass. A store that fails is out from then on."""
@@ -147,6 +150,8 @@ class StoreBenchmark:
             try:
                 if reset:
                     store.reset()
+                if before_pass:
+                    before_pass(store)  # outside the timed window, like the reset
                 passes[name].append(self.timer.measured(store.service or LOADGEN, lambda: timed_pass(
                     f"{name} {operation}", lambda n: work(store, n), indexes, threads, self.size)))
                 self.results.order.append(f"{name} {label} r={i}")
@@ -188,8 +193,10 @@ class StoreBenchmark:
                 row.status = FAILED
                 row.error = (f"{len(wrong)} of {self.files} files read back differ from what was written: "
                              + ", ".join(wrong[:MISMATCHES_NAMED]) + (" ..." if len(wrong) > MISMATCHES_NAMED else ""))
+            settled = store.settle()  # a checkpoint or fsync first: the size of what reached the disk
             disk = store.disk_bytes()
             row.disk = {**disk, "ratio": round(disk["bytes"] / row.total_bytes, 4)}
+            row.disk.setdefault("detail", {})["settled"] = settled
         except StoreError as e:
             row.status, row.error = FAILED, f"after the writes: {e}"
             self.fail_store(store, row.error)
@@ -197,12 +204,47 @@ class StoreBenchmark:
 
     # --- reads ------------------------------------------------------------
     def read_row(self, stores: list[Store], threads: int, order: str) -> list[StorePass]:
+        """Warm reads: one pass per store first, not counted, so every counted
+        pass finds the caches as a steady reader would."""
         indexes = list(range(self.files))
         if order == RANDOM:
             random.Random(f"gridfs-lab-reads:{self.files}").shuffle(indexes)
+        for store in stores:
+            if store.name not in self.broken:
+                try:
+                    timed_pass(f"{store.name} warm-up", lambda n: self.read_whole(store, n), indexes, threads,
+                               self.size)
+                except StoreError as e:
+                    self.fail_store(store, f"read warm-up with {threads} threads: {e}")
         passes = self.rotating_passes(stores, READ, threads, order, self.read_whole, indexes, reset=False)
         rows = [self.row(store, READ, threads, order, passes[store.name]) for store in stores]
         for row in rows:
+            row.cache_state = "warm"
+            say(describe(row))
+        return rows
+
+    def cold_read_row(self, stores: list[Store]) -> list[StorePass]:
+        """Cold reads, 1 thread in order, for the stores whose caches bench can
+        empty before each pass (the filesystem's page cache); for the others
+        store_setup's cold_reads says why not."""
+        names = [file_name(i) for i in range(self.files)]
+        said = self.results.store_setup.setdefault("cold_reads", {})
+        cold = []
+        for store in stores:
+            if store.name in self.broken:
+                continue
+            if store.cold_reads_unavailable:
+                said[store.name] = f"not measured: {store.cold_reads_unavailable}"
+            else:
+                said[store.name] = store.eviction
+                cold.append(store)
+        if not cold:
+            return []
+        passes = self.rotating_passes(cold, READ, 1, COLD, self.read_whole, list(range(self.files)), reset=False,
+                                      before_pass=lambda store: store.evict(names))
+        rows = [self.row(store, READ, 1, COLD, passes[store.name]) for store in cold]
+        for row in rows:
+            row.cache_state = "cold"
             say(describe(row))
         return rows
 

@@ -76,6 +76,20 @@ class Store:
     def disk_bytes(self) -> dict:
         raise NotImplementedError
 
+    def settle(self) -> str:
+        """Makes what was written reach the disk before its size is read (a
+        checkpoint, an fsync); says how, or why it could not."""
+        raise NotImplementedError
+
+    # Why bench cannot read this store cold (None: it can, with evict()).
+    cold_reads_unavailable: str | None = ("the database's own cache goes only when it restarts, which bench (no "
+                                          "Docker socket, by design) cannot do")
+    eviction = ""  # how evict() empties the caches, for store_setup
+
+    def evict(self, names: list[str]) -> None:
+        """Drops the files from every cache bench can reach, for a cold read."""
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -183,7 +197,20 @@ class GridFSStore(Store):
             acknowledged = "once it is in the server's on-disk journal (j: true)"
         return {"write_concern": self.client.write_concern.document, "server": dict(self.server),
                 "acknowledged": acknowledged,
-                "per_file": "one insert of its chunks (pymongo buffers up to 48 MB), then its files document"}
+                "per_file": "one insert of its chunks (pymongo buffers up to 48 MB), then its files document",
+                "syncs_per_file": (f"2 {self.server.get('backend') or 'backend'} commits (the chunks' insert, "
+                                   "then the files document's)" if self.is_ferretdb else
+                                   "2 journal commits (j: true on the chunks' insert and on the files document's)"),
+                "atomic": "no: the chunks land before their files document; a crash between them leaves orphan "
+                          "chunks, and readers see the file only once its files document is there"}
+
+    def settle(self) -> str:
+        with self.guard("cannot ask for an fsync"):
+            try:
+                self.client.admin.command("fsync")
+                return "fsync command (the server flushed to disk)"
+            except OperationFailure as e:
+                return f"not settled: fsync refused ({one_line(e)}); the size is the server's figure as it stands"
 
     def reset(self) -> None:
         with self.guard("cannot drop the bench_writes bucket"):
@@ -380,7 +407,17 @@ class PostgresStore(Store):
                 connection.transaction():
             settings = {name: connection.execute(f"SHOW {name}").fetchone()[0] for name in DURABILITY_SETTINGS}
         return {**settings, "per_file": "one transaction (its files row and chunk rows), committed before "
-                                        "write returns"}
+                                        "write returns",
+                "syncs_per_file": "1 WAL flush, at the commit (fsync and synchronous_commit as above)",
+                "atomic": "yes: the files row and its chunks commit together or not at all"}
+
+    def settle(self) -> str:
+        try:
+            with self.pool.connection() as connection:
+                connection.execute("CHECKPOINT")
+            return "CHECKPOINT"
+        except psycopg.Error as e:
+            return f"not settled: CHECKPOINT refused ({one_line(e)}); the size is the tables' as they stand"
 
     def reset(self) -> None:
         with self.guard("cannot recreate schema bench_writes"), self.pool.connection() as connection, \
@@ -485,7 +522,25 @@ class FilesystemStore(Store):
             self.directory.mkdir(parents=True, exist_ok=True)
 
     def durability(self) -> dict:
-        return {"fsync": "each file, then its directory", "filesystem": mount_type(self.directory)}
+        return {"fsync": "each file, then its directory", "filesystem": mount_type(self.directory),
+                "syncs_per_file": "2 fsyncs (the file, then its directory after the rename)",
+                "atomic": "yes: written under a temporary name and renamed, so a reader sees the old file or "
+                          "the whole new one"}
+
+    def settle(self) -> str:
+        os.sync()
+        return "sync(2) (each file was fsync'd as written)"
+
+    cold_reads_unavailable = None
+    eviction = "posix_fadvise(DONTNEED) on every file before each pass: the kernel drops their clean pages"
+
+    def evict(self, names: list[str]) -> None:
+        """The next read comes from the disk (or from a cache below the
+        volume's filesystem, which no container can reach)."""
+        with self.guard("cannot drop the files from the page cache"):
+            for name in names:
+                with open(self.directory / name, "rb") as f:
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
     def _phase_files(self) -> list[Path]:
         return [p for p in self.directory.iterdir() if PHASE_FILE.match(p.name)]

@@ -545,9 +545,12 @@ def _store_benchmark(results: Results) -> list[str]:
              "each container's CPU seconds per 10^9 bytes moved (bench, the writer or reader / the store's own "
              "container; the filesystem's work is the kernel's, charged to bench). Seed 002's column: its published "
              "seconds where the setting matches (WRITE_FILES=1000 WRITE_SIZE=10000000), else its rate for reference "
-             "only (2015, Windows, one 10,000 rpm disk; the machine restarted before every test). Reads follow the "
-             "writes, so the OS page cache may hold the files: they measure each store's software path more than "
-             "the disk (a container cannot drop the host's cache).", "",
+             "only (2015, Windows, one 10,000 rpm disk; the machine restarted before every test). Warm reads come "
+             "after a pass that is not counted, so caches hold what they will: they measure each store's software "
+             "path more than the disk. Cold reads (\"in order, cold\") drop every file from the caches bench can "
+             "reach before each pass; the databases' own caches go only with a restart, so their cold rows are "
+             "not measured (store_setup.cold_reads says so per store). Sizes are read after a checkpoint or "
+             "fsync.", "",
              *_table(["store", "operation", "threads", "order", "seconds", "files/s", "MB/s", "CPU s/GB bench / store",
                       "ms per file p50 / p99", "seed 002", "error"], table), "", *_legend(seen)]
     return lines + _disk(results) + _durability(results)
