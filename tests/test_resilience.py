@@ -137,7 +137,7 @@ def test_report_has_a_row_per_case_and_names_the_stand_in():
            "resilience": [row.to_dict()], "failed": [{"path": "node", "database": "mongo", "fault": "restart",
                                                       "error": "node: no answer within 240 s"}]}
     text = render(doc)
-    assert "| nginx-gridfs | mongo | pause | 10.0 s | 3000 | 990 | 990 x 503, 10 x 200 |" in text
+    assert "| nginx-gridfs | mongo | pause | 1 | - | 10.0 s | 3000 | 990 | 990 x 503, 10 x 200 |" in text
     assert "| node | mongo | restart |" in text and "not measured: node: no answer" in text
     assert "FerretDB standing in for MongoDB" in text
 
@@ -167,3 +167,28 @@ def test_a_path_back_with_a_few_errors_recovers_when_the_rate_holds_clean():
     row = analyse("node", 100, steady(1000.0, 30, 100, answer), GOOD, FAULT)
     assert row.errors_after_back == 200 and row.recovered_s == 3.0
     assert row.verdict.startswith("recovered in 3 s (first good answer after 2.")
+
+
+def test_trials_are_summarised_by_median_and_maximum():
+    from dataclasses import replace
+    from bench.faults.resilience import summarise
+
+    def answer_after(delay):
+        def answer(sent):
+            if FAULT.down <= sent < FAULT.back + delay:
+                return 0.003, 503, "b" * 64, "503 Service Unavailable"
+            return 0.002, 200, GOOD, ""
+        return answer
+    rows = [replace(analyse("flask", 100, steady(1000.0, 30, 100, answer_after(d)), GOOD, FAULT), trial=i)
+            for i, d in enumerate((0, 2, 9), 1)]
+    (line,) = summarise(rows)
+    # the third still failing 9 s after the return: not recovered within the run
+    assert (line["trials"], line["right"]) == (3, 2)
+    assert line["recovered_median_s"] == 2.0 and line["recovered_max_s"] == 3.0
+    assert line["verdict"] == "wrong in 1 of 3 trials (1 not recovered)"
+    doc = {"run_id": "r", "env_file": "local.env", "started": "a", "finished": "b",
+           "settings": {"file": "1KB.bin", "rate": 100, "seconds": 30, "fault_at": 10, "pause_s": 10,
+                        "jitter_s": 3.0},
+           "resilience": [r.to_dict() for r in rows], "summary": [line], "failed": []}
+    text = render(doc)
+    assert "## Over 3 trials each" in text and "| flask | mongo | pause | 3 | 2 | 2.00 / 9.00 s | 2.00 / 3.00 s | 3 / 3 ms |" in text

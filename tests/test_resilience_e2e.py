@@ -28,8 +28,8 @@ def run(tmp_path_factory):
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     results = tmp_path_factory.mktemp("resilience")
     proc = resilience({"RESULTS_DIR": str(results), "BENCH_TARGETS": " ".join(TARGETS), "FILE_SIZES": "1KB",
-                       "RESILIENCE_RATE": str(RATE), "RESILIENCE_SECONDS": "16", "RESILIENCE_FAULT_AT": "5",
-                       "RESILIENCE_PAUSE": "3"}, timeout=1800)
+                       "RESILIENCE_RATE": str(RATE), "RESILIENCE_SECONDS": "19", "RESILIENCE_FAULT_AT": "5",
+                       "RESILIENCE_PAUSE": "3", "RESILIENCE_TRIALS": "2"}, timeout=1800)
     dirs = sorted(results.glob("resilience-*"))
     assert len(dirs) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads((dirs[0] / "results.json").read_text()), dirs[0]
@@ -45,7 +45,7 @@ def test_every_path_with_a_database_is_measured_under_both_faults(run):
     assert doc["server"]["product"] == "FerretDB"
     for r in doc["resilience"]:
         # the load ran at its rate and was served whole before the fault
-        assert r["requests"] == pytest.approx(RATE * 16, rel=0.05), r
+        assert r["requests"] == pytest.approx(RATE * 19, rel=0.05), r
         assert r["level_before"] == pytest.approx(RATE, rel=0.1), r
         assert r["good"] + r["errors"] == r["requests"]
         assert 0 < r["outage_s"] < 30, r
@@ -71,7 +71,7 @@ def test_report_answers_and_the_project_taken_down(run):
         assert f"| {r['path']} | {r['database']} | {r['fault']} |" in report
     assert "FerretDB standing in for MongoDB" in report
     for r in doc["resilience"]:
-        with open(out / f"{r['path']}-{r['fault']}.csv") as f:
+        with open(out / f"{r['path']}-{r['fault']}-t{r['trial']}.csv") as f:
             rows = list(csv.DictReader(f))
         # the CSV is the row's evidence: a line per request, its errors the row's
         assert len(rows) == r["requests"]
@@ -79,6 +79,17 @@ def test_report_answers_and_the_project_taken_down(run):
     left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
                           capture_output=True, text=True, timeout=60)
     assert left.stdout.strip() == "", "resilience left containers behind"
+
+
+def test_each_case_runs_its_trials_with_the_fault_at_another_moment(run):
+    _, doc, out = run
+    for path, fault in {(r["path"], r["fault"]) for r in doc["resilience"]}:
+        trials = [r for r in doc["resilience"] if (r["path"], r["fault"]) == (path, fault)]
+        assert sorted(r["trial"] for r in trials) == [1, 2]
+        assert len({r["fault_at_s"] for r in trials}) == 2 and all(5 <= r["fault_at_s"] < 8 for r in trials)
+    assert {(s["path"], s["fault"], s["trials"]) for s in doc["summary"]} == {
+        (p, f, 2) for p in ("nginx-gridfs", "flask-postgres") for f in ("restart", "pause")}
+    assert "## Over 2 trials each" in (out / "report.md").read_text()
 
 
 def test_a_bad_setting_stops_it_before_anything_starts():

@@ -13,30 +13,37 @@ Environment (each checked before anything starts):
                        containers and volumes, taken down after)
   RESILIENCE_RATE      requests/s to each path (default 100: below every
                        path's capacity on the FerretDB stand-in)
-  RESILIENCE_SECONDS   length of each case's load (default 30)
+  RESILIENCE_SECONDS   length of each case's load (default 35)
   RESILIENCE_FAULT_AT  seconds into the load when the fault begins (default 10)
   RESILIENCE_PAUSE     seconds the database stays paused (default 10)
   RESILIENCE_FILE      the file requested (default 1KB.bin; one of FILE_SIZES)
   RESILIENCE_FAULTS    which faults (default "restart pause")
+  RESILIENCE_TRIALS    trials of each case (default 5), each fault at
+                       RESILIENCE_FAULT_AT plus a seeded 0-3 s jitter: a
+                       driver's recovery depends on where the fault falls in
+                       its heartbeat cycle; median and maximum are reported
   BENCH_TARGETS        the paths considered (default: the env file's)"""
 import csv
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.report.resilience import render  # noqa: E402
-from bench.faults.resilience import RATE_BACK_HOLD, Fault, analyse  # noqa: E402
+from bench.faults.resilience import RATE_BACK_HOLD, Fault, ResilienceRow, analyse, summarise  # noqa: E402
 from bench.clients.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
 from lab_compose import (LabError, compose_run, compose_services, finish, known_targets, now_iso,  # noqa: E402
                          number, open_lab, results_dir, save)
 
 FAULTS = ("restart", "pause")
+JITTER_S = 3.0             # each trial's fault falls this much later at most (seeded per trial)
 CASE_OVERHEAD_S = 15       # a bench container's start, the path's readiness check, the fault's commands
 COMPOSE_TIMEOUT_S = 120    # one stop/start/pause/unpause/up
 BUILD_TIMEOUT_S = 3600
@@ -52,11 +59,13 @@ def read_settings(env: dict, lab: dict) -> dict:
     """The RESILIENCE_* knobs, checked; lab is the env file's settings."""
     s = {
         "rate": number(env, "RESILIENCE_RATE", "100", 1, 5000),
-        "seconds": number(env, "RESILIENCE_SECONDS", "30", 10, 3600, whole=True),
+        "seconds": number(env, "RESILIENCE_SECONDS", "35", 10, 3600, whole=True),
         "fault_at": number(env, "RESILIENCE_FAULT_AT", "10", 3, 3600, whole=True),
         "pause_s": number(env, "RESILIENCE_PAUSE", "10", 1, 600, whole=True),
         "file": env.get("RESILIENCE_FILE", "1KB.bin").strip(),
         "faults": env.get("RESILIENCE_FAULTS", " ".join(FAULTS)).split(),
+        "trials": number(env, "RESILIENCE_TRIALS", "5", 1, 50, whole=True),
+        "jitter_s": JITTER_S,
         "targets": (env.get("BENCH_TARGETS") or lab.get("BENCH_TARGETS", "")).split(),
     }
     seeded = [f"{size}.bin" for size in (env.get("FILE_SIZES") or lab.get("FILE_SIZES", "")).split()]
@@ -66,7 +75,7 @@ def read_settings(env: dict, lab: dict) -> dict:
     if bad or not s["faults"]:
         raise LabError(f"RESILIENCE_FAULTS={' '.join(s['faults'])!r}: expected one or both of {FAULTS}")
     # a level before the fault, the outage, then RATE_BACK_HOLD seconds to see the rate come back
-    needed = s["fault_at"] + s["pause_s"] + RATE_BACK_HOLD + 5
+    needed = s["fault_at"] + JITTER_S + s["pause_s"] + RATE_BACK_HOLD + 5
     if s["seconds"] < needed:
         raise LabError(f"RESILIENCE_SECONDS={s['seconds']}: too short to see a recovery; at least "
                        f"{needed} with RESILIENCE_FAULT_AT={s['fault_at']} and RESILIENCE_PAUSE={s['pause_s']}")
@@ -173,8 +182,8 @@ def main() -> int:
         return 2
     try:
         s = read_settings(env, lab)
-        cases = [(p, d, k) for p, d in paths_with_database(compose_services(base, env), s["targets"])
-                 for k in s["faults"]]
+        cases = [(p, d, k, t) for p, d in paths_with_database(compose_services(base, env), s["targets"])
+                 for k in s["faults"] for t in range(1, s["trials"] + 1)]
     except (LabError, ValueError, KeyError) as e:
         print(f"resilience: error: {e}", file=sys.stderr)
         return 2
@@ -187,30 +196,34 @@ def main() -> int:
            "started": now_iso(), "finished": None,
            "settings": s, "images": {k: v for k, v in lab.items() if k.endswith("_IMAGE")},
            "server": None, "resilience": [], "failed": []}
-    paths = sorted({p for p, _, _ in cases})
-    databases = sorted({d for _, d, _ in cases})
+    paths = sorted({c[0] for c in cases})
+    databases = sorted({c[1] for c in cases})
     try:
         say(f"{len(cases)} cases: {', '.join(paths)}; about "
             f"{len(cases) * (s['seconds'] + CASE_OVERHEAD_S) // 60 + 1} min after the build and the seed")
         compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
         compose_run(base, ["up", "-d", *databases, *paths], env, COMPOSE_TIMEOUT_S * 3, "starting the paths")
         compose_run(base, ["run", "--rm", "seed"], env, SEED_TIMEOUT_S, "seeding")
-        for i, (path, database, kind) in enumerate(cases):
+        for i, (path, database, kind, trial) in enumerate(cases):
             left = (len(cases) - i) * (s["seconds"] + CASE_OVERHEAD_S)
-            say(f"{i + 1}/{len(cases)} {path}: {kind} {database} {s['fault_at']} s into {s['seconds']} s "
-                f"at {s['rate']:g}/s (about {left // 60} min {left % 60} s left)")
+            fault_at = round(s["fault_at"] + random.Random(f"{run_id}:{path}:{kind}:{trial}").uniform(0, JITTER_S), 2)
+            say(f"{i + 1}/{len(cases)} {path}: {kind} {database} {fault_at:g} s into {s['seconds']} s "
+                f"at {s['rate']:g}/s, trial {trial} (about {left // 60} min {left % 60} s left)")
             try:
-                header, answers, fault = one_case(base, env, s, path, database, kind)
+                header, answers, fault = one_case(base, env, {**s, "fault_at": fault_at}, path, database, kind)
             except LabError as e:
                 say(f"{path} {kind}: not measured: {e}")
-                doc["failed"].append({"path": path, "database": database, "fault": kind, "error": str(e)})
+                doc["failed"].append({"path": path, "database": database, "fault": kind, "trial": trial,
+                                      "error": str(e)})
                 continue
             if database == "mongo":
                 doc["server"] = header.get("server")
-            row = analyse(path, s["rate"], answers, header["expected_sha256"], fault)
-            write_answers(out, f"{path}-{kind}", answers, header["expected_sha256"])
+            row = replace(analyse(path, s["rate"], answers, header["expected_sha256"], fault), trial=trial,
+                          fault_at_s=fault_at)
+            write_answers(out, f"{path}-{kind}-t{trial}", answers, header["expected_sha256"])
             doc["resilience"].append(row.to_dict())
-            say(f"{path} {kind}: {row.errors} errors of {row.requests}; {row.verdict}")
+            doc["summary"] = summarise([ResilienceRow.from_dict(r) for r in doc["resilience"]])
+            say(f"{path} {kind} trial {trial}: {row.errors} errors of {row.requests}; {row.verdict}")
             save(out, doc)
     except LabError as e:
         print(f"resilience: error: {e}", file=sys.stderr)

@@ -50,6 +50,8 @@ class ResilienceRow:
     verdict: str
     errors_after_back: int = 0    # answers to requests sent after the database was back that were not good
     recovered_s: float | None = None  # ... to the end of the first second of RATE_BACK_HOLD at the level, no error
+    trial: int = 1                # of RESILIENCE_TRIALS, each with its fault at another moment
+    fault_at_s: float | None = None  # seconds into the load the fault began (jittered per trial)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -178,3 +180,36 @@ def analyse(path: str, rate: float, answers: list[Answer], expected_sha256: str,
         rate_back_s=rate_back_after(answers, expected_sha256, fault, level),
         verdict=verdict(outage, slowest_ms, truncated, first_good_s, recovered, errors_after, len(after)),
         errors_after_back=errors_after, recovered_s=recovered)
+
+
+def _median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def summarise(rows: list[ResilienceRow]) -> list[dict]:
+    """One line per path and fault over its trials: how many recovered, the
+    median and the maximum of the first good answer, of the recovery (the
+    rate held with no error) and of the slowest outage answer. A driver's
+    recovery depends on where the fault falls in its heartbeat cycle, which
+    one trial cannot show; the maximum is what a user may meet."""
+    out = []
+    for key in dict.fromkeys((r.path, r.fault, r.database) for r in rows):
+        trials = [r for r in rows if (r.path, r.fault, r.database) == key]
+        ok = [r for r in trials if r.verdict.startswith("recovered in")]
+        recovered = [r.recovered_s for r in trials if r.recovered_s is not None]
+        first = [r.first_good_s for r in trials if r.first_good_s is not None]
+        slowest = [r.outage_slowest_ms for r in trials if r.outage_slowest_ms is not None]
+        never = len(trials) - len(recovered)
+        verdict = (f"right in all {len(trials)} trials" if len(ok) == len(trials) else
+                   f"wrong in {len(trials) - len(ok)} of {len(trials)} trials"
+                   + (f" ({never} not recovered)" if never else ""))
+        out.append({"path": key[0], "fault": key[1], "database": key[2], "trials": len(trials),
+                    "right": len(ok), "first_good_median_s": _median(first), "first_good_max_s": max(first, default=None),
+                    "recovered_median_s": _median(recovered), "recovered_max_s": max(recovered, default=None),
+                    "slowest_outage_median_ms": _median(slowest), "slowest_outage_max_ms": max(slowest, default=None),
+                    "verdict": verdict})
+    return out

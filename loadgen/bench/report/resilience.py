@@ -7,6 +7,12 @@ def _seconds(value: float | None, missing: str = "never") -> str:
     return missing if value is None else f"{value:.2f} s"
 
 
+def _pair(median: float | None, most: float | None, unit: str) -> str:
+    if median is None:
+        return "never"
+    return f"{median:.2f} / {most:.2f} {unit}" if unit == "s" else f"{median:.0f} / {most:.0f} {unit}"
+
+
 def _answers(counts: dict) -> str:
     return ", ".join(f"{n} x {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "none sent"
 
@@ -38,22 +44,39 @@ def render(doc: dict) -> str:
     if (doc.get("server") or {}).get("product") == "FerretDB":
         lines += ["> The database is FerretDB standing in for MongoDB: how fast it comes back after a restart "
                   "is FerretDB's, not MongoDB's. What a path answers while it is away is the path's own.", ""]
+    summary = doc.get("summary") or []
+    if summary:
+        lines += [
+            f"## Over {max(r['trials'] for r in summary)} trials each (the fault {s.get('jitter_s', 0):g} s "
+            "later at most, seeded, so it falls at another point of the drivers' heartbeat cycles)", "",
+            "| path | database | fault | trials | right | first good answer, median / max "
+            "| back with no error, median / max | slowest outage answer, median / max | verdict |",
+            "|---|---|---|--:|--:|--:|--:|--:|---|"]
+        for r in summary:
+            lines.append(
+                f"| {r['path']} | {r['database']} | {r['fault']} | {r['trials']} | {r['right']} "
+                f"| {_pair(r['first_good_median_s'], r['first_good_max_s'], 's')} "
+                f"| {_pair(r['recovered_median_s'], r['recovered_max_s'], 's')} "
+                f"| {_pair(r['slowest_outage_median_ms'], r['slowest_outage_max_ms'], 'ms')} | {r['verdict']} |")
+        lines += ["", "## Every trial", ""]
     lines += [
-        "| path | database | fault | outage | requests | errors | answers to requests sent during the outage "
+        "| path | database | fault | trial | fault at | outage | requests | errors "
+        "| answers to requests sent during the outage "
         "| slowest of those | first good answer after return | errors after return | rate back after "
         "| back with no error after | verdict |",
-        "|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|---|",
+        "|---|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|",
     ]
     for r in rows:
         slowest = "-" if r.outage_slowest_ms is None else f"{r.outage_slowest_ms:.0f} ms"
         lines.append(
-            f"| {r.path} | {r.database} | {r.fault} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
+            f"| {r.path} | {r.database} | {r.fault} | {r.trial} "
+            f"| {'-' if r.fault_at_s is None else f'{r.fault_at_s:.2f} s'} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
             f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} | {r.errors_after_back} "
             f"| {_seconds(r.rate_back_s, 'not within the run')} "
             f"| {_seconds(r.recovered_s, 'not within the run')} | {r.verdict} |")
     for f in doc.get("failed", []):
-        lines.append(f"| {f['path']} | {f.get('database', '?')} | {f['fault']} | - | - | - | - | - | - | - | - | - "
-                     f"| not measured: {f['error']} |")
+        lines.append(f"| {f['path']} | {f.get('database', '?')} | {f['fault']} | {f.get('trial', '-')} | - | - | - "
+                     f"| - | - | - | - | - | - | - | not measured: {f['error']} |")
     lines += [
         "",
         "- **outage**: from the command that took the database away (stop, or pause) being issued to the one "
