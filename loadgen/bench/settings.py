@@ -11,7 +11,7 @@ RECORDED = [
     "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE",
     "FILE_SIZES", "FILE_SET", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
     "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
-    "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
+    "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
     "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY",
     "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
@@ -84,6 +84,7 @@ class Settings:
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
     sweep_duration: int = 1       # seconds per level and tool
     open_loop: float = 0.5        # fixed rate as a share of the case's capacity; 0: none
+    open_loop_max_s: float = 20.0  # an open-loop point's longest run (BENCH_OPEN_LOOP_SECONDS)
     profile: str = "full"
     postgres_url: str = ""        # flask-postgres's store, watched by cAdvisor like mongo; empty: none
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
@@ -254,6 +255,7 @@ def from_env(env=os.environ) -> Settings:
         tools=_tools(env), sweep=_sweep(env),
         sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
         open_loop=_one(env, "BENCH_OPEN_LOOP", "0.5", float, 0, 0.95),
+        open_loop_max_s=_one(env, "BENCH_OPEN_LOOP_SECONDS", "20", int, 1, 600),
         profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
         postgres_url=env.get("POSTGRES_URL", ""),
         gridfs_db=env.get("GRIDFS_DB", "lab").strip() or "lab",
@@ -273,6 +275,7 @@ def effective(cfg: Settings) -> dict:
             "min_requests": cfg.min_requests, "max_duration_s": cfg.duration * SLOW_CASE_STRETCH,
             "repetitions": cfg.repetitions, "tools": list(cfg.tools), "sweep": list(cfg.sweep),
             "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop,
+            "open_loop_max_s": cfg.open_loop_max_s,
             "write": cfg.write, "write_files": cfg.write_files, "write_size_bytes": cfg.write_size,
             "write_threads": cfg.write_threads, "working_set": cfg.working_set,
             "ab": asdict(cfg.ab) if cfg.ab else None}

@@ -287,7 +287,7 @@ class Timer:
         capacity, capacity_from = found
         rate = self.cfg.open_loop * capacity
         rate = float(round(rate)) if rate >= 1 else 1 / round(1 / max(rate, 0.01))  # what vegeta can be asked
-        seconds = open_loop_seconds(rate)
+        seconds = open_loop_seconds(rate, self.cfg.open_loop_max_s)
         name = f"{case_name(target.name, f['name'])}-rate"
         result = OpenLoop(target.name, f["name"], f["size"], rate, capacity=round(capacity, 1),
                           capacity_from=capacity_from, seconds=seconds, max_workers=vegeta_max_workers(rate))
@@ -312,7 +312,7 @@ class Timer:
             self.health(target)
             return result
         finally:
-            self.progress.advance(seconds + OVERHEAD_S)
+            self.progress.advance(self.cfg.open_loop_max_s + OVERHEAD_S)  # as planned
         open_loop_figures(result, rep)
         say(f"{name}: {rate:g} req/s asked ({self.cfg.open_loop:.0%} of {capacity_from}), {result.sent_rate:g} "
             f"sent, {result.requests} requests, p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
@@ -376,12 +376,12 @@ def open_loop_capacity(results: Results, target: str, file: str) -> tuple[float,
     return best.rps, f"ab at c={best.concurrency} (no keep-alive)"
 
 
-def open_loop_seconds(rate: float) -> float:
-    """Long enough for OPEN_LOOP_REQUESTS requests at `rate`, at most
-    OPEN_LOOP_MAX_S, in whole milliseconds. vegeta sends its k-th request at
-    k / rate and stops once past the duration: half an interval more keeps
-    a late timer from dropping the last one."""
-    return min(OPEN_LOOP_MAX_S, math.ceil((OPEN_LOOP_REQUESTS + 0.5) / rate * 1000) / 1000)
+def open_loop_seconds(rate: float, max_s: float = OPEN_LOOP_MAX_S) -> float:
+    """Long enough for OPEN_LOOP_REQUESTS requests at `rate`, at most max_s
+    (BENCH_OPEN_LOOP_SECONDS), in whole milliseconds. vegeta sends its k-th
+    request at k / rate and stops once past the duration: half an interval
+    more keeps a late timer from dropping the last one."""
+    return min(max_s, math.ceil((OPEN_LOOP_REQUESTS + 0.5) / rate * 1000) / 1000)
 
 
 def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
