@@ -30,7 +30,7 @@ RETIRED = {
 # BENCH_PROFILE=quick: a first look in about three minutes, whatever the
 # other knobs say (their effective values are what results.json records):
 # no write phase and no working set either (the seed loads no set then).
-QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep": (),
+QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep": (), "open_loop_max_s": 1,
          "min_requests": 0, "write": False, "working_set": False}
 
 # Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
