@@ -539,7 +539,8 @@ def _store_benchmark(results: Results) -> list[str]:
     table, seen = _store_rows(results, rows, same)
     lines = ["## Stores: writes and reads (seed 002)", "",
              f"{files} files of {size:,} bytes ({files * size / 1e9:.2f} GB) into each store, with 1 thread and with "
-             f"{max(setup.get('threads', [1]))}, every pass into an empty store, passes rotating through the stores; "
+             f"{max(setup.get('threads', [1]))}, every pass into an empty store, the stores in the schedule's order "
+             "(another each repetition); "
              "then read back by the same client library, 1 thread in order and many threads in random order (seed "
              "002's method). A row is the median of its passes by files per second, ± half their range. CPU s/GB: "
              "each container's CPU seconds per 10^9 bytes moved (bench, the writer or reader / the store's own "
