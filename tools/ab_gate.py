@@ -93,8 +93,13 @@ def main(argv: list[str]) -> int:
     failures, broken = [], []
     for service in services:
         before = {p.parent.name for p in results.glob("*/ab.json")}
-        code = subprocess.run([sys.executable, str(ROOT / "tools" / "ab.py")], cwd=ROOT,
-                              env={**env, "SERVICE": service, "A_REF": base}).returncode
+        # tools/ab.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
+        deadline = float(env.get("AB_TIMEOUT", "3600")) + 1800
+        try:
+            code = subprocess.run([sys.executable, str(ROOT / "tools" / "ab.py")], cwd=ROOT,
+                                  env={**env, "SERVICE": service, "A_REF": base}, timeout=deadline).returncode
+        except subprocess.TimeoutExpired:
+            code = f"no end within {deadline:.0f} s"
         found = newest_ab(results, before)
         if found is None:
             broken.append(f"{service}: no A/B result (tools/ab.py exited {code})")
