@@ -57,6 +57,11 @@ class PostgresServer:
         subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(self.datadir), "-A", "trust",
                                      "-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]),
                        check=True, stdout=subprocess.DEVNULL)
+        return self.run()
+
+    def run(self) -> "PostgresServer":
+        """The server on its cluster as it is: after start(), or again after
+        a stop of its process (a test taking the database away)."""
         self.proc = subprocess.Popen(_as_postgres([
             str(PG_BIN / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
             "-k", str(self.datadir), "-c", "listen_addresses=127.0.0.1",

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -20,7 +19,6 @@ import pytest
 import requests
 
 from nginx_gridfs_build import Nginx, build_module
-from processes import PG_BIN, _as_postgres, wait_for_port
 
 DB = "nginx_gridfs_outages"
 TIMEOUT = 30
@@ -214,17 +212,6 @@ def test_a_304_or_412_reads_no_chunk(stored, proxy):
         stop_nginx(server)
 
 
-def restart_postgres(postgres) -> None:
-    """PostgreSQL started again on its data (PostgresServer.start() would
-    make a new cluster), with the arguments PostgresServer gives it."""
-    postgres.proc = subprocess.Popen(_as_postgres([
-        str(PG_BIN / "postgres"), "-D", str(postgres.datadir), "-p", str(postgres.port),
-        "-k", str(postgres.datadir), "-c", "listen_addresses=127.0.0.1",
-        "-c", "fsync=off", "-c", "max_connections=200"]),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(postgres.port, "postgres", postgres.proc)
-
-
 def test_ferretdbs_backend_down_is_503_not_500(stored, postgres, mongo_uri):
     # FerretDB answers, its PostgreSQL does not: FerretDB's InternalError
     # naming the failed connection is the deployment being unavailable.
@@ -238,7 +225,7 @@ def test_ferretdbs_backend_down_is_503_not_500(stored, postgres, mongo_uri):
         try:
             answers = [requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT) for _ in range(3)]
         finally:
-            restart_postgres(postgres)
+            postgres.run()  # on the same cluster: start() would make a new one
         assert [r.status_code for r in answers] == [503] * 3
         assert all(r.headers.get("Retry-After") == "1" for r in answers)
         deadline = time.monotonic() + 15
