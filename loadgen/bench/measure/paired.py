@@ -164,8 +164,3 @@ def blocks_for_a_verdict(tests: int, alpha: float = ALPHA) -> int:
     while 2 / 2 ** n * tests >= alpha:
         n += 1
     return n
-
-
-def percent(log_ratio: float) -> float:
-    """A log ratio as a signed change of B against A, in percent."""
-    return (math.exp(log_ratio) - 1) * 100
