@@ -5,7 +5,8 @@ override), each by the CI workflow's own step (tools/ci-lab.sh run: a clean
 project, down -v after), then one table
 across them: a column per value, each case's requests per second as a ratio
 to the first value's, "apart" as `bench compare` judges it (separate runs
-are never called significant). Writes results/matrix-<UTC time>/matrix.md and matrix.json.
+are never called significant). Writes
+results/matrix-<UTC time>/matrix.md and matrix.json.
 
 Environment: MATRIX_ENV_FILE (default local.env: the local images),
 MATRIX_PROJECT (compose project, default gridfs-lab-matrix),
