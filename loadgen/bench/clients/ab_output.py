@@ -85,3 +85,30 @@ def parse_percentiles(csv_text: str, complete: int | None = None) -> dict[int, f
             if int(0.5 + complete * percent / 100) >= complete:
                 table[percent] = table[100]
     return table
+
+
+GNUPLOT_HEADER = "starttime\tseconds\tctime\tdtime\tttime\twait"
+
+
+def parse_completions(gnuplot_text: str) -> list[tuple[float, float, int]]:
+    """ab -g output as when its requests completed: [(earliest, latest,
+    requests)], seconds of the epoch. ab writes one row per request, in no
+    time order, with its start in whole seconds ('seconds') and its total
+    time in ms ('ttime'), so each completion is known only to lie in
+    [start + ttime, start + ttime + 1 s); rows alike are counted together."""
+    lines = gnuplot_text.splitlines()
+    if not lines or lines[0].rstrip() != GNUPLOT_HEADER:
+        raise AbOutputError("ab -g output lacks its header: " + GNUPLOT_HEADER.replace("\t", " "))
+    alike: dict[tuple[int, int], int] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        try:
+            start, total_ms = int(fields[1]), int(fields[4])
+        except (IndexError, ValueError):
+            raise AbOutputError(f"ab -g line {number} is not 'date, seconds, ctime, dtime, ttime, wait'") from None
+        if total_ms < 0:
+            raise AbOutputError(f"ab -g line {number}: a negative total time")
+        alike[(start, total_ms)] = alike.get((start, total_ms), 0) + 1
+    return [(start + ms / 1000, start + 1 + ms / 1000, n) for (start, ms), n in sorted(alike.items())]

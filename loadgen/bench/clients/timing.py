@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ab_output import AbOutputError, parse_percentiles, parse_summary, short_answers
+from .ab_output import AbOutputError, parse_completions, parse_percentiles, parse_summary, short_answers
 from ..measure import latency
-from .vegeta_output import VegetaOutputError, parse as parse_vegeta, parse_results
+from ..measure.usage import completion_bins
+from .vegeta_output import VegetaOutputError, completion_times, parse as parse_vegeta, parse_results
 from .wrk_output import WrkOutputError, parse as parse_wrk
 
 AB, AB_KEEPALIVE, WRK, VEGETA = "ab", "ab -k", "wrk", "vegeta"
@@ -62,6 +63,10 @@ class Measurement:
     # bench.measure.latency.summary of its per-request latencies
     sent_rate: float | None = None
     latency: dict | None = None
+    # usage.completion_bins of the tool's own per-request times (ab -g,
+    # vegeta's results; wrk gives none): CPU per request divides a window's
+    # CPU by the requests completed inside that window
+    completions: list[tuple[float, float]] | None = None
 
     @property
     def wall_seconds(self) -> float:
@@ -106,10 +111,11 @@ def _run(cmd: list[str], timeout: float, out_dir: Path | None, name: str | None,
 
 def ab_measurement(stdout: str, csv_text: str | None, keepalive: bool = False, cpu_seconds: float = 0.0,
                    raw_output: str | None = None, started_ns: int = 0, ended_ns: int = 0,
-                   expected_size: int = 0) -> Measurement:
-    """Pure: ab's report and its -e CSV (None: no percentiles kept) as a
-    Measurement. expected_size: the file's bytes; answers shorter than the
-    whole file are failed requests, whatever ab counted."""
+                   expected_size: int = 0, gnuplot_text: str | None = None) -> Measurement:
+    """Pure: ab's report, its -e CSV (None: no percentiles kept) and its -g
+    per-request lines (None: none kept) as a Measurement. expected_size: the
+    file's bytes; answers shorter than the whole file are failed requests,
+    whatever ab counted."""
     s = parse_summary(stdout)
     pct = parse_percentiles(csv_text, s.complete) if csv_text is not None else {50: 0.0, 90: 0.0, 99: 0.0, 100: 0.0}
     return Measurement(
@@ -117,7 +123,8 @@ def ab_measurement(stdout: str, csv_text: str | None, keepalive: bool = False, c
         failed=max(s.failed + s.non_2xx, short_answers(s, expected_size)),
         seconds=s.seconds, rps=s.rps, time_per_request_ms=s.time_per_request_ms, transfer_kbps=s.transfer_kbps,
         p50_ms=pct[50], p90_ms=pct[90], p99_ms=pct[99], max_ms=pct[100], threads=1,
-        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
+        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
+        completions=completion_bins(parse_completions(gnuplot_text), started_ns, ended_ns) if gnuplot_text else None)
 
 
 def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0, raw_output: str | None = None,
@@ -140,17 +147,19 @@ def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, 
     holds their summary."""
     s = parse_vegeta(report_json)
     pct = {"p50_ms": s.p50_ms, "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "max_ms": s.max_ms}
-    summary = None
+    summary = completions = None
     if encoded is not None:
-        summary = latency.summary([a.latency * 1000 for a in parse_results(encoded)])
+        answers = parse_results(encoded)
+        summary = latency.summary([a.latency * 1000 for a in answers])
         if summary["samples"]:
             pct = {k: summary[k] for k in pct}
+        completions = completion_bins(completion_times(answers), started_ns, ended_ns)
     return Measurement(
         tool=VEGETA, requests=s.requests, failed=s.requests - s.successes, seconds=s.seconds, rps=s.throughput,
         time_per_request_ms=1000 / s.throughput if s.throughput else 0.0,
         transfer_kbps=s.bytes_in / 1024 / s.seconds if s.seconds else 0.0, **pct, threads=os.cpu_count() or 1,
         loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
-        rate=rate, sent_rate=s.rate, latency=summary)
+        rate=rate, sent_rate=s.rate, latency=summary, completions=completions)
 
 
 def _seconds(seconds: float) -> str:
@@ -167,16 +176,23 @@ def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = No
     a run in which no request completed is an error (a warm-up's is not:
     slow answers can all still be arriving when -t ends)."""
     csv_path = (out_dir / f"{name}.csv") if out_dir else Path("/dev/null")
-    cmd = ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []), "-t", _seconds(seconds),
-           "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency), "-e", str(csv_path), url]
-    p = _run(cmd, seconds + GRACE_S, out_dir, name)
-    try:
-        # ab writes no -e file when it completed no request
-        csv_text = (csv_path.read_text() if csv_path.exists() else None) if out_dir else None
-        m = ab_measurement(p.stdout, csv_text, keepalive, p.cpu_seconds,
-                           f"{name}.txt" if out_dir else None, p.started_ns, p.ended_ns, expected_size)
-    except (AbOutputError, OSError) as e:
-        raise TimingError(f"ab's output unreadable: {e}") from e
+    # -g: a line per request (ab holds them all anyway and writes them after
+    # its timer stops), read for the requests inside the CPU window, then
+    # dropped: 50 bytes a request is too much to keep beside every run
+    with tempfile.TemporaryDirectory(prefix="ab-") as scratch:
+        per_request = Path(scratch) / "requests.tsv"
+        cmd = ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []), "-t", _seconds(seconds),
+               "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency),
+               "-e", str(csv_path), "-g", str(per_request), url]
+        p = _run(cmd, seconds + GRACE_S, out_dir, name)
+        try:
+            # ab writes no -e or -g file when it completed no request
+            csv_text = (csv_path.read_text() if csv_path.exists() else None) if out_dir else None
+            gnuplot_text = per_request.read_text() if per_request.exists() else None
+            m = ab_measurement(p.stdout, csv_text, keepalive, p.cpu_seconds, f"{name}.txt" if out_dir else None,
+                               p.started_ns, p.ended_ns, expected_size, gnuplot_text)
+        except (AbOutputError, OSError) as e:
+            raise TimingError(f"ab's output unreadable: {e}") from e
     if need_answers and m.requests == 0:
         raise TimingError(f"no request completed within {m.seconds:.1f} s (at -c {concurrency})")
     return m

@@ -6,6 +6,7 @@ The window is the timed interval itself: of each container's stats entries
 (about one a second), the first and last stamped inside the tool's run, so
 no idle edge dilutes the rate. A run too short to hold two entries falls back
 to the entries just outside it, and is flagged short-window."""
+import math
 from dataclasses import dataclass, field
 
 from .cadvisor import Counters
@@ -120,23 +121,71 @@ def idle_cores(series: list[Counters], start_ns: int, end_ns: int) -> float | No
     return (found.last.cpu_total_ns - found.first.cpu_total_ns) / 1e9 / found.seconds if found else None
 
 
+COMPLETION_BIN_S = 0.1  # completions are kept per tenth of a second: a window's edges cut a bin at most
+
+
+def completion_bins(completions: list[tuple[float, float, int]], started_ns: int,
+                    ended_ns: int) -> list[tuple[float, float]]:
+    """Per-request completion times ([(earliest, latest, requests)], seconds
+    of the epoch, each request known only to lie somewhere in its span) as
+    [(bin start, requests)] per COMPLETION_BIN_S. Each span is first clipped
+    to the run's own edges (a completion cannot fall outside the tool's
+    process), then spread evenly over what is left."""
+    run_start, run_end = started_ns / 1e9, ended_ns / 1e9
+    bins: dict[int, float] = {}
+    for earliest, latest, n in completions:
+        low, high = max(earliest, run_start), min(latest, run_end)
+        if high < low:  # outside the run, by clock rounding: the nearest edge
+            low = high = min(max(earliest, run_start), run_end)
+        first, last = math.floor(low / COMPLETION_BIN_S), math.floor(high / COMPLETION_BIN_S)
+        if first == last or high == low:
+            bins[first] = bins.get(first, 0.0) + n
+            continue
+        for b in range(first, last + 1):
+            part = min((b + 1) * COMPLETION_BIN_S, high) - max(b * COMPLETION_BIN_S, low)
+            if part > 0:
+                bins[b] = bins.get(b, 0.0) + n * part / (high - low)
+    return [(round(b * COMPLETION_BIN_S, 1), round(n, 3)) for b, n in sorted(bins.items())]
+
+
+def requests_between(bins: list[tuple[float, float]], start_ns: int, end_ns: int) -> float:
+    """Requests completed in [start_ns, end_ns], from completion_bins (each
+    bin's requests spread evenly over it)."""
+    start, end = start_ns / 1e9, end_ns / 1e9
+    return sum(n * max(0.0, min(t + COMPLETION_BIN_S, end) - max(t, start)) / COMPLETION_BIN_S for t, n in bins)
+
+
+# How a row's CPU per request was divided (cpu_ms_per_request_from)
+PER_REQUEST_IN_WINDOW = "requests in the window"  # the tool's per-request times: ab -g, vegeta
+PER_REQUEST_RATE = "run's rate"                   # the window's cores over the whole run's req/s: wrk
+PER_REQUEST_RUN = "whole run"                     # a fallback window holds the whole run: CPU over its requests
+
+
 def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests: int, rps: float,
-                    allowance: float | None, cpuset: tuple[int, ...] = (), idle: float | None = None) -> dict | None:
+                    allowance: float | None, cpuset: tuple[int, ...] = (), idle: float | None = None,
+                    completions: list[tuple[float, float]] | None = None) -> dict | None:
     """One container's cost of one timed run. `cores` is a rate over the
-    window; CPU per request is that rate over the run's requests per second
-    (inner window), or the window's CPU over its requests (a fallback window
-    holds the whole run). With the container's idle cores measured before
-    the case, cpu_ms_per_request_net is the same less that idle rate."""
+    window. CPU per request is the window's CPU over the requests completed
+    inside that same window when the tool gives per-request times
+    (`completions`), so a run's ramp and tail count on neither side; without
+    them, the window's rate over the whole run's requests per second (inner
+    window), or the window's CPU over its requests (a fallback window holds
+    the whole run). With the container's idle cores measured before the
+    case, cpu_ms_per_request_net is the same less that idle rate."""
     found = edges(series, start_ns, end_ns)
     if found is None:
         return None
     first, last = found.first, found.last
     cpu_seconds = (last.cpu_total_ns - first.cpu_total_ns) / 1e9
     cores = cpu_seconds / found.seconds
-    if found.inner:
-        per_request = cores * 1000 / rps if rps > 0 else None
+    in_window = requests_between(completions, first.timestamp_ns, last.timestamp_ns) \
+        if found.inner and completions else None
+    if in_window:
+        per_request, divided_by = cpu_seconds * 1000 / in_window, PER_REQUEST_IN_WINDOW
+    elif found.inner:
+        per_request, divided_by = (cores * 1000 / rps if rps > 0 else None), PER_REQUEST_RATE
     else:
-        per_request = cpu_seconds * 1000 / requests if requests else None
+        per_request, divided_by = (cpu_seconds * 1000 / requests if requests else None), PER_REQUEST_RUN
     net = None
     if per_request is not None and idle is not None:
         # the idle rate is in cores too: the run's CPU less it, in the same proportion per request
@@ -149,6 +198,8 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
         "system_seconds": round((last.cpu_system_ns - first.cpu_system_ns) / 1e9, 3),
         "cores": round(cores, 4),
         "cpu_ms_per_request": round(per_request, 6) if per_request is not None else None,
+        "cpu_ms_per_request_from": divided_by,
+        "requests_in_window": round(in_window, 1) if in_window else None,
         "idle_cores": round(idle, 4) if idle is not None else None,
         "cpu_ms_per_request_net": round(net, 6) if net is not None else None,
         "peak_memory_bytes": peak_memory_bytes(first, last, series),
@@ -250,6 +301,7 @@ class WindowInput:
     tool_threads: int
     busy: dict[str, float] = field(default_factory=dict)
     idle: dict[str, float] = field(default_factory=dict)  # role -> cores measured idle before the case
+    completions: list[tuple[float, float]] | None = None  # completion_bins of the tool's requests, where it gives them
 
 
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
@@ -260,7 +312,7 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     cpu = {}
     for role, s in series.items():
         used = container_usage(s, run.start_ns, run.end_ns, run.requests, run.rps, allowance.get(role),
-                               cpusets.get(role, ()), run.idle.get(role))
+                               cpusets.get(role, ()), run.idle.get(role), run.completions)
         if used is not None:
             cpu[role] = used
     if LOADGEN in cpu:

@@ -305,10 +305,11 @@ def _cpu_per_request(results: Results) -> list[str]:
         return f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(db))}{named}{_marks(run.flags)}"
 
     return ["## CPU ms per request (target / database; lower is better)", "",
-            "CPU time each container spent per request in the row's repetition: its cores over the timed",
+            "CPU time each container spent per request in the row's repetition: its CPU over the timed",
             "interval (cAdvisor's cgroup counters, first and last reading inside the run) over the requests",
-            "per second. It is what a request costs, whatever the rate: a path that waits on a slow database",
-            "shows a low figure for itself and a high one for the database.", "",
+            "that completed inside that interval (ab's and vegeta's own per-request times; wrk's rows: over",
+            "the run's requests per second). It is what a request costs, whatever the rate: a path that",
+            "waits on a slow database shows a low figure for itself and a high one for the database.", "",
             *_size_by_target(results, cell)]
 
 
