@@ -186,6 +186,33 @@ def test_report_has_the_seed_table_conformance_and_cpu(lab):
     assert "## Latency at a fixed rate" in report
 
 
+def test_the_run_page_passes_the_browser_check(lab):
+    """The tiny run's own index.html in headless Chromium: no console error,
+    every chart drawn, the headline's figures equal results.json's, no
+    overflow at 1280 or 390 px (tests/browser_check.py)."""
+    from browser_check import check_page
+    _, data, results, _ = lab
+    assert check_page(results / data["run_id"] / "index.html") == []
+
+
+def test_cpu_per_request_counts_the_requests_inside_its_window(lab):
+    """ab's rows divide the window's CPU by the requests ab completed inside
+    it (its -g times); wrk's, which has none, by the run's rate."""
+    _, data, _, _ = lab
+    rows = [(run["target"], rep) for run in data["runs"] for rep in run["repetitions"]]
+    rows += [(c["target"], rep) for c in data["comparisons"] for tool in ("ab_keepalive", "wrk")
+             for rep in c[tool]["repetitions"]]
+    divided = {}
+    for target, rep in rows:
+        used = (rep.get("cpu") or {}).get(target)
+        if used and used.get("inner_window"):
+            divided.setdefault(rep["tool"], set()).add(used["cpu_ms_per_request_from"])
+            if used["cpu_ms_per_request_from"] == "requests in the window":
+                assert 0 < used["requests_in_window"] <= rep["requests"], (target, rep)
+    assert divided.get("ab") == divided.get("ab -k") == {"requests in the window"}, divided
+    assert divided.get("wrk") == {"run's rate"}, divided
+
+
 def test_a_target_that_never_answers_is_named_and_fails_the_run(lab):
     _, first, results, env = lab
     bad = bench_again(env, "-e", "BENCH_TARGETS=nginx-static no-such-path", "-e", "BENCH_STARTUP_TIMEOUT=3")
