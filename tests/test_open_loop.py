@@ -130,3 +130,51 @@ def test_report_shows_the_count_interval_and_p999_of_a_short_run():
     # results.json keeps the histogram and reads it back
     again = Results.from_dict(Results("r", "s", open_loop=[loop]).to_dict()).open_loop[0]
     assert again.latency_histogram == loop.latency_histogram and again.p99_interval_ms == [low, high]
+
+
+def test_percentile_curve_climbs_to_the_slowest_answer():
+    latencies = [1.0] * 900 + [10.0] * 90 + [100.0] * 9 + [1000.0]
+    curve = latency.percentile_curve(latency.histogram(latencies))
+    xs, ys = zip(*curve)
+    assert list(xs) == sorted(xs) and list(ys) == sorted(ys)
+    assert xs[0] == pytest.approx(latency.nines(0.9)) and ys[0] == pytest.approx(1.0, rel=0.05)
+    assert xs[1] == pytest.approx(latency.nines(0.99)) and ys[1] == pytest.approx(10.0, rel=0.05)
+    # the maximum sits at the last sample's plotting position, not at infinity
+    assert xs[-1] == pytest.approx(latency.nines(1 - 0.5 / 1000)) and ys[-1] == pytest.approx(1000.0, rel=0.05)
+
+
+def curve_results(shares=(0.25, 0.5, 0.9)) -> Results:
+    """Open-loop points of one path at several shares of its capacity, from
+    a real vegeta run's latencies stretched with the load."""
+    rep = measured("slow-0.3s-rate200.json", 200, "slow-0.3s-rate200.jsonl")
+    loops = []
+    for share in shares:
+        loop = open_loop_figures(OpenLoop("flask", "1KB.bin", 1024, 400.0 * share, capacity=400.0,
+                                          capacity_from="wrk at c=100", share=share), rep)
+        loop.p99_ms *= 1 + share  # a later point is slower
+        loops.append(loop)
+    return Results("r", "s", targets=[TargetResult("flask", "http://flask", True)], runs=[run("flask", 300.0)],
+                   open_loop=loops, timing={"open_loop_share": 0.5, "open_loop_curve": list(shares)})
+
+
+def test_the_headline_quotes_the_headline_share_of_a_curve():
+    from bench.report.headline import open_loop_for
+    results = curve_results()
+    assert open_loop_for(results, "flask", "1KB.bin").share == 0.5
+    report = render_markdown(results)
+    assert "| 100 of 400 (wrk at c=100), 25% |" in report and "| 360 of 400 (wrk at c=100), 90% |" in report
+
+
+def test_the_page_draws_the_percentile_curve_and_p99_against_load(tmp_path):
+    from bench.report.html import render_html
+    page = render_html(curve_results())
+    for title in ("Latency distribution, 1KB", "p99 against load, 1KB"):
+        assert f'aria-label="{title}"' in page
+        chart = page[page.index(f'aria-label="{title}"'):]
+        chart = chart[:chart.index("</svg>")]
+        assert chart.count("<polyline") == 1 and chart.count("<circle") >= 3
+    # one point per share on the load curve
+    load = page[page.index('aria-label="p99 against load, 1KB"'):]
+    assert load[:load.index("</svg>")].count("<circle") == 3
+    # a single share draws no load curve
+    assert "p99 against load" not in render_html(curve_results((0.5,)))

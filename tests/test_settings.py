@@ -31,6 +31,8 @@ def test_quick_profile_overrides_the_timing_knobs():
     ({"BENCH_WARMUP": "-1"}, "BENCH_WARMUP"),
     ({"BENCH_REPETITIONS": "0"}, "BENCH_REPETITIONS"),
     ({"BENCH_OPEN_LOOP": "1.5"}, "BENCH_OPEN_LOOP"),
+    ({"BENCH_OPEN_LOOP": "0.25 0.5 0.99"}, "BENCH_OPEN_LOOP"),
+    ({"BENCH_OPEN_LOOP": "0 0.5"}, "BENCH_OPEN_LOOP"),
     ({"BENCH_PROFILE": "fast"}, "BENCH_PROFILE"),
     ({"BENCH_ALLOW_NONCONFORMING": "2"}, "BENCH_ALLOW_NONCONFORMING"),
     ({"BENCH_REQUESTS": "500"}, "BENCH_REQUESTS is no longer read.*BENCH_DURATION"),
@@ -64,3 +66,13 @@ def test_every_knob_of_env_is_recorded_and_reaches_bench_with_its_effective_valu
     assert bench["FLASK_IMAGE"] == "python:3.13-slim" == config["services"]["flask"]["build"]["args"]["PYTHON_IMAGE"]
     assert bench["SEED_IMAGE"] == bench["PYTHON_IMAGE"] == config["services"]["seed"]["build"]["args"]["PYTHON_IMAGE"]
     assert config["services"]["bench"]["build"]["args"]["PYTHON_IMAGE"] == bench["PYTHON_IMAGE"]
+
+
+@pytest.mark.parametrize("text, headline, curve", [
+    ("0.5", 0.5, ()), ("0", 0.0, ()), ("0.9 0.25 0.5 0.75", 0.5, (0.25, 0.5, 0.75, 0.9)),
+    ("0.3 0.6", 0.3, (0.3, 0.6))])
+def test_one_open_loop_share_or_a_curve(text, headline, curve):
+    cfg = from_env({**GOOD, "BENCH_OPEN_LOOP": text})
+    assert (cfg.open_loop, cfg.open_loop_curve) == (headline, curve)
+    # the quick profile's first look runs the headline point alone
+    assert from_env({**GOOD, "BENCH_OPEN_LOOP": text, "BENCH_PROFILE": "quick"}).open_loop_curve == ()

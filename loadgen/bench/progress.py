@@ -37,7 +37,8 @@ def planned_seconds(cfg, targets: int, files: int, working_set: bool = False) ->
     per_case = warmup + cfg.repetitions * (cfg.duration + MEASURED_OVERHEAD_S)
     compared = (cfg.repetitions * (2 * (cfg.duration + MEASURED_OVERHEAD_S) + warmup)
                 if "wrk" in cfg.tools else 0.0)
-    open_loop = cfg.open_loop_max_s + OVERHEAD_S if cfg.open_loop else 0.0  # at most; fast paths end sooner
+    # at most; fast paths end sooner
+    open_loop = (cfg.open_loop_max_s + OVERHEAD_S) * max(len(cfg.open_loop_curve), 1) if cfg.open_loop else 0.0
     sweep = len(cfg.sweep) * len(cfg.tools) * (cfg.sweep_duration + OVERHEAD_S)
     return targets * (files * (levels * per_case + compared + open_loop + sweep) + (per_case if working_set else 0.0))
 

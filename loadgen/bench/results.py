@@ -204,6 +204,7 @@ class OpenLoop:
     latency_histogram: list = field(default_factory=list)
     max_workers: int = 0
     bottleneck: str | None = None  # bench.measure.bottleneck, from the run's flags and CPU
+    share: float = 0.0   # of capacity (0 in runs from before it was recorded: the headline's)
 
     @property
     def ok(self) -> bool:

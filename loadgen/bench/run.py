@@ -75,6 +75,15 @@ def write_pages(results: Results, run_dir: Path, results_dir: Path) -> None:
             say(f"{what} not written: {type(e).__name__}: {e}")
 
 
+def open_loop_words(cfg) -> str:
+    if not cfg.open_loop:
+        return "off"
+    if cfg.open_loop_curve:
+        return (f"at {', '.join(format(s, '.0%') for s in cfg.open_loop_curve)} of capacity "
+                f"(the headline's {cfg.open_loop:.0%})")
+    return f"at {cfg.open_loop:.0%} of capacity"
+
+
 class Interrupted(Exception):
     """SIGTERM (docker compose stop) or Ctrl-C: stop timing, keep what was measured."""
 
@@ -110,7 +119,10 @@ def time_everything(cfg, results: Results, files: list[dict], file_set: dict | N
                 compared += time.monotonic() - began
                 results.write_json(run_dir / "results.json")
         if cfg.open_loop:
-            results.open_loop += [o for o in (timer.open_loop(t, f) for t in targets) if o is not None]
+            # the headline's share first; a curve's other shares after it, lightest load first
+            shares = [cfg.open_loop] + [s for s in cfg.open_loop_curve if s != cfg.open_loop]
+            results.open_loop += [o for share in shares for o in (timer.open_loop(t, f, share) for t in targets)
+                                  if o is not None]
             results.write_json(run_dir / "results.json")
     phases.end("timed cases", -compared)
     if compared:
@@ -190,7 +202,7 @@ def main() -> int:
             f"{' '.join(f['name'] for f in files)}; concurrency {cfg.concurrency}; profile {cfg.profile}: "
             f"{cfg.repetitions} x {cfg.duration:g} s per case after up to {cfg.warmup:g} s of warm-up; "
             f"tools {' '.join(cfg.tools)}; "
-            f"open loop {'at ' + format(cfg.open_loop, '.0%') + ' of capacity' if cfg.open_loop else 'off'}; "
+            f"open loop {open_loop_words(cfg)}; "
             f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}; working set "
             f"{file_set['spec'] if file_set and cfg.working_set else 'off'}; store writes "
             f"{f'{cfg.write_files} x {cfg.write_size:,} bytes, 1 and {cfg.write_threads} threads' if cfg.write else 'off'}")

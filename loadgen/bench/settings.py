@@ -31,7 +31,7 @@ RETIRED = {
 # other knobs say (their effective values are what results.json records):
 # no write phase and no working set either (the seed loads no set then).
 QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep": (), "open_loop_max_s": 1,
-         "min_requests": 0, "write": False, "working_set": False}
+         "open_loop_curve": (), "min_requests": 0, "write": False, "working_set": False}
 
 # Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
 # writes a tenth of them, so a run stays short (set WRITE_FILES=1000 to
@@ -84,6 +84,9 @@ class Settings:
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
     sweep_duration: int = 1       # seconds per level and tool
     open_loop: float = 0.5        # fixed rate as a share of the case's capacity; 0: none
+    # BENCH_OPEN_LOOP with several shares: every one of them, a latency curve
+    # (open_loop is then the headline's: 0.5 when listed, else the first)
+    open_loop_curve: tuple[float, ...] = ()
     open_loop_max_s: float = 20.0  # an open-loop point's longest run (BENCH_OPEN_LOOP_SECONDS)
     profile: str = "full"
     postgres_url: str = ""        # flask-postgres's store, watched by cAdvisor like mongo; empty: none
@@ -158,6 +161,25 @@ def _sweep(env) -> tuple[int, ...]:
     if text.strip().lower() in ("", "0", "off", "no"):
         return ()
     return tuple(sorted(set(_ints(env, "BENCH_SWEEP", "1 5 25 100 250"))))
+
+
+def _open_loop(env) -> tuple[float, tuple[float, ...]]:
+    """BENCH_OPEN_LOOP: one share of capacity (0: no open-loop point), or
+    several (a latency curve, e.g. '0.25 0.5 0.75 0.9'): (the headline's
+    share, every share of the curve or ())."""
+    text = env.get("BENCH_OPEN_LOOP", "0.5")
+    try:
+        shares = sorted({float(w) for w in _words(env, "BENCH_OPEN_LOOP", "0.5")})
+    except ValueError:
+        shares = []
+    if shares == [0.0]:
+        return 0.0, ()
+    if not shares or any(not 0 < v <= 0.95 for v in shares):
+        raise SettingsError(f"BENCH_OPEN_LOOP={text!r}: expected one share of capacity above 0 up to 0.95 "
+                            "(0: none), e.g. '0.5', or several for a latency curve, e.g. '0.25 0.5 0.75 0.9'")
+    if len(shares) == 1:
+        return shares[0], ()
+    return (0.5 if 0.5 in shares else shares[0]), tuple(shares)
 
 
 def _size(env, name: str, default: str) -> int:
@@ -254,7 +276,7 @@ def from_env(env=os.environ) -> Settings:
         repetitions=_one(env, "BENCH_REPETITIONS", "3", int, 1, 100),
         tools=_tools(env), sweep=_sweep(env),
         sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
-        open_loop=_one(env, "BENCH_OPEN_LOOP", "0.5", float, 0, 0.95),
+        open_loop=_open_loop(env)[0], open_loop_curve=_open_loop(env)[1],
         open_loop_max_s=_one(env, "BENCH_OPEN_LOOP_SECONDS", "20", int, 1, 600),
         profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
         postgres_url=env.get("POSTGRES_URL", ""),
@@ -275,6 +297,7 @@ def effective(cfg: Settings) -> dict:
             "min_requests": cfg.min_requests, "max_duration_s": cfg.duration * SLOW_CASE_STRETCH,
             "repetitions": cfg.repetitions, "tools": list(cfg.tools), "sweep": list(cfg.sweep),
             "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop,
+            "open_loop_curve": list(cfg.open_loop_curve),
             "open_loop_max_s": cfg.open_loop_max_s,
             "write": cfg.write, "write_files": cfg.write_files, "write_size_bytes": cfg.write_size,
             "write_threads": cfg.write_threads, "working_set": cfg.working_set,

@@ -278,19 +278,23 @@ class Timer:
                 f"({comparison.difference:.1%} apart{', DISAGREE' if comparison.disagree else ''})")
         return comparisons
 
-    def open_loop(self, target: TargetResult, f: dict) -> OpenLoop | None:
-        """vegeta at BENCH_OPEN_LOOP of the case's keep-alive capacity, until
-        OPEN_LOOP_REQUESTS requests or OPEN_LOOP_MAX_S seconds."""
+    def open_loop(self, target: TargetResult, f: dict, share: float | None = None) -> OpenLoop | None:
+        """vegeta at a share (BENCH_OPEN_LOOP's headline one unless given) of
+        the case's keep-alive capacity, until OPEN_LOOP_REQUESTS requests or
+        OPEN_LOOP_MAX_S seconds."""
         found = open_loop_capacity(self.results, target.name, f["name"])
         if found is None:
             return None
         capacity, capacity_from = found
-        rate = self.cfg.open_loop * capacity
+        share = share or self.cfg.open_loop
+        rate = share * capacity
         rate = float(round(rate)) if rate >= 1 else 1 / round(1 / max(rate, 0.01))  # what vegeta can be asked
         seconds = open_loop_seconds(rate, self.cfg.open_loop_max_s)
-        name = f"{case_name(target.name, f['name'])}-rate"
+        name = f"{case_name(target.name, f['name'])}-rate" + ("" if share == self.cfg.open_loop
+                                                              else f"-{share * 100:g}pct")
         result = OpenLoop(target.name, f["name"], f["size"], rate, capacity=round(capacity, 1),
-                          capacity_from=capacity_from, seconds=seconds, max_workers=vegeta_max_workers(rate))
+                          capacity_from=capacity_from, seconds=seconds, max_workers=vegeta_max_workers(rate),
+                          share=share)
         if target.name in self.down:
             result.status, result.error = FAILED, self.down[target.name]
             return result
@@ -314,7 +318,7 @@ class Timer:
         finally:
             self.progress.advance(self.cfg.open_loop_max_s + OVERHEAD_S)  # as planned
         open_loop_figures(result, rep)
-        say(f"{name}: {rate:g} req/s asked ({self.cfg.open_loop:.0%} of {capacity_from}), {result.sent_rate:g} "
+        say(f"{name}: {rate:g} req/s asked ({share:.0%} of {capacity_from}), {result.sent_rate:g} "
             f"sent, {result.requests} requests, p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
             f"p99.9 {result.p999_ms:.2f} ms, {result.failed} failed" + (f" [{', '.join(result.flags)}]"
                                                                        if result.flags else ""))

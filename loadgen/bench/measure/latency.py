@@ -77,3 +77,24 @@ def summary(latencies_ms: list[float]) -> dict:
             "p90_ms": order_statistic(ordered, 0.9), "p99_ms": order_statistic(ordered, 0.99),
             "p999_ms": order_statistic(ordered, 0.999), "max_ms": ordered[-1],
             "p99_interval_ms": [low, high], "confidence": CONFIDENCE, "histogram": histogram(ordered)}
+
+
+def nines(fraction: float) -> float:
+    """A quantile on the axis HdrHistogram plots percentiles on: 0.9 -> 1,
+    0.99 -> 2, 0.999 -> 3, so the tail gets the room it needs."""
+    return -math.log10(1 - fraction)
+
+
+def percentile_curve(histogram: list[list[float]]) -> list[tuple[float, float]]:
+    """[(nines of the share of answers at or below, that bucket's upper edge
+    ms)] from a histogram: the latency distribution as a percentile curve.
+    The slowest bucket holds the maximum, whose share is 1 (infinitely many
+    nines): it is placed at rank n - 1/2 of n, as the last sample's own
+    plotting position."""
+    total = sum(n for _, n in histogram)
+    points, below = [], 0
+    for edge, n in histogram:
+        below += n
+        share = below / total if below < total else 1 - 0.5 / total
+        points.append((nines(share), edge))
+    return points

@@ -49,7 +49,10 @@ def target_ms(run: Run | None) -> float | None:
 
 
 def open_loop_for(results: Results, target: str, file: str) -> OpenLoop | None:
-    return next((o for o in results.open_loop if (o.target, o.file) == (target, file)), None)
+    """The case's open-loop point at the headline's share (a curve has others)."""
+    share = results.timing.get("open_loop_share")
+    return next((o for o in results.open_loop if (o.target, o.file) == (target, file)
+                 and (not o.share or not share or o.share == share)), None)
 
 
 def headline_level(results: Results) -> int:

@@ -11,11 +11,12 @@ from html import escape
 from pathlib import Path
 
 from . import markdown as md
-from .headline import (BASELINE, concurrencies, files, grouped, headline_level, headline_rows, sentences,
-                       size_label, timed_targets)
+from .headline import (BASELINE, concurrencies, files, grouped, headline_level, headline_rows, open_loop_for,
+                       sentences, size_label, timed_targets)
 from .md_html import inline, table, to_html
 from .ab import render_ab
 from .svg import PALETTE, IntervalRow, Point, Row, interval_chart, line_chart, stacked_bars, strip_chart
+from ..measure.latency import nines, percentile_curve
 from ..measure.usage import LOADGEN
 from ..results import Results, Run
 
@@ -180,24 +181,55 @@ def _more(lines: list[str]) -> str:
     return f"<details><summary>{inline(lines[0].lstrip('# '))}</summary>{to_html(lines[1:])}</details>"
 
 
+PERCENTILE_TICKS = [(0.5, "50%"), (0.9, "90%"), (0.99, "99%"), (0.999, "99.9%"), (0.9999, "99.99%"),
+                    (0.99999, "99.999%")]
+
+
+def _latency_against_load(results: Results, file: str) -> list[str]:
+    """With a latency curve (BENCH_OPEN_LOOP with several shares): p99
+    against the share of capacity, a line per path."""
+    series = {}
+    for o in results.open_loop:
+        if o.file == file and o.ok and o.share:
+            series.setdefault(o.target, []).append((o.share * 100, o.p99_ms))
+    series = {t: pts for t, pts in series.items() if len(pts) > 1}
+    if not series:
+        return []
+    return [_figure(line_chart(f"p99 against load, {size_label(file)}", series, "share of capacity, %",
+                               "p99 milliseconds", x_log=False, y_log=True),
+                    f"{size_label(file)}: p99 at each share of the path's keep-alive capacity (open loop).")]
+
+
 def _open_loop(results: Results) -> str:
     if not results.open_loop:
         return ""
     kinds = {"p50": PALETTE[2], "p90": PALETTE[1], "p99": PALETTE[5], "max": PALETTE[7]}
+    share = results.timing.get("open_loop_share", 0.5)
     figures = []
     for file, _ in files(results):
-        rows = []
+        rows, curves = [], {}
         for t in grouped(timed_targets(results)):
-            o = next((o for o in results.open_loop if (o.target, o.file) == (t, file)), None)
+            o = open_loop_for(results, t, file)
             if o is None:
                 continue
             pts = [] if not o.ok else [Point(getattr(o, f"{k}_ms"), k, f"{t} {size_label(file)} at {o.rate:.0f}/s: "
                                              f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds]
             rows.append(Row(t, pts, note="" if o.ok else "failed"))
+            if o.ok and o.latency_histogram:
+                curves[t] = percentile_curve(o.latency_histogram)
         figures.append(_figure(strip_chart(f"Latency at a fixed rate, {size_label(file)}", rows, kinds,
                                            "milliseconds", log=True),
-                               f"{size_label(file)}: response time percentiles at "
-                               f"{results.timing.get('open_loop_share', 0.5):.0%} of each path's best rate."))
+                               f"{size_label(file)}: response time percentiles at {share:.0%} of each path's "
+                               "best rate."))
+        if curves:
+            deepest = max(x for pts in curves.values() for x, _ in pts)
+            ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
+            figures.append(_figure(line_chart(f"Latency distribution, {size_label(file)}", curves, "percentile",
+                                              "milliseconds", x_log=False, y_log=True, x_ticks=ticks),
+                                   f"{size_label(file)}: every request's response time at {share:.0%} of capacity, "
+                                   "as a percentile curve (from the histogram kept in results.json; the last "
+                                   "point is the slowest answer)."))
+        figures += _latency_against_load(results, file)
     return f'<div class="charts">{"".join(figures)}</div>' + to_html(md._open_loop(results)[1:])
 
 

@@ -350,7 +350,8 @@ def _open_loop(results: Results) -> list[str]:
         interval = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else (
             f"{low:.2f}–?" if low is not None else "-")
         rows.append([o.target, _size(o.file), f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})"
-                                                               if o.capacity_from else ""),
+                                                               if o.capacity_from else "")
+                     + (f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else ""),
                      f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
                      f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", " ".join(o.flags)])
     return ["## Latency at a fixed rate (open loop, vegeta)", "",

@@ -132,30 +132,40 @@ def stacked_bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]
     return _svg(height, title, body, {k: c for k, c in kinds.items() if k in used})
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit: str, y_unit: str) -> str:
-    """One line per series over a log x axis (e.g. requests per second
-    against concurrency)."""
+def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit: str, y_unit: str,
+               x_log: bool = True, y_log: bool = False, x_ticks: list[tuple[float, str]] | None = None) -> str:
+    """One line per series (e.g. requests per second against concurrency
+    over a log x axis). x_ticks: [(x, label)] in place of one tick per x."""
     plot_h, left = 220, 56
     xs = [x for pts in series.values() for x, _ in pts] or [1]
     ys = [y for pts in series.values() for _, y in pts] or [1]
-    lo, hi = math.log10(max(min(xs), 1e-9)), math.log10(max(max(xs), min(xs) * 10))
-    top = _nice(max(ys))
+    if x_log:
+        lo, hi = math.log10(max(min(xs), 1e-9)), math.log10(max(max(xs), min(xs) * 10))
+    else:
+        lo, hi = min(xs + [x for x, _ in x_ticks or []]), max(xs + [x for x, _ in x_ticks or []])
+    y_scale = _Scale(max(ys), y_log, min(y for y in ys if y > 0) if y_log and any(y > 0 for y in ys) else 0.0)
+    top = y_scale.high
 
     def px(x):
-        return left + (math.log10(x) - lo) / (hi - lo or 1) * (WIDTH - RIGHT - left)
+        return left + ((math.log10(x) if x_log else x) - lo) / (hi - lo or 1) * (WIDTH - RIGHT - left)
 
     def py(y):
+        if y_log:
+            share = (math.log10(max(y, y_scale.low)) - math.log10(y_scale.low)) / \
+                (math.log10(y_scale.high) - math.log10(y_scale.low))
+            return TOP + plot_h - share * plot_h
         return TOP + plot_h - y / top * plot_h
 
     body = []
-    for i in range(5):
-        y = top * i / 4
+    for y in (y_scale.ticks() if y_log else [top * i / 4 for i in range(5)]):
         body.append(f'<line class="grid" x1="{left}" y1="{py(y):.1f}" x2="{WIDTH - RIGHT}" y2="{py(y):.1f}"/>'
                     f'<text class="tick" x="{left - 4}" y="{py(y) + 4:.1f}" text-anchor="end">{_fmt(y)}</text>')
-    for x in sorted(set(xs)):
-        body.append(f'<text class="tick" x="{px(x):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle">{_fmt(x)}</text>')
+    for x, label in x_ticks or [(x, _fmt(x)) for x in sorted(set(xs))]:
+        body.append(f'<text class="tick" x="{px(x):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle">'
+                    f'{escape(label)}</text>')
     body.append(f'<text class="tick" x="{WIDTH - RIGHT}" y="{TOP + plot_h + 28}" text-anchor="end">'
-                f'{escape(x_unit)} (log scale); y: {escape(y_unit)}</text>')
+                f'{escape(x_unit)}{" (log scale)" if x_log else ""}; y: {escape(y_unit)}'
+                f'{" (log scale)" if y_log else ""}</text>')
     kinds = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
     for name, pts in series.items():
         pts = sorted(pts)
@@ -163,7 +173,7 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
         body.append(f'<polyline class="mark" fill="none" stroke="{kinds[name]}" stroke-width="2" points="{path}">'
                     f'<title>{escape(name)}</title></polyline>')
         body += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{kinds[name]}"><title>{escape(name)}: '
-                 f'{_fmt(y)} {escape(y_unit)} at {x:g}</title></circle>' for x, y in pts]
+                 f'{_fmt(y)} {escape(y_unit)} at {_x_label(x, x_ticks)}</title></circle>' for x, y in pts]
     legend_rows = math.ceil(len(kinds) / 4)
     height = TOP + plot_h + 36
     svg = _svg(height, title, body, {})
@@ -173,6 +183,11 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
                      f'{escape(n)}</text>' for i, (n, c) in enumerate(kinds.items()))
     taller = f'viewBox="0 0 {WIDTH} {height + 8 + 16 * legend_rows:.0f}"'
     return svg.replace(f'viewBox="0 0 {WIDTH} {height:.0f}"', taller).replace("</svg>", legend + "</svg>")
+
+
+def _x_label(x: float, x_ticks: list[tuple[float, str]] | None) -> str:
+    """A point's x in the axis' own words where a tick names it."""
+    return next((label for at, label in x_ticks or [] if abs(at - x) < 1e-9), f"{x:g}")
 
 
 @dataclass
