@@ -211,3 +211,22 @@ def test_an_ab_page_charts_every_case_and_metric_with_its_interval():
     page = render_ab_page(results, all_runs=False)
     assert page.count('<svg class="chart"') == 1 and page.count("<circle") == 3 * 8
     assert "B slower by 20.0%" in page and "Paired changes per block" in page and "<script" not in page
+
+
+def test_a_disturbed_block_is_kept_on_record_but_judged_on_by_nothing():
+    """A window that shared the machine with work outside the lab (a test
+    suite, a build) is not a paired sample: here block 3's A window ran at
+    half speed beside it, which alone would make an unchanged B 'faster'."""
+    rng = random.Random(3)
+    a = [1000 * rng.uniform(0.99, 1.01) for _ in range(8)]
+    b = [x * rng.uniform(0.995, 1.005) for x in a]
+    case = case_of(a, b)
+    clean = judge([case], 0.05)
+    a[2] *= 0.5
+    spoiled = case_of(a, b)
+    spoiled["blocks"] = blocks([rep(i, r, 1.0, 0.5, ["disturbed"] if i == 3 else []) for i, r in enumerate(a, 1)],
+                               [rep(i, r, 1.0, 0.5) for i, r in enumerate(b, 1)], "flask", "flask-b", ["mongo"])
+    assert [blk["counted"] for blk in spoiled["blocks"]] == [True, True, False, True, True, True, True, True]
+    rows = {r["metric"]: r for r in judge([spoiled], 0.05)}
+    assert rows["rps"]["n"] == 7
+    assert rows["rps"]["verdict"] == {r["metric"]: r for r in clean}["rps"]["verdict"] != "better"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.measure.cadvisor import parse_docker_list, services_of_project
+from bench.measure.cadvisor import Counters, parse_docker_list, services_of_project
 from bench.report.charts import cpu_chart
 from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult, failed_run, repeated_run
@@ -272,3 +272,26 @@ def test_cpu_per_request_net_of_the_idle_rate_measured_before_the_case():
     assert db["idle_cores"] == 0.01
     assert db["cpu_ms_per_request_net"] == pytest.approx(max(db["cores"] - 0.01, 0) * 1000 / RPS, abs=1e-5)
     assert cpu[TARGET]["idle_cores"] is None and cpu[TARGET]["cpu_ms_per_request_net"] is None  # not measured
+
+
+def test_work_outside_the_containers_during_a_run_flags_it_disturbed():
+    """The quiet check before a run cannot see what starts during it: the
+    machine's cores less every container's can. Figures from a real A/A
+    window here (block 6, an ab run on the host beside it) and a clean one."""
+    from bench.measure.usage import DISTURBED, outside_cores
+    clean = {"containers_cores": 1.9166, "containers": 13, "machine_cores": 1.9775, "host_cores": 1.9506}
+    shared = {"containers_cores": 1.3141, "containers": 13, "machine_cores": 1.9145, "host_cores": 1.897}
+    assert outside_cores(clean) == pytest.approx(0.0609)
+    assert outside_cores(shared) == pytest.approx(0.6004)
+    # without cAdvisor's root cgroup, /proc/stat's whole-host figure
+    assert outside_cores({**shared, "machine_cores": None}) == pytest.approx(0.5829)
+    assert outside_cores({"containers_cores": 0.0, "containers": 0, "machine_cores": 1.0}) is None
+
+    def series(cores: float) -> list[Counters]:  # a reading a second, `cores` busy
+        return [Counters(int(t * 1e9), int(t * cores * 1e9), 0, 0, 0, 0, 0) for t in range(6)]
+
+    run = WindowInput(int(0.5e9), int(4.5e9), 400, 100.0, 0.1, 1)
+    for machine, disturbed in ((1.0, False), (1.6, True)):
+        _, found, figures = window({"flask": series(0.9)}, {"flask": 1.0}, {}, "flask", run, None,
+                                   all_series={"flask": series(0.9)}, machine=series(machine))
+        assert (DISTURBED in found) is disturbed and figures["outside_cores"] == pytest.approx(machine - 0.9)

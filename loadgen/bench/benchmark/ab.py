@@ -19,6 +19,7 @@ from ..clients.timing import TimingError, run_wrk
 from ..environment import machine_of
 from ..measure import paired
 from ..measure.cpu_windows import database_services
+from ..measure.usage import DISTURBED
 from ..progress import MEASURED_OVERHEAD_S, say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
@@ -131,6 +132,17 @@ class AbRun:
 
         self.timer.schedule.repeat(phase, [a.name, b.name], window, repetitions=self.ab.blocks,
                                    skip=lambda name: bool(errors))
+        # A block that shared the machine with something outside the lab is
+        # not a paired sample: it is run again, up to half as many more blocks
+        spoiled = disturbed_blocks(reps[a.name] + reps[b.name])
+        if spoiled and not errors:
+            again = min(len(spoiled), max(1, self.ab.blocks // 2))
+            say(f"{phase}: block{'s' if len(spoiled) > 1 else ''} {', '.join(map(str, sorted(spoiled)))} "
+                f"disturbed by work outside the lab; {again} more")
+            offset = self.ab.blocks
+            self.timer.schedule.repeat(f"{phase} again", [a.name, b.name],
+                                       lambda name, block: window(name, offset + block), repetitions=again,
+                                       skip=lambda name: bool(errors))
         for variant, name in (("A", a.name), ("B", b.name)):
             if errors.get(name) or not reps[name]:
                 run = failed_run(name, f["name"], f["size"], c, errors.get(name, "not run"), reps[name])
@@ -142,18 +154,25 @@ class AbRun:
                 "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
 
 
+def disturbed_blocks(reps: list[dict]) -> set[int]:
+    """Blocks with a window that work outside the lab's containers shared."""
+    return {r["block"] for r in reps if DISTURBED in r.get("flags", [])}
+
+
 def blocks(a_reps: list[dict], b_reps: list[dict], a: str, b: str, supporting: list[str]) -> list[dict]:
     """The paired samples: block by block, A's and B's figures and the flags
-    of either window."""
+    of either window; a disturbed block is kept for the record, `counted`
+    false, and judged on by nothing."""
     by_block = {r["block"]: r for r in b_reps}
     paired_blocks = []
     for ra in a_reps:
         rb = by_block.get(ra["block"])
         if rb is None:
             continue
+        flags = sorted(set(ra.get("flags", [])) | set(rb.get("flags", [])))
         paired_blocks.append({"block": ra["block"], "a": window_metrics(ra, a, supporting),
-                              "b": window_metrics(rb, b, supporting),
-                              "flags": sorted(set(ra.get("flags", [])) | set(rb.get("flags", [])))})
+                              "b": window_metrics(rb, b, supporting), "flags": flags,
+                              "counted": DISTURBED not in flags})
     return paired_blocks
 
 
@@ -163,9 +182,10 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
     adjusted with Holm's method across the whole table, and the verdict."""
     rows = []
     for case in cases:
+        counted = [blk for blk in case["blocks"] if blk.get("counted", True)]
         for key, what, higher_is_better, words in METRICS:
-            a = [blk["a"][key] for blk in case["blocks"]]
-            b = [blk["b"][key] for blk in case["blocks"]]
+            a = [blk["a"][key] for blk in counted]
+            b = [blk["b"][key] for blk in counted]
             d = paired.log_ratios(a, b)
             rows.append({"case": f"{case['file'].removesuffix('.bin')} c={case['concurrency']}",
                          "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,

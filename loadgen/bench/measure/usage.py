@@ -20,12 +20,18 @@ FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANT
 CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
 BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
 FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
+DISTURBED = "disturbed"           # work outside the lab's containers took over DISTURBED_CORES during the run
 LOADGEN_BOUND_SHARE = 0.9
 # Every client starts at once, so no answer comes before the first round
 # ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.
 ROUNDS_WANTED = 5
 CORE_SATURATED_SHARE = 0.9
 ACTIVE_CORES = 0.05  # a container using more than this share of a core over a window took part in it
+# The machine's cores less every container's, over a window: dockerd, the
+# kernel's own threads and cAdvisor's reads leave under 0.15 here; a test
+# suite or a build beside the lab takes a core's share, and the figure with it.
+# The quiet check before a run cannot see what starts during it: this can.
+DISTURBED_CORES = 0.25
 
 # /proc/stat "cpu" columns that are work done here, not waiting: of user nice
 # system idle iowait irq softirq steal (guest time is already inside user),
@@ -321,4 +327,20 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     figures = {"start_ns": run.start_ns, "end_ns": run.end_ns,
                "seconds": round((run.end_ns - run.start_ns) / 1e9, 3), "busy_shares": run.busy,
                **cross_check(all_series or {}, machine or [], run.start_ns, run.end_ns, run.busy, host_cpus)}
+    outside = outside_cores(figures)
+    if outside is not None:
+        figures["outside_cores"] = round(outside, 4)
+        if outside > DISTURBED_CORES:
+            found.append(DISTURBED)
     return cpu, found, figures
+
+
+def outside_cores(figures: dict) -> float | None:
+    """Cores used outside every container over a window: the machine's
+    (cAdvisor's root cgroup, else /proc/stat) less the containers' sum."""
+    whole = figures.get("machine_cores")
+    if whole is None:
+        whole = figures.get("host_cores")
+    if whole is None or not figures.get("containers"):
+        return None
+    return max(0.0, whole - figures["containers_cores"])

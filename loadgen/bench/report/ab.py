@@ -86,7 +86,9 @@ def render_ab(results: Results) -> str:
         "Ratio: Hodges-Lehmann estimate; interval: the exact distribution-free 95% interval of Wilcoxon's "
         "signed-rank test (at least 95% coverage at any block count; a bootstrap under-covers at 6-12 samples); "
         "p-values adjusted with Holm's method across the table. "
-        f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD).",
+        f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD). "
+        "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
+        "run again (up to half as many more blocks).",
         *calibration_lines(ab),
     ]
     if ab.get("error"):
@@ -102,8 +104,9 @@ def render_ab(results: Results) -> str:
         cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
         for r in rows:
             case = cases.get((r["file"], r["concurrency"]), {"blocks": []})
-            a = _median([b["a"][r["metric"]] for b in case["blocks"]])
-            b = _median([b["b"][r["metric"]] for b in case["blocks"]])
+            counted = [blk for blk in case["blocks"] if blk.get("counted", True)]
+            a = _median([blk["a"][r["metric"]] for blk in counted])
+            b = _median([blk["b"][r["metric"]] for blk in counted])
             lines.append(f"| {r['case']} | {r['what']} | {_figure(a, r['metric'])} | {_figure(b, r['metric'])} | "
                          f"{_ratio(r)} | {_interval(r)} | {r['n']} | {r['p_holm']:.3g} | {r['verdict']} |")
     for case in ab.get("cases", []):
@@ -121,5 +124,5 @@ def render_ab(results: Results) -> str:
             ratio = f"{b['rps'] / a['rps']:.3f}" if a["rps"] else "-"
             lines.append(f"| {blk['block']} | {a['rps']:.0f} | {b['rps']:.0f} | {ratio} | "
                          f"{_figure(a['cpu_path'], 'cpu')} | {_figure(b['cpu_path'], 'cpu')} | "
-                         f"{', '.join(blk['flags']) or '-'} |")
+                         f"{', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'} |")
     return "\n".join(lines) + "\n"
