@@ -153,9 +153,13 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     cases = len(ab.files) * len(ab.concurrency)
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
     planned = cases * ab.blocks * 2 * window
+    # a slow case (1 MB on the stand-in) stretches each window to hold its
+    # requests, and warms up longer: the plan says how far that can go
+    longest = cases * ab.blocks * 2 * (cfg.duration * SLOW_CASE_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup)
     say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "
         f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
-        f"of at least {cfg.duration} s, each after its warm-up; expected about {clock(planned)}")
+        f"of at least {cfg.duration} s, each after its warm-up; expected about {clock(planned)}, up to "
+        f"{clock(longest)} if every case is slow (the time left follows the pace)")
     results.timing["planned_seconds"] = round(planned, 1)
     needed = blocks_for_a_verdict(cases * len(AB_METRICS))
     if ab.blocks < needed:
