@@ -2,7 +2,7 @@
 error naming the variable when one is wrong."""
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.
 RECORDED = [
@@ -93,6 +93,9 @@ class Settings:
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
     gridfs_db: str = "lab"
+    # BENCH_TARGET_URLS, set by tools/hosts.py when the paths run on another
+    # engine: each path's URL on the link (default: its compose name, port 8080)
+    target_urls: dict = field(default_factory=dict)
     # The store benchmark (seed 002): WRITE_FILES files of WRITE_SIZE bytes
     # written into every store with 1 thread and WRITE_THREADS, then read back.
     write: bool = True
@@ -104,7 +107,7 @@ class Settings:
     ab: AbSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
 
     def url_of(self, target: str) -> str:
-        return f"http://{target}:{self.target_port}"
+        return self.target_urls.get(target) or f"http://{target}:{self.target_port}"
 
 
 SLOW_CASE_STRETCH = 4  # a slow case's repetitions last at most this many BENCH_DURATIONs
@@ -161,6 +164,19 @@ def _sweep(env) -> tuple[int, ...]:
     if text.strip().lower() in ("", "0", "off", "no"):
         return ()
     return tuple(sorted(set(_ints(env, "BENCH_SWEEP", "1 5 25 100 250"))))
+
+
+def _target_urls(env, targets: list[str]) -> dict[str, str]:
+    """BENCH_TARGET_URLS="name=http://address:port ...": where bench finds a
+    path that runs on another host (tools/hosts.py sets it)."""
+    urls = {}
+    for word in env.get("BENCH_TARGET_URLS", "").split():
+        name, _, url = word.partition("=")
+        if name not in targets or not re.fullmatch(r"http://[0-9A-Za-z.:\[\]-]+:\d+", url):
+            raise SettingsError(f"BENCH_TARGET_URLS: {word!r}: expected NAME=http://ADDRESS:PORT, NAME one of "
+                                f"BENCH_TARGETS ({' '.join(targets)})")
+        urls[name] = url
+    return urls
 
 
 def _open_loop(env) -> tuple[float, tuple[float, ...]]:
@@ -286,7 +302,7 @@ def from_env(env=os.environ) -> Settings:
         write_size=_size(env, "WRITE_SIZE", "10000000"),
         write_threads=_one(env, "WRITE_THREADS", "20", int, 1, 256),
         write_dir=env.get("WRITE_DIR", "/data/writes"),
-        ab=ab_from_env(env, targets),
+        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets),
     )
     return replace(settings, **QUICK) if profile == "quick" else settings
 

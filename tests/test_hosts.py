@@ -1,0 +1,94 @@
+"""The lab split over several Docker engines (tools/hosts.py, issue 27): the
+roles named in LAB_HOSTS, the services each engine runs, and its compose
+override as compose itself reads it (docker compose config), publishing on
+the link address only. The whole split runs across network namespaces in
+its own end-to-end test."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.settings import SettingsError, from_env
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import hosts  # noqa: E402
+from lab_compose import LabError  # noqa: E402
+
+SPLIT = "loadgen=default@10.99.0.1 paths=unix:///run/docker-lab-b.sock@10.99.0.2 " \
+        "db=unix:///run/docker-lab-b.sock@10.99.0.2"
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    out = subprocess.run(["docker", "compose", "--env-file", "local.env", "config", "--format", "json"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
+def test_each_role_on_its_engine_and_address():
+    found = hosts.parse_hosts(SPLIT)
+    assert found["loadgen"] == hosts.Host("default", "10.99.0.1")
+    assert found["paths"] == found["db"] == hosts.Host("unix:///run/docker-lab-b.sock", "10.99.0.2")
+    assert found["loadgen"].docker_args == ["--context", "default"]
+    assert found["db"].docker_args == ["-H", "unix:///run/docker-lab-b.sock"]
+    assert hosts.parse_hosts("  ") == {}
+
+
+@pytest.mark.parametrize("text, named", [
+    ("loadgen=a@10.0.0.1 paths=b@10.0.0.2", "no engine for db"),
+    ("loadgen=a@10.0.0.1 paths=b@10.0.0.2 db=b@10.0.0.2 db=c@10.0.0.3", "db is named twice"),
+    ("loadgen=a@10.0.0.1 paths=b@10.0.0.2 database=b@10.0.0.2", "'database' is not a role"),
+    ("loadgen=a paths=b@10.0.0.2 db=b@10.0.0.2", "expected loadgen=ENGINE@ADDRESS"),
+    ("loadgen=a@10.0.0.1 paths=b@10.0.0.2 db=b@10.0.0.3", "two addresses"),
+    ("loadgen=http://a@10.0.0.1 paths=b@10.0.0.2 db=b@10.0.0.2", "expected loadgen=ENGINE@ADDRESS"),
+])
+def test_a_bad_lab_hosts_is_named_with_what_is_wrong(text, named):
+    with pytest.raises(LabError, match=named):
+        hosts.parse_hosts(text)
+
+
+def test_the_load_generator_alone_reaches_paths_and_databases_over_the_link(config):
+    targets = ["nginx-static", "nginx-gridfs", "nginx-cache"]
+    plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], targets)
+    assert set(plans) == {"default", "unix:///run/docker-lab-b.sock"}
+    a, b = plans["default"], plans["unix:///run/docker-lab-b.sock"]
+    assert set(a["services"]) == {"settings", "bench", "cadvisor"}
+    assert set(b["services"]) == {"mongo", "postgres", "seed", "cadvisor", *targets}
+    bench = a["services"]["bench"]
+    assert bench["environment"]["BENCH_TARGET_URLS"] == (
+        "nginx-static=http://10.99.0.2:18080 nginx-gridfs=http://10.99.0.2:18081 nginx-cache=http://10.99.0.2:18082")
+    assert bench["extra_hosts"] == ["mongo:10.99.0.2", "postgres:10.99.0.2"]
+    # published on the link address only, never on every address
+    published = [p for plan in plans.values() for s in plan["services"].values() for p in s.get("ports", [])]
+    assert published and all(p.startswith(("10.99.0.1:", "10.99.0.2:")) for p in published)
+    assert b["services"]["mongo"]["ports"] == ["10.99.0.2:27017:27017"]
+    assert "extra_hosts" not in b["services"]["nginx-gridfs"]  # the databases are on its own engine
+
+
+def test_each_override_is_one_compose_reads(config, tmp_path):
+    plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], ["nginx-static", "flask"])
+    for engine, plan in plans.items():
+        path = tmp_path / "override.json"
+        path.write_text(json.dumps({"services": plan["services"]}))
+        out = subprocess.run(["docker", "compose", "--env-file", "local.env", "-f", "compose.yaml", "-f", str(path),
+                              "config", "--format", "json"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        merged = json.loads(out.stdout)["services"]
+        for service, spec in plan["services"].items():
+            for port in spec.get("ports", []):
+                address, published, target = port.split(":")
+                assert {"host_ip": address, "published": published, "target": int(target)}.items() <= \
+                    next(p for p in merged[service]["ports"] if p["published"] == published).items(), (engine, port)
+
+
+def test_bench_takes_a_paths_url_from_bench_target_urls():
+    env = {"BENCH_TARGETS": "nginx-static flask"}
+    assert from_env(env).url_of("flask") == "http://flask:8080"
+    cfg = from_env({**env, "BENCH_TARGET_URLS": "flask=http://10.99.0.2:18081"})
+    assert cfg.url_of("flask") == "http://10.99.0.2:18081" and cfg.url_of("nginx-static") == "http://nginx-static:8080"
+    for bad in ("node=http://10.99.0.2:18081", "flask=10.99.0.2:18081", "flask=http://10.99.0.2"):
+        with pytest.raises(SettingsError, match="BENCH_TARGET_URLS"):
+            from_env({**env, "BENCH_TARGET_URLS": bad})
