@@ -1,16 +1,25 @@
 """Which resource bound one timed row: the one place that decides it, from
 the row's flags and its CPU by role (bench.measure.usage), so every table
 names it alike."""
-from .usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN, LOADGEN_BOUND, THROTTLED, active
+from .usage import BEHIND_SCHEDULE, CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, THROTTLED, active
 
-# What a row's `bottleneck` can be, in the order they are decided: a tool at
+# What a row's `bottleneck` can be, in the order they are decided: the link
+# between two hosts carrying all it can (nothing behind it can do better); a tool at
 # its limit (its CPU, or vegeta behind its schedule) makes every other figure a floor; two containers on one
 # saturated core competed, whoever's core it is; then a container at its
 # own allowance. None of these: the path waited (on I/O, the network, its
 # database's answers) with CPU to spare.
-LOADGEN_CPU, SHARED_CORE, TARGET_CORE, DATABASE_CORE, LATENCY, NOT_MEASURED = (
-    "load generator", "shared core", "target's core", "database's core", "none (latency-bound)", "not measured")
+LINK, LOADGEN_CPU, SHARED_CORE, TARGET_CORE, DATABASE_CORE, LATENCY, NOT_MEASURED = (
+    "link", "load generator", "shared core", "target's core", "database's core", "none (latency-bound)",
+    "not measured")
 SATURATED_SHARE = 0.9  # a container using this share of its allowance had no more to give
+LINK_SHARE = 0.9       # a row moving this share of the link's measured rate filled it
+
+
+def link_bound(bytes_per_second: float, link_bits_per_second: float | None) -> bool:
+    """The row's answers crossed the link at LINK_SHARE of what iperf3
+    measured it carrying, or more."""
+    return bool(link_bits_per_second) and bytes_per_second * 8 >= LINK_SHARE * link_bits_per_second
 
 
 def saturated(used: dict) -> bool:
@@ -24,6 +33,8 @@ def saturated(used: dict) -> bool:
 def bottleneck(flags: list[str], cpu: dict | None, target: str) -> str:
     """The resource that bound a row; NOT_MEASURED without cAdvisor's figures
     (unless the tool's own rusage says it was at its limit)."""
+    if LINK_BOUND in flags:
+        return LINK
     if LOADGEN_BOUND in flags or BEHIND_SCHEDULE in flags:
         return LOADGEN_CPU
     if CORE_SATURATED in flags:

@@ -21,6 +21,7 @@ CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of th
 BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
 FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
 DISTURBED = "disturbed"           # work outside the lab's containers took over DISTURBED_CORES during the run
+LINK_BOUND = "link-bound"         # the answers crossed the link between two hosts at 90% of its measured rate
 LOADGEN_BOUND_SHARE = 0.9
 # Every client starts at once, so no answer comes before the first round
 # ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.

@@ -11,8 +11,8 @@ from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferret
 from ..results import NOISY, Results, Run, StorePass
 from ..measure.stats import NOISY_MAD, TOOLS_DISAGREE
 from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, DISTURBED,
-                             DISTURBED_CORES, FEW_ROUNDS, FEW_SAMPLES, LOADGEN, LOADGEN_BOUND, LOADGEN_BOUND_SHARE,
-                             ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
+                             DISTURBED_CORES, FEW_ROUNDS, FEW_SAMPLES, LINK_BOUND, LOADGEN, LOADGEN_BOUND,
+                             LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 NONCONFORMING = "nonconforming"
@@ -20,7 +20,7 @@ NONCONFORMING = "nonconforming"
 # One mark per flag, the same in every table; the legend says what each means.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
          FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗", BEHIND_SCHEDULE: "⏱", FEW_SAMPLES: "ⁿ",
-         DISTURBED: "⚠"}
+         DISTURBED: "⚠", LINK_BOUND: "⇄"}
 BASELINE_MARK = "†"
 LEGEND = {
     LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
@@ -40,6 +40,8 @@ LEGEND = {
     NONCONFORMING: "the target failed the conformance suite and was timed anyway (BENCH_ALLOW_NONCONFORMING=1)",
     BEHIND_SCHEDULE: "vegeta sent below 95% of the rate asked (out of workers or CPU): requests waited to be sent "
                      "and the wait is not in their latency (coordinated omission)",
+    LINK_BOUND: "the answers crossed the link between the load generator's host and the paths' at 90% or more "
+                "of the rate iperf3 measured on it before timing: the link, not the path, set the figure",
     DISTURBED: f"work outside the lab's containers (another program on the machine) used more than "
                f"{DISTURBED_CORES:g} of a core while the run was timed: the figure shares the machine with it",
     FEW_SAMPLES: f"the open-loop run held fewer than {OPEN_LOOP_REQUESTS:,} requests (it stops at "
