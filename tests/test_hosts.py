@@ -55,7 +55,7 @@ def test_the_load_generator_alone_reaches_paths_and_databases_over_the_link(conf
     plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], targets)
     assert set(plans) == {"default", "unix:///run/docker-lab-b.sock"}
     a, b = plans["default"], plans["unix:///run/docker-lab-b.sock"]
-    assert set(a["services"]) == {"settings", "bench", "cadvisor"}
+    assert set(a["services"]) == {"settings", "seed", "bench", "cadvisor"}  # the seed: the files bench reads
     assert set(b["services"]) == {"mongo", "postgres", "seed", "cadvisor", *targets}
     bench = a["services"]["bench"]
     assert bench["environment"]["BENCH_TARGET_URLS"] == (

@@ -17,16 +17,20 @@ only, the other roles' services reached by name through `extra_hosts`, and
 bench told each path's URL (BENCH_TARGET_URLS). `--plan` prints it."""
 import json
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab_compose import ROOT, LabError  # noqa: E402
+from lab_compose import ROOT, LabError, compose_run, settings_in  # noqa: E402
 
 ROLES = ("loadgen", "paths", "db")
 DATABASES = ("mongo", "postgres")
-LOADGEN = ("settings", "bench")
+# the seed runs on the load generator's engine too: bench reads the files'
+# manifest from its own files volume (the seed's bytes are deterministic, and
+# a rerun against the databases writes nothing)
+LOADGEN = ("settings", "seed", "bench")
 DATABASE_PORTS = {"mongo": 27017, "postgres": 5432}
 PATH_PORT = 8080        # every serving path listens here inside its container
 FIRST_PATH_PORT = 18080  # published on the paths host: one port per path, in BENCH_TARGETS order
@@ -84,7 +88,7 @@ def parse_hosts(text: str) -> dict[str, Host]:
 def services_of(role: str, services: dict, targets: list[str]) -> list[str]:
     """The compose services a role runs: the databases; the paths of
     BENCH_TARGETS with the seed that fills their files volume and any
-    upstream a path depends on; bench and the settings check."""
+    upstream a path depends on; bench, the settings check and the seed."""
     if role == "db":
         return [s for s in DATABASES if s in services]
     if role == "loadgen":
@@ -111,7 +115,7 @@ def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict
         plan = by_engine.setdefault(host.engine, {"host": host, "services": {}, "roles": []})
         plan["roles"].append(role)
         for service in services_of(role, services, targets):
-            spec: dict = {}
+            spec: dict = plan["services"].get(service, {})
             if role == "db":
                 spec["ports"] = [f"{host.address}:{DATABASE_PORTS[service]}:{DATABASE_PORTS[service]}"]
             if role == "paths" and service in ports:
@@ -123,7 +127,6 @@ def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict
                 spec["environment"] = {"BENCH_TARGET_URLS": " ".join(
                     f"{t}=http://{paths.address}:{ports[t]}" if paths.engine != host.engine
                     else f"{t}=http://{t}:{PATH_PORT}" for t in targets)}
-                spec["depends_on"] = {}  # what bench waits for runs on other engines: tools/hosts.py orders it
             plan["services"][service] = spec
         cadvisor = plan["services"].setdefault("cadvisor", {})
         cadvisor["ports"] = [f"{host.address}:{CADVISOR_PORT}:8080"]
@@ -132,30 +135,104 @@ def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict
         for engine, plan in by_engine.items()}
 
 
+def images_of(services: dict, names: list[str], project: str) -> list[str]:
+    """The images an engine needs for these services: each one's `image`,
+    or the name Compose gives what it builds (PROJECT-SERVICE)."""
+    return sorted({services[n].get("image") or f"{project}-{n}" for n in names})
+
+
+class Split:
+    """One run of the lab across the engines of LAB_HOSTS."""
+
+    def __init__(self, hosts: dict[str, Host], env: dict, env_file: Path, project: str):
+        self.hosts, self.env, self.env_file, self.project = hosts, env, env_file, project
+        self.local = ["docker", "compose", "-p", project, "--env-file", str(env_file)]
+        self.config = json.loads(compose_run(self.local, ["config", "--format", "json"], env, 60,
+                                             "reading compose.yaml"))["services"]
+        self.targets = (env.get("BENCH_TARGETS") or settings_in(env_file).get("BENCH_TARGETS", "")).split()
+        self.plans = override(hosts, self.config, self.targets)
+        WORK.mkdir(parents=True, exist_ok=True)
+        self.compose: dict[str, list[str]] = {}
+        for engine, plan in self.plans.items():
+            host = Host(engine, plan["x-lab-host"]["address"])
+            path = WORK / f"{host.name}.yaml"
+            path.write_text(json.dumps({"services": plan["services"]}, indent=1))  # JSON is YAML
+            self.compose[engine] = ["docker", *host.docker_args, "compose", "-p", project, "--env-file",
+                                    str(env_file), "-f", str(ROOT / "compose.yaml"), "-f", str(path)]
+
+    def on(self, role: str, args: list[str], timeout: float, what: str) -> str:
+        engine = self.hosts[role].engine
+        return compose_run(self.compose[engine], args, self.env, timeout, f"{what} on {engine}")
+
+    def ship(self) -> None:
+        """Builds here, then sends every engine but this one the images its
+        services run (docker save | docker load: no registry needed)."""
+        built = [n for n in self.config if self.config[n].get("build")]
+        compose_run(self.local, ["build", *built], self.env, 3600, "building the lab's images")
+        for engine, plan in self.plans.items():
+            if engine == LOCAL_ENGINE:
+                continue
+            images = images_of(self.config, list(plan["services"]), self.project)
+            host = Host(engine, plan["x-lab-host"]["address"])
+            print(f"[hosts] {engine}: shipping {len(images)} images", flush=True)
+            saved = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
+            loaded = subprocess.run(["docker", *host.docker_args, "load"], stdin=saved.stdout,
+                                    capture_output=True, text=True, timeout=1800)
+            saved.wait(timeout=60)
+            if saved.returncode or loaded.returncode:
+                raise LabError(f"shipping images to {engine}: {loaded.stderr.strip()[-400:]}")
+
+    def run(self) -> int:
+        """Databases, then the seed and the paths, then bench, each on its
+        engine; bench's exit code. Everything is taken down after."""
+        try:
+            self.on("loadgen", ["run", "--rm", "--no-deps", "settings"], 600, "checking the settings")
+            self.on("db", ["up", "-d", "--no-deps", *services_of("db", self.config, self.targets), "cadvisor"],
+                    600, "starting the databases")
+            self.on("paths", ["run", "--rm", "--no-deps", "seed"], 3600, "seeding the stores")
+            paths = [s for s in services_of("paths", self.config, self.targets) if s != "seed"]
+            self.on("paths", ["up", "-d", "--no-deps", *paths, "cadvisor"], 600, "starting the paths")
+            if self.hosts["loadgen"].engine != self.hosts["paths"].engine:
+                self.on("loadgen", ["run", "--rm", "--no-deps", "seed"], 3600, "writing the files bench reads")
+            self.on("loadgen", ["up", "-d", "--no-deps", "cadvisor"], 600, "starting cAdvisor")
+            return subprocess.run(self.compose[self.hosts["loadgen"].engine] + ["run", "--rm", "--no-deps", "bench"],
+                                  cwd=ROOT, env=self.env, timeout=float(self.env.get("HOSTS_TIMEOUT", "7200"))
+                                  ).returncode
+        finally:
+            for engine, command in self.compose.items():
+                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env, capture_output=True,
+                               timeout=300)
+
+
+LOCAL_ENGINE = "default"  # this machine's engine: the images are built there
+WORK = ROOT / ".lab" / "hosts"
+
+
 def main() -> int:
     import os
-    import subprocess
+    env = dict(os.environ)
     try:
-        hosts = parse_hosts(os.environ.get("LAB_HOSTS", ""))
+        hosts = parse_hosts(env.get("LAB_HOSTS", ""))
         if not hosts:
             print("LAB_HOSTS is unset: the lab runs on this machine (make lab-local)")
             return 0
-        env_file = os.environ.get("LAB_ENV_FILE", "local.env")
-        config = json.loads(subprocess.run(["docker", "compose", "--env-file", env_file, "config", "--format",
-                                            "json"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                                           check=True).stdout)
-        targets = (os.environ.get("BENCH_TARGETS") or config["services"]["bench"]["environment"]["BENCH_TARGETS"])
-        plans = override(hosts, config["services"], targets.split())
-    except LabError as e:
-        print(f"hosts: {e}", file=sys.stderr)
+        env_file = ROOT / env.get("HOSTS_ENV_FILE", "local.env")
+        split = Split(hosts, env, env_file, env.get("HOSTS_PROJECT", "gridfs-lab-hosts"))
+        for engine, plan in split.plans.items():
+            print(f"[hosts] {engine} ({plan['x-lab-host']['address']}, {' '.join(plan['x-lab-host']['roles'])}): "
+                  f"{' '.join(plan['services'])}", flush=True)
+        if "--plan" in sys.argv:
+            return 0
+        owner = subprocess.run([str(ROOT / "tools" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=60)
+        if owner.returncode != 0:
+            raise LabError(f"RESULTS_OWNER: {owner.stderr.strip()[-300:]}")
+        env["RESULTS_OWNER"] = owner.stdout.strip()
+        split.ship()
+        return split.run()
+    except (LabError, subprocess.SubprocessError, OSError, ValueError) as e:
+        print(f"hosts: error: {e}", file=sys.stderr)
         return 2
-    if "--plan" in sys.argv:
-        for engine, plan in plans.items():
-            print(f"{engine} ({plan['x-lab-host']['address']}, {' '.join(plan['x-lab-host']['roles'])}): "
-                  f"{' '.join(s for s in plan['services'])}")
-        return 0
-    print("hosts: only --plan is built so far (issue 27)", file=sys.stderr)
-    return 2
 
 
 if __name__ == "__main__":
