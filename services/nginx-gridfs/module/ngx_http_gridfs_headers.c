@@ -142,7 +142,7 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
                                       NGX_HTTP_GRIDFS_MAX_MD5, 1)
            == NGX_OK)
     {
-        etag->value.data = ngx_pnalloc(r->pool, len + 2);
+        etag->value.data = ngx_http_gridfs_pnalloc(r->pool, len + 2);
         if (etag->value.data == NULL) {
             return NGX_ERROR;
         }
@@ -173,7 +173,8 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
         *ngx_hex_dump((u_char *) hex, digest, 16) = '\0';
     }
 
-    p = ngx_pnalloc(r->pool, sizeof("\"--\"") + 32 + 2 * NGX_INT64_LEN);
+    p = ngx_http_gridfs_pnalloc(r->pool,
+                                sizeof("\"--\"") + 32 + 2 * NGX_INT64_LEN);
     if (p == NULL) {
         return NGX_ERROR;
     }
@@ -221,7 +222,7 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
                                       len, NGX_HTTP_GRIDFS_MAX_TYPE, 0)
            == NGX_OK)
     {
-        p = ngx_pnalloc(r->pool, len);
+        p = ngx_http_gridfs_pnalloc(r->pool, len);
         if (p == NULL) {
             return NGX_ERROR;
         }
@@ -256,7 +257,7 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
         if (p[-1] == '.') {
             /* a copy: the files document is freed before the response */
             r->exten.len = name + len - p;
-            r->exten.data = ngx_pnalloc(r->pool, r->exten.len);
+            r->exten.data = ngx_http_gridfs_pnalloc(r->pool, r->exten.len);
             if (r->exten.data == NULL) {
                 return NGX_ERROR;
             }
@@ -305,7 +306,7 @@ ngx_http_gridfs_safe_value(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
 
     shown = ngx_min(len, 64);
 
-    escaped = ngx_pnalloc(r->pool, shown * 4);
+    escaped = ngx_http_gridfs_pnalloc(r->pool, shown * 4);
     if (escaped == NULL) {
         return NGX_DECLINED;
     }

@@ -488,8 +488,8 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     nbufs = ctx->stream ? (ngx_uint_t) ctx->per_window[0] : 1;
 
     if (ctx->nbufs < nbufs) {
-        ctx->bufs = ngx_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
-        ctx->out = ngx_palloc(r->pool, nbufs * sizeof(ngx_chain_t));
+        ctx->bufs = ngx_http_gridfs_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
+        ctx->out = ngx_http_gridfs_palloc(r->pool, nbufs * sizeof(ngx_chain_t));
 
         if (ctx->bufs == NULL || ctx->out == NULL) {
             return NGX_ERROR;
@@ -517,7 +517,7 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         }
 
         ctx->window_size[i] = size;
-        ctx->window[i] = ngx_palloc(r->pool, size);
+        ctx->window[i] = ngx_http_gridfs_palloc(r->pool, size);
 
         if (ctx->window[i] == NULL) {
             return NGX_ERROR;
@@ -559,7 +559,7 @@ ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
 
     /* a window may grow to the whole buffer if the range filter chooses
      * another range than predicted */
-    ctx->parts = ngx_palloc(r->pool, total * sizeof(ngx_str_t));
+    ctx->parts = ngx_http_gridfs_palloc(r->pool, total * sizeof(ngx_str_t));
     if (ctx->parts == NULL) {
         return NGX_ERROR;
     }
