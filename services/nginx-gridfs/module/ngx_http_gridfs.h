@@ -69,9 +69,32 @@
 
 /* a job's outcome, as HTTP statuses (checked against nginx's) */
 #define NGX_HTTP_GRIDFS_NOT_FOUND      404
+#define NGX_HTTP_GRIDFS_RANGE_NOT_SATISFIABLE  416
 #define NGX_HTTP_GRIDFS_CLIENT_CLOSED  499
 #define NGX_HTTP_GRIDFS_INTERNAL_ERROR 500
 #define NGX_HTTP_GRIDFS_UNAVAILABLE    503
+
+
+/* how a response's bytes [pos, end) are read: up to total chunks at once
+ * in one window (size[0]), or, overlap set, in two halves of per_window
+ * chunks each, one read while the other is sent */
+typedef struct {
+    int64_t                      total;
+    int64_t                      chunks;      /* that [pos, end) spans */
+    int64_t                      per_window[2];
+    int64_t                      size[2];     /* bytes, per half */
+    unsigned                     overlap:1;
+} ngx_http_gridfs_plan_t;
+
+
+/* one window: chunks first_n to last_n, for bytes [from, to) */
+typedef struct {
+    int64_t                      first_n;
+    int64_t                      last_n;
+    int64_t                      end_n;       /* the response's last chunk */
+    int64_t                      from;
+    int64_t                      to;
+} ngx_http_gridfs_window_t;
 
 
 /* one MongoDB deployment; its client pool lives in each worker */
@@ -239,7 +262,19 @@ void ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log);
 void ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream);
 void ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream);
 int64_t ngx_http_gridfs_now_ms(void);
+
+/* the arithmetic, pure (ngx_http_gridfs_window.c) */
 ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value);
+ngx_int_t ngx_http_gridfs_check_file(int64_t length, int64_t chunk_size);
+ngx_int_t ngx_http_gridfs_parse_range(u_char *p, off_t length, off_t *start,
+    off_t *end);
+ngx_int_t ngx_http_gridfs_plan(size_t buffer_size, int64_t chunk_size,
+    int64_t pos, int64_t end, ngx_http_gridfs_plan_t *plan);
+ngx_int_t ngx_http_gridfs_window(int64_t length, int64_t chunk_size,
+    int64_t pos, int64_t end, int64_t per_window, ngx_http_gridfs_window_t *w);
+ngx_int_t ngx_http_gridfs_chunk_part(const bson_t *doc, int64_t n,
+    int64_t length, int64_t chunk_size, int64_t win_from, int64_t win_to,
+    ngx_str_t *part, int64_t *offset, bson_error_t *error);
 
 
 #endif /* _NGX_HTTP_GRIDFS_H_INCLUDED_ */

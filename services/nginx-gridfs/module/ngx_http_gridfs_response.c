@@ -446,42 +446,37 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 }
 
 
-/* gridfs_buffer_size rounded up to whole chunks, less than the buffer
- * plus one chunk: a response no larger than that is one window, one query;
- * a larger one two windows of half of it each, one sending while the next
- * is read (a single chunk larger than the buffer: one window at a time) */
+/* the windows of the bytes to send: one, or two halves
+ * (ngx_http_gridfs_plan()), each allocated once */
 
 static ngx_int_t
 ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
     size_t                       size;
-    int64_t                      total, chunks;
     ngx_uint_t                   i, nbufs;
+    ngx_http_gridfs_plan_t       plan;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
-    total = ((int64_t) glcf->buffer_size + ctx->chunk_size - 1)
-            / ctx->chunk_size;
-
-    chunks = (ctx->send_pos < ctx->send_end)
-             ? (ctx->send_end - 1) / ctx->chunk_size
-               - ctx->send_pos / ctx->chunk_size + 1
-             : 0;
-
-    ctx->overlap = (chunks > total && total > 1);
-    ctx->half = 0;
-
-    if (ctx->overlap) {
-        ctx->per_window[0] = total - total / 2;
-        ctx->per_window[1] = total / 2;
-
-    } else {
-        ctx->per_window[0] = total;
-        ctx->per_window[1] = total;
+    if (ngx_http_gridfs_plan(glcf->buffer_size, ctx->chunk_size,
+                             ctx->send_pos, ctx->send_end, &plan)
+        != NGX_OK)
+    {
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "gridfs: no window for bytes %O-%O in chunks of %L",
+                      ctx->send_pos, ctx->send_end, ctx->chunk_size);
+        return NGX_ERROR;
     }
 
-    if (ngx_http_gridfs_stream_start(r, ctx, chunks, total) != NGX_OK) {
+    ctx->overlap = plan.overlap;
+    ctx->half = 0;
+    ctx->per_window[0] = plan.per_window[0];
+    ctx->per_window[1] = plan.per_window[1];
+
+    if (ngx_http_gridfs_stream_start(r, ctx, plan.chunks, plan.total)
+        != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -505,8 +500,7 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     for (i = 0; i < (ngx_uint_t) (ctx->overlap ? 2 : 1); i++) {
 
-        size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
-                                ctx->per_window[i] * ctx->chunk_size);
+        size = (size_t) plan.size[i];
 
         if (ctx->window[i] && ctx->window_size[i] >= size) {
             continue;
@@ -678,29 +672,38 @@ ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
 static void
 ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
-    ngx_uint_t              half;
-    ngx_http_gridfs_job_t  *job;
+    ngx_uint_t                 half;
+    ngx_http_gridfs_job_t     *job;
+    ngx_http_gridfs_window_t   w;
 
     job = ctx->job;
     half = ctx->half;
+
+    if (ngx_http_gridfs_window(ctx->length, ctx->chunk_size, ctx->send_pos,
+                               ctx->send_end, ctx->per_window[half], &w)
+        != NGX_OK)
+    {
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "gridfs: no window for bytes %O-%O of %L",
+                      ctx->send_pos, ctx->send_end, ctx->length);
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
 
     job->op = NGX_HTTP_GRIDFS_READ;
     job->files_id = &ctx->files_id;
     job->length = ctx->length;
     job->chunk_size = ctx->chunk_size;
-    job->first_n = ctx->send_pos / ctx->chunk_size;
-    job->last_n = ngx_min((ctx->send_end - 1) / ctx->chunk_size,
-                          job->first_n + ctx->per_window[half] - 1);
-    job->from = ctx->send_pos;
-    job->to = ngx_min(ctx->send_end, (job->last_n + 1) * ctx->chunk_size);
+    job->first_n = w.first_n;
+    job->last_n = w.last_n;
+    job->from = w.from;
+    job->to = w.to;
     job->dest = ctx->window[half];
     job->dest_size = ctx->window_size[half];
     job->stream = ctx->stream;
     job->parts = ctx->parts;
     job->half = half;
-    job->end_n = (ctx->send_end - 1) / ctx->chunk_size;
-
-    /* job->to - job->from <= min(remaining, per_window[half] * chunk_size) */
+    job->end_n = w.end_n;
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "gridfs read chunks %L-%L for bytes %L-%L into half %ui",
