@@ -86,9 +86,60 @@ def build_module(sanitize: bool = False) -> Path:
     return target
 
 
+def configured_nginx() -> Path:
+    """A configured copy of the nginx-dev tree (objs/ngx_auto_config.h and
+    the rest), to compile module sources outside nginx's build."""
+    digest = hashlib.sha256(subprocess.run([NGINX_BIN, "-v"], capture_output=True, text=True).stderr.encode())
+    tree = CACHE / f"configured-{digest.hexdigest()[:16]}"
+    if (tree / "objs" / "ngx_auto_config.h").exists():
+        return tree
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tree / "objs" / "ngx_auto_config.h").exists():
+            return tree
+        shutil.rmtree(tree, ignore_errors=True)
+        shutil.copytree(NGINX_SRC, tree)
+        result = subprocess.run(["./configure", *_debian_configure_flags()], cwd=tree,
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"configure failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return tree
+
+
+FUZZ_SOURCE = REPO / "tests" / "fuzz" / "gridfs_fuzz.c"
+FUZZ_CFLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
+               "-fno-omit-frame-pointer"]
+
+
+def build_fuzzer() -> Path:
+    """tests/fuzz/gridfs_fuzz.c and the module's pure arithmetic
+    (ngx_http_gridfs_window.c) as a libFuzzer binary, with ASan and UBSan,
+    cached by a hash of both."""
+    tree = configured_nginx()
+    sources = [FUZZ_SOURCE, MODULE_DIR / "ngx_http_gridfs_window.c"]
+    digest = hashlib.sha256(" ".join(FUZZ_CFLAGS).encode())
+    for path in [*sources, MODULE_DIR / "ngx_http_gridfs.h"]:
+        digest.update(path.read_bytes())
+    target = CACHE / f"fuzz-{digest.hexdigest()[:16]}" / "gridfs_fuzz"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    includes = [f"-I{tree / sub}" for sub in ("src/core", "src/event", "src/event/modules", "src/os/unix", "objs")]
+    pkg = subprocess.run(["pkg-config", "--cflags", "--libs", "libmongoc-1.0"], check=True,
+                         capture_output=True, text=True).stdout.split()
+    cmd = ["clang", *FUZZ_CFLAGS, *includes, f"-I{MODULE_DIR}", *map(str, sources), *pkg,
+           "-o", str(target.with_suffix(".tmp"))]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"building the fuzzer failed:\n{' '.join(cmd)}\n{result.stderr[-6000:]}")
+    target.with_suffix(".tmp").rename(target)
+    return target
+
+
 if __name__ == "__main__":
     import sys
-    print(build_module(sanitize="--sanitize" in sys.argv))
+    print(build_fuzzer() if "--fuzzer" in sys.argv else build_module(sanitize="--sanitize" in sys.argv))
 
 
 class Nginx:
