@@ -211,22 +211,43 @@ typedef struct {
 } ngx_http_gridfs_job_t;
 
 
+/*
+ * Where a response is, on the event loop.  Before the headers, a job is
+ * always in flight: the lookup, then the read of the first window.  After
+ * them, a window may be read (a job in flight) while the previous one
+ * drains (handed to the output filters, not all sent yet).  Transitions:
+ *
+ *   LOOKUP           done:    READ_AHEAD, or SENT_HEADER (416, HEAD, 304)
+ *   READ_AHEAD       done:    SENT_HEADER (READ_AHEAD: no spare client)
+ *   SENT_HEADER      read:    READING; sent, not drained: DRAINING
+ *   READING          done:    SENT_HEADER (the window is then sent)
+ *   DRAINING         drained: SENT_HEADER (the next window is then read);
+ *                    read (two halves): READING_DRAINING
+ *   READING_DRAINING drained: READING; done: READ_DRAINING
+ *   READ_DRAINING    drained: SENT_HEADER (the window is then sent)
+ *
+ * A request finalized in any state ends there.
+ */
+typedef enum {
+    NGX_HTTP_GRIDFS_LOOKUP = 0,      /* the file is looked up (pcalloc) */
+    NGX_HTTP_GRIDFS_READ_AHEAD,      /* the first window, before headers */
+    NGX_HTTP_GRIDFS_SENT_HEADER,     /* headers out, no job, no drain */
+    NGX_HTTP_GRIDFS_READING,         /* a window is read */
+    NGX_HTTP_GRIDFS_DRAINING,        /* a window drains, none is read */
+    NGX_HTTP_GRIDFS_READING_DRAINING,
+    NGX_HTTP_GRIDFS_READ_DRAINING    /* read, waits for the drain */
+} ngx_http_gridfs_state_e;
+
+
 typedef struct {
     ngx_thread_task_t           *task;
     ngx_http_gridfs_job_t       *job;
+    ngx_http_gridfs_state_e      state;
 
     bson_t                      *file;
     bson_value_t                 files_id;
     unsigned                     has_files_id:1;
-    unsigned                     job_done:1;
-    unsigned                     header_sent:1;
     unsigned                     unsafe_logged:1;
-
-    /* a job is in flight; its window is read, not yet sent; a window
-     * handed to the output filters has not drained yet */
-    unsigned                     fetching:1;
-    unsigned                     fetched:1;
-    unsigned                     sending:1;
 
     /* two windows in flight at once, the half the next job fills */
     unsigned                     overlap:1;

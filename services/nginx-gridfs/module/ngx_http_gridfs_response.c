@@ -15,6 +15,8 @@
 
 static void ngx_http_gridfs_test_reading(ngx_http_request_t *r);
 static void ngx_http_gridfs_wake_handler(ngx_http_request_t *r);
+static void ngx_http_gridfs_job_done(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_found(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_first_window(ngx_http_request_t *r,
@@ -77,10 +79,14 @@ ngx_http_gridfs_error(ngx_http_request_t *r, ngx_int_t status)
 ngx_int_t
 ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_uint_t                   header_sent;
     ngx_http_gridfs_job_t       *job;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+
+    header_sent = (ctx->state != NGX_HTTP_GRIDFS_LOOKUP
+                   && ctx->state != NGX_HTTP_GRIDFS_READ_AHEAD);
 
     job = ctx->job;
     job->status = 0;
@@ -92,16 +98,19 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     job->posted_ms = ngx_http_gridfs_now_ms();
 
     /* once the headers are out, a late window beats a cut response */
-    job->max_wait = ctx->header_sent ? 0 : glcf->queue_timeout;
-    job->continued = ctx->header_sent;
-
-    ctx->job_done = 0;
+    job->max_wait = header_sent ? 0 : glcf->queue_timeout;
+    job->continued = header_sent;
 
     if (ngx_thread_task_post(glcf->thread_pool, ctx->task) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    ctx->fetching = 1;
+    if (job->op == NGX_HTTP_GRIDFS_READ) {
+        ctx->state = !header_sent ? NGX_HTTP_GRIDFS_READ_AHEAD
+                     : (ctx->state == NGX_HTTP_GRIDFS_DRAINING)
+                       ? NGX_HTTP_GRIDFS_READING_DRAINING
+                       : NGX_HTTP_GRIDFS_READING;
+    }
 
     r->main->blocked++;
     r->aio = 1;
@@ -188,10 +197,6 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
     }
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
-    if (ctx) {
-        ctx->job_done = 1;
-        ctx->fetching = 0;
-    }
 
 #if (NGX_HTTP_V2)
 
@@ -202,14 +207,19 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 #endif
 
     /* not our handler if the request was terminated meanwhile */
-    r->write_event_handler(r);
+    if (ctx && r->write_event_handler == ngx_http_gridfs_wake_handler) {
+        ngx_http_gridfs_job_done(r, ctx);
+
+    } else {
+        r->write_event_handler(r);
+    }
 
     ngx_http_run_posted_requests(c);
 }
 
 
-/* the end of a job, or a write event: a window handed to the output
- * filters may be draining while the job reads the next one */
+/* a write event: a window handed to the output filters may be draining,
+ * while a job reads the next one or not */
 
 static void
 ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
@@ -222,19 +232,36 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
         return;
     }
 
-    if (!ctx->job_done) {
-        if (ctx->sending) {
-            ngx_http_gridfs_drain(r, ctx);
-        }
+    switch (ctx->state) {
 
+    case NGX_HTTP_GRIDFS_DRAINING:
+    case NGX_HTTP_GRIDFS_READING_DRAINING:
+    case NGX_HTTP_GRIDFS_READ_DRAINING:
+        ngx_http_gridfs_drain(r, ctx);
+        return;
+
+    default:
+        /* nothing drains: the job's end moves the response on */
         return;
     }
+}
 
-    ctx->job_done = 0;
 
+/* the end of a job */
+
+static void
+ngx_http_gridfs_job_done(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
     if (ctx->job->op == NGX_HTTP_GRIDFS_FIND) {
         ngx_http_gridfs_found(r, ctx);
         return;
+    }
+
+    if (ctx->state == NGX_HTTP_GRIDFS_READING) {
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
+
+    } else if (ctx->state == NGX_HTTP_GRIDFS_READING_DRAINING) {
+        ctx->state = NGX_HTTP_GRIDFS_READ_DRAINING;
     }
 
     if (ctx->stream && ctx->job->no_client) {
@@ -260,20 +287,20 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
                        ctx->job->first_n);
     }
 
-    if (!ctx->header_sent) {
+    switch (ctx->state) {
+
+    case NGX_HTTP_GRIDFS_READ_AHEAD:
         ngx_http_gridfs_first_window(r, ctx);
         return;
-    }
 
-    ctx->fetched = 1;
-
-    if (ctx->sending) {
+    case NGX_HTTP_GRIDFS_READ_DRAINING:
         /* sent once the previous window has drained */
         ngx_http_gridfs_drain(r, ctx);
         return;
-    }
 
-    ngx_http_gridfs_send_window(r, ctx);
+    default: /* NGX_HTTP_GRIDFS_SENT_HEADER */
+        ngx_http_gridfs_send_window(r, ctx);
+    }
 }
 
 
@@ -401,7 +428,7 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     r->headers_out.content_offset = ctx->range_start;
 
-    ctx->header_sent = 1;
+    ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
 
     rc = ngx_http_send_header(r);
 
@@ -739,8 +766,6 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     job = ctx->job;
 
-    ctx->fetched = 0;
-
     if (job->status) {
         /* the headers are out: all we can do is cut the response short */
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
@@ -810,9 +835,9 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         return;
     }
 
-    ctx->sending = (r->buffered || r->postponed || r->connection->buffered);
+    if (r->buffered || r->postponed || r->connection->buffered) {
+        ctx->state = NGX_HTTP_GRIDFS_DRAINING;
 
-    if (ctx->sending) {
         if (ngx_http_gridfs_wait_write(r) != NGX_OK) {
             ngx_http_finalize_request(r, NGX_ERROR);
             return;
@@ -877,17 +902,23 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         ngx_del_timer(wev);
     }
 
-    ctx->sending = 0;
-
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
                    "gridfs window sent up to byte %O", ctx->send_pos);
 
-    if (ctx->fetched) {
+    switch (ctx->state) {
+
+    case NGX_HTTP_GRIDFS_READ_DRAINING:
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
         ngx_http_gridfs_send_window(r, ctx);
         return;
-    }
 
-    if (!ctx->fetching) {
+    case NGX_HTTP_GRIDFS_READING_DRAINING:
+        /* the job's end sends its window */
+        ctx->state = NGX_HTTP_GRIDFS_READING;
+        return;
+
+    default: /* NGX_HTTP_GRIDFS_DRAINING */
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
         ngx_http_gridfs_fetch_window(r, ctx);
     }
 }
@@ -917,8 +948,18 @@ static void
 ngx_http_gridfs_abort(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
     ngx_int_t rc)
 {
-    if (ctx->fetching) {
+    switch (ctx->state) {
+
+    case NGX_HTTP_GRIDFS_LOOKUP:
+    case NGX_HTTP_GRIDFS_READ_AHEAD:
+    case NGX_HTTP_GRIDFS_READING:
+    case NGX_HTTP_GRIDFS_READING_DRAINING:
+        /* a job in flight, or just done: then this changes nothing */
         ctx->job->abandoned = 1;
+        break;
+
+    default:
+        break;
     }
 
     ngx_http_finalize_request(r, rc);
