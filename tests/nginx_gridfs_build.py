@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +33,8 @@ SO_NAME = "ngx_http_gridfs_module.so"
 # -fno-sanitize-recover: a UBSan finding aborts the worker, as an ASan one does
 SANITIZE_CFLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 SANITIZE_LDFLAGS = "-fsanitize=address,undefined"
+# how a report begins ("file:line:col: runtime error: ...", "==pid==ERROR: AddressSanitizer")
+SANITIZER_LINE = re.compile(r": runtime error: |ERROR: \w+Sanitizer")
 
 
 def _source_hash(sanitize: bool = False) -> str:
@@ -230,11 +233,18 @@ http {{
         raise KeyError(field)
 
     def sanitizer_report(self) -> str:
-        """Every ASan or UBSan report written so far, "" if none."""
+        """Every ASan or UBSan report written so far, "" if none. ASan
+        writes its reports to files; UBSan, loaded with the module after
+        the process started, to stderr, which nginx sends to its error log."""
         if not self.sanitizer_dir.exists():
             return ""
-        return "".join(f"--- {path.name}\n{path.read_text(errors='replace')}"
-                       for path in sorted(self.sanitizer_dir.iterdir()))
+        reports = [f"--- {path.name}\n{path.read_text(errors='replace')}"
+                   for path in sorted(self.sanitizer_dir.iterdir())]
+        lines = self.log().splitlines()
+        for i, line in enumerate(lines):
+            if SANITIZER_LINE.search(line):
+                reports.append(f"--- {self.error_log.name}\n" + "\n".join(lines[i:i + 30]) + "\n")
+        return "".join(reports)
 
     def assert_no_sanitizer_report(self) -> None:
         report = self.sanitizer_report()
