@@ -105,11 +105,19 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         return NGX_ERROR;
     }
 
+    /* a lookup is the first job: LOOKUP, the state a response starts in */
+
     if (job->op == NGX_HTTP_GRIDFS_READ) {
-        ctx->state = !header_sent ? NGX_HTTP_GRIDFS_READ_AHEAD
-                     : (ctx->state == NGX_HTTP_GRIDFS_DRAINING)
-                       ? NGX_HTTP_GRIDFS_READING_DRAINING
-                       : NGX_HTTP_GRIDFS_READING;
+
+        if (!header_sent) {
+            ctx->state = NGX_HTTP_GRIDFS_READ_AHEAD;
+
+        } else if (ctx->state == NGX_HTTP_GRIDFS_DRAINING) {
+            ctx->state = NGX_HTTP_GRIDFS_READING_DRAINING;
+
+        } else {
+            ctx->state = NGX_HTTP_GRIDFS_READING;
+        }
     }
 
     r->main->blocked++;
