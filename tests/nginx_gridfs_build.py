@@ -1,10 +1,20 @@
 """Builds services/nginx-gridfs/module natively against the host's nginx
 (Debian's nginx-dev tree) and caches the .so by a hash of the module sources
 and the nginx version, so a test session builds it at most once; runs nginx
-with it for tests."""
+with it for tests.
+
+build_module(sanitize=True) builds it with AddressSanitizer and
+UndefinedBehaviorSanitizer: Debian's nginx is not instrumented, so nginx
+runs with the matching libasan preloaded (every malloc and free is then
+checked, the module's own reads and writes too), and each report goes to
+a file the tests read. nginx's pools carve small blocks out of larger ones:
+an overflow within a pool block is not seen, one of a large block (the
+windows, the driver's replies) is."""
+import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,12 +30,20 @@ NGINX_SRC = Path("/usr/share/nginx/src")
 NGINX_BIN = "/usr/sbin/nginx"
 CACHE = Path(os.environ.get("LAB_CACHE", "/var/cache/gridfs-lab")) / "nginx-gridfs"
 SO_NAME = "ngx_http_gridfs_module.so"
+# -fno-sanitize-recover: a UBSan finding aborts the worker, as an ASan one does
+SANITIZE_CFLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+SANITIZE_LDFLAGS = "-fsanitize=address,undefined"
+# how a report begins ("file:line:col: runtime error: ...", "==pid==ERROR: AddressSanitizer")
+SANITIZER_LINE = re.compile(r": runtime error: |ERROR: \w+Sanitizer")
 
 
-def _source_hash() -> str:
+def _source_hash(sanitize: bool = False) -> str:
     digest = hashlib.sha256()
     version = subprocess.run([NGINX_BIN, "-v"], capture_output=True, text=True).stderr
     digest.update(version.encode())
+    if sanitize:
+        digest.update(SANITIZE_CFLAGS.encode() + subprocess.run(["gcc", "--version"], capture_output=True,
+                                                                 text=True).stdout.encode())
     for path in sorted(MODULE_DIR.iterdir()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -39,9 +57,15 @@ def _debian_configure_flags() -> list[str]:
     return out.stdout.splitlines()
 
 
-def build_module() -> Path:
+def libasan() -> str:
+    """The ASan runtime the sanitized module was linked against."""
+    return os.path.realpath(subprocess.run(["gcc", "-print-file-name=libasan.so"], check=True,
+                                           capture_output=True, text=True).stdout.strip())
+
+
+def build_module(sanitize: bool = False) -> Path:
     """Path of the module .so, built now unless the cache has it."""
-    target = CACHE / _source_hash() / SO_NAME
+    target = CACHE / (_source_hash(sanitize) + ("-asan" if sanitize else "")) / SO_NAME
     if target.exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -53,7 +77,8 @@ def build_module() -> Path:
             # The nginx-dev tree is shared: configure a copy of it.
             tree = Path(tmp) / "nginx"
             shutil.copytree(NGINX_SRC, tree)
-            for cmd in (["./configure", *_debian_configure_flags(), f"--add-dynamic-module={MODULE_DIR}"],
+            flags = [f"--with-cc-opt={SANITIZE_CFLAGS}", f"--with-ld-opt={SANITIZE_LDFLAGS}"] if sanitize else []
+            for cmd in (["./configure", *_debian_configure_flags(), *flags, f"--add-dynamic-module={MODULE_DIR}"],
                         ["make", "-j2", "-f", "objs/Makefile", "modules"]):
                 result = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
                 if result.returncode != 0:
@@ -64,16 +89,70 @@ def build_module() -> Path:
     return target
 
 
+def configured_nginx() -> Path:
+    """A configured copy of the nginx-dev tree (objs/ngx_auto_config.h and
+    the rest), to compile module sources outside nginx's build."""
+    digest = hashlib.sha256(subprocess.run([NGINX_BIN, "-v"], capture_output=True, text=True).stderr.encode())
+    tree = CACHE / f"configured-{digest.hexdigest()[:16]}"
+    if (tree / "objs" / "ngx_auto_config.h").exists():
+        return tree
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tree / "objs" / "ngx_auto_config.h").exists():
+            return tree
+        shutil.rmtree(tree, ignore_errors=True)
+        shutil.copytree(NGINX_SRC, tree)
+        result = subprocess.run(["./configure", *_debian_configure_flags()], cwd=tree,
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"configure failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return tree
+
+
+FUZZ_SOURCE = REPO / "tests" / "fuzz" / "gridfs_fuzz.c"
+FUZZ_CFLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
+               "-fno-omit-frame-pointer"]
+
+
+def build_fuzzer() -> Path:
+    """tests/fuzz/gridfs_fuzz.c and the module's pure arithmetic
+    (ngx_http_gridfs_window.c) as a libFuzzer binary, with ASan and UBSan,
+    cached by a hash of both."""
+    tree = configured_nginx()
+    sources = [FUZZ_SOURCE, MODULE_DIR / "ngx_http_gridfs_window.c"]
+    digest = hashlib.sha256(" ".join(FUZZ_CFLAGS).encode())
+    for path in [*sources, MODULE_DIR / "ngx_http_gridfs.h"]:
+        digest.update(path.read_bytes())
+    target = CACHE / f"fuzz-{digest.hexdigest()[:16]}" / "gridfs_fuzz"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    includes = [f"-I{tree / sub}" for sub in ("src/core", "src/event", "src/event/modules", "src/os/unix", "objs")]
+    pkg = subprocess.run(["pkg-config", "--cflags", "--libs", "libmongoc-1.0"], check=True,
+                         capture_output=True, text=True).stdout.split()
+    cmd = ["clang", *FUZZ_CFLAGS, *includes, f"-I{MODULE_DIR}", *map(str, sources), *pkg,
+           "-o", str(target.with_suffix(".tmp"))]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"building the fuzzer failed:\n{' '.join(cmd)}\n{result.stderr[-6000:]}")
+    target.with_suffix(".tmp").rename(target)
+    return target
+
+
 if __name__ == "__main__":
-    print(build_module())
+    import sys
+    print(build_fuzzer() if "--fuzzer" in sys.argv else build_module(sanitize="--sanitize" in sys.argv))
 
 
 class Nginx:
     """/usr/sbin/nginx with the module, one worker, in a temporary prefix;
-    http_extra: more directives for the http block."""
+    http_extra: more directives for the http block; sanitize: the module
+    was built with sanitize=True (the runtime is preloaded, reports go to
+    files: sanitizer_report())."""
 
     def __init__(self, module: Path, mongo_uri: str, files_dir: Path, prefix: Path, db: str,
-                 http_extra: str = "", threads: int = 8):
+                 http_extra: str = "", threads: int = 8, sanitize: bool = False):
         self.prefix = prefix
         prefix.chmod(0o755)  # the html root must be readable by the worker, as in a real install
         self.port = free_port()
@@ -81,6 +160,16 @@ class Nginx:
         self.debug_log = prefix / "debug.log"
         for sub in ("logs", "tmp"):
             (prefix / sub).mkdir(exist_ok=True)
+        self.sanitizer_dir = prefix / "sanitizer"
+        env = None
+        if sanitize:
+            self.sanitizer_dir.mkdir(exist_ok=True)
+            self.sanitizer_dir.chmod(0o1777)  # the worker runs as nobody
+            report = self.sanitizer_dir / "report"  # the runtime appends .<pid>
+            env = {**os.environ, "LD_PRELOAD": libasan(),
+                   # nginx frees no pool at exit, by design: no leak check
+                   "ASAN_OPTIONS": f"log_path={report}:detect_leaks=0:halt_on_error=1:abort_on_error=0",
+                   "UBSAN_OPTIONS": f"log_path={report}:print_stacktrace=1:halt_on_error=1"}
         (prefix / "nginx.conf").write_text(f"""
 daemon off;
 master_process on;
@@ -122,7 +211,7 @@ http {{
 """)
         self.proc = subprocess.Popen([NGINX_BIN, "-p", str(prefix), "-c", str(prefix / "nginx.conf"),
                                       "-e", str(self.error_log)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         wait_for_port(self.port, "nginx", self.proc)
 
     def url(self, path: str = "") -> str:
@@ -142,6 +231,33 @@ http {{
             if line.startswith(field + ":"):
                 return int(line.split()[1])
         raise KeyError(field)
+
+    def sanitizer_report(self) -> str:
+        """Every ASan or UBSan report written so far, "" if none. ASan
+        writes its reports to files; UBSan, loaded with the module after
+        the process started, to stderr, which nginx sends to its error log."""
+        if not self.sanitizer_dir.exists():
+            return ""
+        reports = [f"--- {path.name}\n{path.read_text(errors='replace')}"
+                   for path in sorted(self.sanitizer_dir.iterdir())]
+        lines = self.log().splitlines()
+        for i, line in enumerate(lines):
+            if SANITIZER_LINE.search(line):
+                reports.append(f"--- {self.error_log.name}\n" + "\n".join(lines[i:i + 30]) + "\n")
+        return "".join(reports)
+
+    def assert_no_sanitizer_report(self) -> None:
+        report = self.sanitizer_report()
+        assert not report, f"sanitizer report:\n{report[:20000]}"
+
+    @contextlib.contextmanager
+    def sanitizer_checked(self):
+        """Fails with the sanitizer's report if one was written, whatever
+        else failed meanwhile (a worker it stopped cuts responses short)."""
+        try:
+            yield
+        finally:
+            self.assert_no_sanitizer_report()
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -2,7 +2,8 @@
 loaded into the host's nginx, against the real FerretDB fixture.
 
 Each answer is compared with what a plain static location of the same nginx
-answers for the same bytes on disk."""
+answers for the same bytes on disk. The tests run twice: on the module as
+built for use, and on its ASan + UBSan build."""
 import http.client
 import random
 import re
@@ -62,15 +63,21 @@ def stored(mongo_uri):
     shutil.rmtree(files_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def nginx(stored, mongo_uri):
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "asan"])
+def nginx(stored, mongo_uri, request):
+    """The module as built for use, then its ASan + UBSan build, which must
+    write no report (checked once its tests are done)."""
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
     # Correctness under load, not load shedding (test_nginx_gridfs_hardening):
     # FerretDB is slow enough for 50 clients to queue past the 1 s default.
-    server = Nginx(build_module(), mongo_uri, stored["dir"], prefix, DB, "gridfs_queue_timeout 60s;")
+    server = Nginx(build_module(request.param), mongo_uri, stored["dir"], prefix, DB, "gridfs_queue_timeout 60s;",
+                   sanitize=request.param)
     yield server
     server.stop()
-    shutil.rmtree(prefix, ignore_errors=True)
+    try:
+        server.assert_no_sanitizer_report()
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
 
 
 def get(nginx, path, **headers):
@@ -445,3 +452,4 @@ def test_worker_never_crashed(nginx):
     log = nginx.log()
     assert "exited on signal" not in log
     assert "[alert]" not in log and "[emerg]" not in log
+    nginx.assert_no_sanitizer_report()

@@ -1,7 +1,8 @@
 """The nginx GridFS module under hostile data and failures (issue 13): unsafe
 stored header values, credentials in the URI, MongoDB stopped under load,
-chunks larger than the window, clients that leave mid-stream. Real nginx,
-real FerretDB, real sockets."""
+chunks larger than the window, clients that leave mid-stream. The outage
+and client-abort tests also run on the module's ASan + UBSan build, which
+must write no report. Real nginx, real FerretDB, real sockets."""
 import http.client
 import os
 import re
@@ -55,16 +56,26 @@ def stored(mongo_uri):
     shutil.rmtree(files_dir, ignore_errors=True)
 
 
-def start_nginx(uri: str, http_extra: str = "", threads: int = 8) -> Nginx:
+def start_nginx(uri: str, http_extra: str = "", threads: int = 8, sanitize: bool = False) -> Nginx:
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
     files_dir = prefix / "files"
     files_dir.mkdir()
-    return Nginx(build_module(), uri, files_dir, prefix, DB, http_extra, threads)
+    return Nginx(build_module(sanitize), uri, files_dir, prefix, DB, http_extra, threads, sanitize)
 
 
 def stop_nginx(server: Nginx) -> None:
+    """Stopped, then failed if the sanitizer wrote a report (its text in
+    the message, whatever else failed)."""
     server.stop()
-    shutil.rmtree(server.prefix, ignore_errors=True)
+    try:
+        server.assert_no_sanitizer_report()
+    finally:
+        shutil.rmtree(server.prefix, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "asan"])
+def sanitize(request) -> bool:
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +180,15 @@ http {{
 
 # --- 3. fail fast ---
 
-def test_mongodb_stopped_under_load_fails_fast_and_recovers(nginx, stored, ferretdb):
+@pytest.fixture
+def own_nginx(stored, mongo_uri, sanitize):
+    server = start_nginx(mongo_uri, sanitize=sanitize)
+    yield server
+    stop_nginx(server)
+
+
+def test_mongodb_stopped_under_load_fails_fast_and_recovers(own_nginx, stored, ferretdb):
+    nginx = own_nginx
     assert get(nginx, "/files/1KB.bin").status_code == 200
     results = []  # (start, end, status)
     stop = threading.Event()
@@ -218,10 +237,10 @@ def test_mongodb_stopped_under_load_fails_fast_and_recovers(nginx, stored, ferre
     assert recovered - restarted < 5.0
 
 
-def test_queue_deadline_answers_503_without_querying(stored, mongo_uri, ferretdb):
+def test_queue_deadline_answers_503_without_querying(stored, mongo_uri, ferretdb, sanitize):
     # One thread, a frozen database: the first job holds the thread, the
     # others wait in the queue past gridfs_queue_timeout.
-    server = start_nginx(mongo_uri, "gridfs_queue_timeout 300ms;", threads=1)
+    server = start_nginx(mongo_uri, "gridfs_queue_timeout 300ms;", threads=1, sanitize=sanitize)
     try:
         assert get(server, "/files/1KB.bin").status_code == 200
         ferretdb.pause()
@@ -236,9 +255,9 @@ def test_queue_deadline_answers_503_without_querying(stored, mongo_uri, ferretdb
         stop_nginx(server)
 
 
-def test_unreachable_deployment_is_503_before_any_header(stored):
+def test_unreachable_deployment_is_503_before_any_header(stored, sanitize):
     # Read before the headers: a failure is a 5xx with a complete body.
-    server = start_nginx(f"mongodb://127.0.0.1:{free_port()}/")
+    server = start_nginx(f"mongodb://127.0.0.1:{free_port()}/", sanitize=sanitize)
     try:
         wire = raw_get(server.port, "/files/1MB.bin")
         assert wire.startswith(b"HTTP/1.1 503")
@@ -362,9 +381,9 @@ def open_fds(nginx, db_port: int) -> tuple[int, int]:
 
 
 @pytest.fixture
-def patient_nginx(stored, mongo_uri):
+def patient_nginx(stored, mongo_uri, sanitize):
     """No load shedding: 30 clients of 10 MB files queue past 1 s on FerretDB."""
-    server = start_nginx(mongo_uri, "gridfs_queue_timeout 60s;")
+    server = start_nginx(mongo_uri, "gridfs_queue_timeout 60s;", sanitize=sanitize)
     yield server
     stop_nginx(server)
 

@@ -3,7 +3,8 @@ exhausted (issue 23): a socket timeout fails its own request only (503 with
 Retry-After), never the deployment; a response already streaming completes
 whole; waitQueueTimeoutMS is a 503, not a crash. The slow query is real:
 a TCP proxy between nginx and FerretDB holds back the messages that name
-one file. Real nginx, real FerretDB."""
+one file. Each test also runs on the module's ASan + UBSan build, which
+must write no report. Real nginx, real FerretDB."""
 import os
 import shutil
 import signal
@@ -83,6 +84,11 @@ def stored(mongo_uri):
     client.close()
 
 
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "asan"])
+def sanitize(request) -> bool:
+    return request.param
+
+
 @pytest.fixture
 def proxy(ferretdb):
     p = HoldingProxy(ferretdb.port)
@@ -90,15 +96,20 @@ def proxy(ferretdb):
     p.close()
 
 
-def start_nginx(uri: str) -> Nginx:
+def start_nginx(uri: str, sanitize: bool) -> Nginx:
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
     (prefix / "files").mkdir()
-    return Nginx(build_module(), uri, prefix / "files", prefix, DB)
+    return Nginx(build_module(sanitize), uri, prefix / "files", prefix, DB, sanitize=sanitize)
 
 
 def stop_nginx(server: Nginx) -> None:
+    """Stopped, then failed if the sanitizer wrote a report (its text in
+    the message, whatever else failed)."""
     server.stop()
-    shutil.rmtree(server.prefix, ignore_errors=True)
+    try:
+        server.assert_no_sanitizer_report()
+    finally:
+        shutil.rmtree(server.prefix, ignore_errors=True)
 
 
 def slow_read(url: str, out: dict) -> None:
@@ -116,8 +127,8 @@ def slow_read(url: str, out: dict) -> None:
     out["body"] = bytes(body)
 
 
-def test_a_socket_timeout_fails_only_its_own_request(stored, proxy):
-    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+def test_a_socket_timeout_fails_only_its_own_request(stored, proxy, sanitize):
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500", sanitize)
     try:
         assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).content == DATA["1KB.bin"]
         streamed = {}
@@ -143,11 +154,11 @@ def test_a_socket_timeout_fails_only_its_own_request(stored, proxy):
         stop_nginx(server)
 
 
-def test_an_exhausted_pool_is_a_503_not_a_crash(stored, proxy):
+def test_an_exhausted_pool_is_a_503_not_a_crash(stored, proxy, sanitize):
     # One client per worker, 100 ms to wait for it: while a held query
     # keeps it, the next lookup gets no client (libmongoc's pop: NULL).
     server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?maxPoolSize=1&waitQueueTimeoutMS=100"
-                         "&socketTimeoutMS=10000")
+                         "&socketTimeoutMS=10000", sanitize)
     try:
         assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code == 200
         workers = server.worker_pids()
@@ -175,11 +186,11 @@ def test_an_exhausted_pool_is_a_503_not_a_crash(stored, proxy):
     {"If-Match": "*"},
     {"If-Unmodified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"},
 ])
-def test_a_conditional_200_reads_before_its_headers(stored, proxy, header):
+def test_a_conditional_200_reads_before_its_headers(stored, proxy, sanitize, header):
     # The lookup answers; the chunks query (it names the file's _id) is
     # held past the socket timeout: the 200 these conditions allow must
     # become a whole 503, not headers then a cut body.
-    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500", sanitize)
     try:
         r = requests.get(server.url("/files/cond.bin"), headers=header, timeout=TIMEOUT)
         assert r.status_code == 200 and r.content == DATA["cond.bin"]
@@ -194,10 +205,10 @@ def test_a_conditional_200_reads_before_its_headers(stored, proxy, header):
         stop_nginx(server)
 
 
-def test_a_304_or_412_reads_no_chunk(stored, proxy):
+def test_a_304_or_412_reads_no_chunk(stored, proxy, sanitize):
     # Predicted without a body: answered at once even though the chunks
     # query would be held past the socket timeout.
-    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500")
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=500", sanitize)
     try:
         etag = requests.get(server.url("/files/cond.bin"), timeout=TIMEOUT).headers["ETag"]
         proxy.keys.append(stored["cond.bin"].binary)
@@ -212,10 +223,10 @@ def test_a_304_or_412_reads_no_chunk(stored, proxy):
         stop_nginx(server)
 
 
-def test_ferretdbs_backend_down_is_503_not_500(stored, postgres, mongo_uri):
+def test_ferretdbs_backend_down_is_503_not_500(stored, postgres, mongo_uri, sanitize):
     # FerretDB answers, its PostgreSQL does not: FerretDB's InternalError
     # naming the failed connection is the deployment being unavailable.
-    server = start_nginx(mongo_uri)
+    server = start_nginx(mongo_uri, sanitize)
     try:
         assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code == 200
         # a fast shutdown, data kept; postgres runs under runuser

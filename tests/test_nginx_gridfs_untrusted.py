@@ -1,7 +1,9 @@
 """The nginx GridFS module reading files documents and chunks that lie
 (issue 23): every length, chunkSize and n is untrusted. A bad document is a
 5xx for its own file, before any header, and the worker goes on serving the
-other files whole. Real nginx, real FerretDB."""
+other files whole. Every test runs twice: on the module as built for use,
+and on its ASan + UBSan build, which must write no report. Real nginx,
+real FerretDB."""
 import datetime
 import os
 import shutil
@@ -79,11 +81,12 @@ def stored(mongo_uri):
     client.close()
 
 
-@pytest.fixture(scope="module")
-def nginx(stored, mongo_uri):
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "asan"])
+def nginx(stored, mongo_uri, request):
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
     (prefix / "files").mkdir()
-    server = Nginx(build_module(), mongo_uri, prefix / "files", prefix, DB)
+    server = Nginx(build_module(request.param), mongo_uri, prefix / "files", prefix, DB,
+                   sanitize=request.param)
     yield server
     server.stop()
     shutil.rmtree(prefix, ignore_errors=True)
@@ -101,16 +104,18 @@ def test_a_lying_document_is_a_5xx_for_its_file_only(nginx, name):
     workers = nginx.worker_pids()
     rng = BAD[name][2] if name in BAD else None
     headers = {"Range": rng} if rng else {}
-    try:
-        r = requests.get(nginx.url(f"/files/{name}"), headers=headers, timeout=TIMEOUT)
-    except requests.ConnectionError as e:  # the worker died, or cut a 200
-        pytest.fail(f"no answer: {e}")
-    assert r.status_code == 500, (r.status_code, r.headers)
-    assert nginx.worker_pids() == workers  # no crash
-    assert_good_served_whole(nginx)
+    with nginx.sanitizer_checked():
+        try:
+            r = requests.get(nginx.url(f"/files/{name}"), headers=headers, timeout=TIMEOUT)
+        except requests.ConnectionError as e:  # the worker died, or cut a 200
+            pytest.fail(f"no answer: {e}")
+        assert r.status_code == 500, (r.status_code, r.headers)
+        assert nginx.worker_pids() == workers  # no crash
+        assert_good_served_whole(nginx)
 
 
 def test_bad_documents_are_logged_and_nothing_crashed(nginx):
     log = nginx.log()
     assert "bad length" in log and "integer n" in log
     assert "exited on signal" not in log and "[alert]" not in log
+    nginx.assert_no_sanitizer_report()

@@ -9,6 +9,7 @@ APT_PACKAGES=(
   docker.io iptables          # engine (the client alone cannot build or run)
   debootstrap                 # local base image
   nginx nginx-dev pkg-config build-essential libmongoc-dev libbson-dev  # native module tests
+  clang libclang-rt-14-dev    # the module's fuzz test (libFuzzer)
   postgresql                  # FerretDB's backend in native tests
   apache2-utils wrk aria2 curl  # load and resume clients in tests
   apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)

@@ -69,9 +69,32 @@
 
 /* a job's outcome, as HTTP statuses (checked against nginx's) */
 #define NGX_HTTP_GRIDFS_NOT_FOUND      404
+#define NGX_HTTP_GRIDFS_RANGE_NOT_SATISFIABLE  416
 #define NGX_HTTP_GRIDFS_CLIENT_CLOSED  499
 #define NGX_HTTP_GRIDFS_INTERNAL_ERROR 500
 #define NGX_HTTP_GRIDFS_UNAVAILABLE    503
+
+
+/* how a response's bytes [pos, end) are read: up to total chunks at once
+ * in one window (size[0]), or, overlap set, in two halves of per_window
+ * chunks each, one read while the other is sent */
+typedef struct {
+    int64_t                      total;
+    int64_t                      chunks;      /* that [pos, end) spans */
+    int64_t                      per_window[2];
+    int64_t                      size[2];     /* bytes, per half */
+    unsigned                     overlap:1;
+} ngx_http_gridfs_plan_t;
+
+
+/* one window: chunks first_n to last_n, for bytes [from, to) */
+typedef struct {
+    int64_t                      first_n;
+    int64_t                      last_n;
+    int64_t                      end_n;       /* the response's last chunk */
+    int64_t                      from;
+    int64_t                      to;
+} ngx_http_gridfs_window_t;
 
 
 /* one MongoDB deployment; its client pool lives in each worker */
@@ -188,22 +211,43 @@ typedef struct {
 } ngx_http_gridfs_job_t;
 
 
+/*
+ * Where a response is, on the event loop.  Before the headers, a job is
+ * always in flight: the lookup, then the read of the first window.  After
+ * them, a window may be read (a job in flight) while the previous one
+ * drains (handed to the output filters, not all sent yet).  Transitions:
+ *
+ *   LOOKUP           done:    READ_AHEAD, or SENT_HEADER (416, HEAD, 304)
+ *   READ_AHEAD       done:    SENT_HEADER (READ_AHEAD: no spare client)
+ *   SENT_HEADER      read:    READING; sent, not drained: DRAINING
+ *   READING          done:    SENT_HEADER (the window is then sent)
+ *   DRAINING         drained: SENT_HEADER (the next window is then read);
+ *                    read (two halves): READING_DRAINING
+ *   READING_DRAINING drained: READING; done: READ_DRAINING
+ *   READ_DRAINING    drained: SENT_HEADER (the window is then sent)
+ *
+ * A request finalized in any state ends there.
+ */
+typedef enum {
+    NGX_HTTP_GRIDFS_LOOKUP = 0,      /* the file is looked up (pcalloc) */
+    NGX_HTTP_GRIDFS_READ_AHEAD,      /* the first window, before headers */
+    NGX_HTTP_GRIDFS_SENT_HEADER,     /* headers out, no job, no drain */
+    NGX_HTTP_GRIDFS_READING,         /* a window is read */
+    NGX_HTTP_GRIDFS_DRAINING,        /* a window drains, none is read */
+    NGX_HTTP_GRIDFS_READING_DRAINING,
+    NGX_HTTP_GRIDFS_READ_DRAINING    /* read, waits for the drain */
+} ngx_http_gridfs_state_e;
+
+
 typedef struct {
     ngx_thread_task_t           *task;
     ngx_http_gridfs_job_t       *job;
+    ngx_http_gridfs_state_e      state;
 
     bson_t                      *file;
     bson_value_t                 files_id;
     unsigned                     has_files_id:1;
-    unsigned                     job_done:1;
-    unsigned                     header_sent:1;
     unsigned                     unsafe_logged:1;
-
-    /* a job is in flight; its window is read, not yet sent; a window
-     * handed to the output filters has not drained yet */
-    unsigned                     fetching:1;
-    unsigned                     fetched:1;
-    unsigned                     sending:1;
 
     /* two windows in flight at once, the half the next job fills */
     unsigned                     overlap:1;
@@ -239,7 +283,19 @@ void ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log);
 void ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream);
 void ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream);
 int64_t ngx_http_gridfs_now_ms(void);
+
+/* the arithmetic, pure (ngx_http_gridfs_window.c) */
 ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value);
+ngx_int_t ngx_http_gridfs_check_file(int64_t length, int64_t chunk_size);
+ngx_int_t ngx_http_gridfs_parse_range(u_char *p, off_t length, off_t *start,
+    off_t *end);
+ngx_int_t ngx_http_gridfs_plan(size_t buffer_size, int64_t chunk_size,
+    int64_t pos, int64_t end, ngx_http_gridfs_plan_t *plan);
+ngx_int_t ngx_http_gridfs_window(int64_t length, int64_t chunk_size,
+    int64_t pos, int64_t end, int64_t per_window, ngx_http_gridfs_window_t *w);
+ngx_int_t ngx_http_gridfs_chunk_part(const bson_t *doc, int64_t n,
+    int64_t length, int64_t chunk_size, int64_t win_from, int64_t win_to,
+    ngx_str_t *part, int64_t *offset, bson_error_t *error);
 
 
 #endif /* _NGX_HTTP_GRIDFS_H_INCLUDED_ */

@@ -74,14 +74,7 @@ ngx_http_gridfs_set_headers(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     bson_value_copy(bson_iter_value(&iter), &ctx->files_id);
     ctx->has_files_id = 1;
 
-    if (ctx->length < 0
-        || ctx->chunk_size < 0
-        || ctx->chunk_size > NGX_HTTP_GRIDFS_MAX_CHUNK
-        || (ctx->length > 0
-            && (ctx->chunk_size == 0
-                || ctx->length
-                   > ctx->chunk_size * NGX_HTTP_GRIDFS_MAX_CHUNKS)))
-    {
+    if (ngx_http_gridfs_check_file(ctx->length, ctx->chunk_size) != NGX_OK) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: file document for \"%V\" has a bad length "
                       "(%L) or chunkSize (%L)",
@@ -142,7 +135,7 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
                                       NGX_HTTP_GRIDFS_MAX_MD5, 1)
            == NGX_OK)
     {
-        etag->value.data = ngx_pnalloc(r->pool, len + 2);
+        etag->value.data = ngx_http_gridfs_pnalloc(r->pool, len + 2);
         if (etag->value.data == NULL) {
             return NGX_ERROR;
         }
@@ -173,7 +166,8 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
         *ngx_hex_dump((u_char *) hex, digest, 16) = '\0';
     }
 
-    p = ngx_pnalloc(r->pool, sizeof("\"--\"") + 32 + 2 * NGX_INT64_LEN);
+    p = ngx_http_gridfs_pnalloc(r->pool,
+                                sizeof("\"--\"") + 32 + 2 * NGX_INT64_LEN);
     if (p == NULL) {
         return NGX_ERROR;
     }
@@ -221,7 +215,7 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
                                       len, NGX_HTTP_GRIDFS_MAX_TYPE, 0)
            == NGX_OK)
     {
-        p = ngx_pnalloc(r->pool, len);
+        p = ngx_http_gridfs_pnalloc(r->pool, len);
         if (p == NULL) {
             return NGX_ERROR;
         }
@@ -256,7 +250,7 @@ ngx_http_gridfs_set_content_type(ngx_http_request_t *r,
         if (p[-1] == '.') {
             /* a copy: the files document is freed before the response */
             r->exten.len = name + len - p;
-            r->exten.data = ngx_pnalloc(r->pool, r->exten.len);
+            r->exten.data = ngx_http_gridfs_pnalloc(r->pool, r->exten.len);
             if (r->exten.data == NULL) {
                 return NGX_ERROR;
             }
@@ -305,7 +299,7 @@ ngx_http_gridfs_safe_value(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
 
     shown = ngx_min(len, 64);
 
-    escaped = ngx_pnalloc(r->pool, shown * 4);
+    escaped = ngx_http_gridfs_pnalloc(r->pool, shown * 4);
     if (escaped == NULL) {
         return NGX_DECLINED;
     }
@@ -500,19 +494,15 @@ ngx_http_gridfs_if_range(ngx_http_request_t *r)
 }
 
 
-/* mirrors ngx_http_range_header_filter() and ngx_http_range_parse() with
- * r->single_range set: NGX_OK and the range [start, end) that filter will
- * serve, NGX_DECLINED when it will serve the whole file, or 416.  A wrong
- * guess costs a read, never a wrong answer: the range chosen is checked */
+/* mirrors ngx_http_range_header_filter() with r->single_range set: NGX_OK
+ * and the range [start, end) that filter will serve, NGX_DECLINED when it
+ * will serve the whole file, or 416.  A wrong guess costs a read, never a
+ * wrong answer: the range chosen is checked */
 
 ngx_int_t
-ngx_http_gridfs_predict_range(ngx_http_request_t *r, off_t *pstart,
-    off_t *pend)
+ngx_http_gridfs_predict_range(ngx_http_request_t *r, off_t *start,
+    off_t *end)
 {
-    u_char                    *p;
-    off_t                      start, end, first, last, length, cutoff,
-                               cutlim;
-    ngx_uint_t                 suffix, ranges;
     ngx_http_core_loc_conf_t  *clcf;
 
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
@@ -532,110 +522,9 @@ ngx_http_gridfs_predict_range(ngx_http_request_t *r, off_t *pstart,
         return NGX_DECLINED;
     }
 
-    p = r->headers_in.range->value.data + 6;
-    length = r->headers_out.content_length_n;
-    first = 0;
-    last = 0;
-    ranges = 0;
-
-    cutoff = NGX_MAX_OFF_T_VALUE / 10;
-    cutlim = NGX_MAX_OFF_T_VALUE % 10;
-
-    for ( ;; ) {
-        start = 0;
-        end = 0;
-        suffix = 0;
-
-        while (*p == ' ') { p++; }
-
-        if (*p != '-') {
-            if (*p < '0' || *p > '9') {
-                return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-            }
-
-            while (*p >= '0' && *p <= '9') {
-                if (start >= cutoff && (start > cutoff || *p - '0' > cutlim)) {
-                    return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-                }
-
-                start = start * 10 + (*p++ - '0');
-            }
-
-            while (*p == ' ') { p++; }
-
-            if (*p++ != '-') {
-                return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-            }
-
-            while (*p == ' ') { p++; }
-
-            if (*p == ',' || *p == '\0') {
-                end = length;
-                goto found;
-            }
-
-        } else {
-            suffix = 1;
-            p++;
-        }
-
-        if (*p < '0' || *p > '9') {
-            return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-        }
-
-        while (*p >= '0' && *p <= '9') {
-            if (end >= cutoff && (end > cutoff || *p - '0' > cutlim)) {
-                return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-            }
-
-            end = end * 10 + (*p++ - '0');
-        }
-
-        while (*p == ' ') { p++; }
-
-        if (*p != ',' && *p != '\0') {
-            return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-        }
-
-        if (suffix) {
-            start = (end < length) ? length - end : 0;
-            end = length - 1;
-        }
-
-        if (end >= length) {
-            end = length;
-
-        } else {
-            end++;
-        }
-
-    found:
-
-        if (start < end) {
-            if (ranges++ == 1) {
-                return NGX_DECLINED;
-            }
-
-            first = start;
-            last = end;
-
-        } else if (start == 0) {
-            return NGX_DECLINED;
-        }
-
-        if (*p++ != ',') {
-            break;
-        }
-    }
-
-    if (ranges == 0) {
-        return NGX_HTTP_RANGE_NOT_SATISFIABLE;
-    }
-
-    *pstart = first;
-    *pend = last;
-
-    return NGX_OK;
+    return ngx_http_gridfs_parse_range(r->headers_in.range->value.data + 6,
+                                       r->headers_out.content_length_n,
+                                       start, end);
 }
 
 

@@ -19,6 +19,43 @@
 extern ngx_module_t  ngx_http_gridfs_module;
 
 
+/*
+ * A request's pool carves small blocks out of larger ones, within which
+ * AddressSanitizer sees no bound.  In a sanitizer build, every block the
+ * module writes into gets a poisoned tail of its own, so that writing (or
+ * reading) past it is reported; otherwise these are nginx's allocators.
+ */
+
+#if (defined __SANITIZE_ADDRESS__)
+
+#include <sanitizer/asan_interface.h>
+
+#define NGX_HTTP_GRIDFS_REDZONE  32
+
+static ngx_inline void *
+ngx_http_gridfs_palloc(ngx_pool_t *pool, size_t size)
+{
+    u_char  *p;
+
+    p = ngx_palloc(pool, size + NGX_HTTP_GRIDFS_REDZONE);
+
+    if (p != NULL) {
+        ASAN_POISON_MEMORY_REGION(p + size, NGX_HTTP_GRIDFS_REDZONE);
+    }
+
+    return p;
+}
+
+#define ngx_http_gridfs_pnalloc  ngx_http_gridfs_palloc
+
+#else
+
+#define ngx_http_gridfs_palloc   ngx_palloc
+#define ngx_http_gridfs_pnalloc  ngx_pnalloc
+
+#endif
+
+
 /* the response machine (ngx_http_gridfs_response.c) */
 ngx_int_t ngx_http_gridfs_error(ngx_http_request_t *r, ngx_int_t status);
 ngx_int_t ngx_http_gridfs_available(ngx_http_request_t *r,

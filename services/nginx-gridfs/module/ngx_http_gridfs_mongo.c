@@ -155,45 +155,6 @@ ngx_http_gridfs_now_ms(void)
 }
 
 
-/* a stored number as an integer: int32, int64, or a double that is an
- * integer a double holds exactly; a plain cast of any other double (NaN,
- * 1e300, 0.5) would be undefined or silently wrong */
-
-ngx_int_t
-ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value)
-{
-    double  d;
-
-    switch (bson_iter_type(iter)) {
-
-    case BSON_TYPE_INT32:
-        *value = bson_iter_int32(iter);
-        return NGX_OK;
-
-    case BSON_TYPE_INT64:
-        *value = bson_iter_int64(iter);
-        return NGX_OK;
-
-    case BSON_TYPE_DOUBLE:
-        d = bson_iter_double(iter);
-
-        /* false for NaN too */
-        if (!(d >= -NGX_HTTP_GRIDFS_MAX_DOUBLE_INT
-              && d <= NGX_HTTP_GRIDFS_MAX_DOUBLE_INT)
-            || d != (double) (int64_t) d)
-        {
-            return NGX_ERROR;
-        }
-
-        *value = (int64_t) d;
-        return NGX_OK;
-
-    default:
-        return NGX_ERROR;
-    }
-}
-
-
 static void
 ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
 {
@@ -742,78 +703,21 @@ ngx_http_gridfs_chunks_filter(ngx_http_gridfs_job_t *job, bson_t *filter)
 }
 
 
-/* chunk n, checked against the files document: its bytes within the
- * window [from, to) as part, at offset in the window; or the job fails */
+/* chunk n, checked against the files document and the window: its bytes
+ * within the window as part, at offset in the window; or the job fails */
 
 static ngx_int_t
 ngx_http_gridfs_chunk_data(ngx_http_gridfs_job_t *job, const bson_t *doc,
     int64_t n, ngx_str_t *part, int64_t *offset)
 {
-    int64_t          chunk_start, chunk_len, from, to, doc_n;
-    uint32_t         len;
-    bson_iter_t      iter;
-    bson_subtype_t   subtype;
-    const uint8_t   *data;
-
-    if (!bson_iter_init_find(&iter, doc, "n")
-        || ngx_http_gridfs_integer(&iter, &doc_n) != NGX_OK)
+    if (ngx_http_gridfs_chunk_part(doc, n, job->length, job->chunk_size,
+                                   job->from, job->to, part, offset,
+                                   &job->error)
+        != NGX_OK)
     {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
-                                   "chunk without an integer n after chunk "
-                                   "%" PRId64, n - 1);
+        job->status = NGX_HTTP_GRIDFS_INTERNAL_ERROR;
         return NGX_ERROR;
     }
-
-    if (doc_n != n) {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
-                                   "chunk %" PRId64 " is missing", n);
-        return NGX_ERROR;
-    }
-
-    if (!bson_iter_init_find(&iter, doc, "data")
-        || !BSON_ITER_HOLDS_BINARY(&iter))
-    {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
-                                   "chunk %" PRId64 " has no binary data", n);
-        return NGX_ERROR;
-    }
-
-    bson_iter_binary(&iter, &subtype, &len, &data);
-
-    /* no overflow: set_headers bounded length, chunk_size and so n */
-    chunk_start = n * job->chunk_size;
-    chunk_len = ngx_min(job->chunk_size, job->length - chunk_start);
-
-    if (n < 0 || n >= NGX_HTTP_GRIDFS_MAX_CHUNKS || chunk_len <= 0) {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
-                                   "chunk %" PRId64 " is past the end of "
-                                   "the file", n);
-        return NGX_ERROR;
-    }
-
-    if ((int64_t) len != chunk_len) {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
-                                   "chunk %" PRId64 " has %u bytes, "
-                                   "%" PRId64 " expected", n, len, chunk_len);
-        return NGX_ERROR;
-    }
-
-    /* every chunk of the window overlaps it: checked, not assumed, since
-     * the part is copied or sent as is */
-    from = ngx_max(job->from, chunk_start);
-    to = ngx_min(job->to, chunk_start + chunk_len);
-
-    if (job->from < 0 || from >= to) {
-        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_INTERNAL_ERROR,
-                                   "chunk %" PRId64 " is outside the window "
-                                   "%" PRId64 "-%" PRId64, n, job->from,
-                                   job->to);
-        return NGX_ERROR;
-    }
-
-    part->data = (u_char *) data + (from - chunk_start);
-    part->len = (size_t) (to - from);
-    *offset = from - job->from;
 
     return NGX_OK;
 }

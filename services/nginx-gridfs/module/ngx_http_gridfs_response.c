@@ -15,6 +15,8 @@
 
 static void ngx_http_gridfs_test_reading(ngx_http_request_t *r);
 static void ngx_http_gridfs_wake_handler(ngx_http_request_t *r);
+static void ngx_http_gridfs_job_done(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_found(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_first_window(ngx_http_request_t *r,
@@ -77,10 +79,14 @@ ngx_http_gridfs_error(ngx_http_request_t *r, ngx_int_t status)
 ngx_int_t
 ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_uint_t                   header_sent;
     ngx_http_gridfs_job_t       *job;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+
+    header_sent = (ctx->state != NGX_HTTP_GRIDFS_LOOKUP
+                   && ctx->state != NGX_HTTP_GRIDFS_READ_AHEAD);
 
     job = ctx->job;
     job->status = 0;
@@ -92,16 +98,27 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     job->posted_ms = ngx_http_gridfs_now_ms();
 
     /* once the headers are out, a late window beats a cut response */
-    job->max_wait = ctx->header_sent ? 0 : glcf->queue_timeout;
-    job->continued = ctx->header_sent;
-
-    ctx->job_done = 0;
+    job->max_wait = header_sent ? 0 : glcf->queue_timeout;
+    job->continued = header_sent;
 
     if (ngx_thread_task_post(glcf->thread_pool, ctx->task) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    ctx->fetching = 1;
+    /* a lookup is the first job: LOOKUP, the state a response starts in */
+
+    if (job->op == NGX_HTTP_GRIDFS_READ) {
+
+        if (!header_sent) {
+            ctx->state = NGX_HTTP_GRIDFS_READ_AHEAD;
+
+        } else if (ctx->state == NGX_HTTP_GRIDFS_DRAINING) {
+            ctx->state = NGX_HTTP_GRIDFS_READING_DRAINING;
+
+        } else {
+            ctx->state = NGX_HTTP_GRIDFS_READING;
+        }
+    }
 
     r->main->blocked++;
     r->aio = 1;
@@ -188,10 +205,6 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
     }
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
-    if (ctx) {
-        ctx->job_done = 1;
-        ctx->fetching = 0;
-    }
 
 #if (NGX_HTTP_V2)
 
@@ -202,14 +215,19 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 #endif
 
     /* not our handler if the request was terminated meanwhile */
-    r->write_event_handler(r);
+    if (ctx && r->write_event_handler == ngx_http_gridfs_wake_handler) {
+        ngx_http_gridfs_job_done(r, ctx);
+
+    } else {
+        r->write_event_handler(r);
+    }
 
     ngx_http_run_posted_requests(c);
 }
 
 
-/* the end of a job, or a write event: a window handed to the output
- * filters may be draining while the job reads the next one */
+/* a write event: a window handed to the output filters may be draining,
+ * while a job reads the next one or not */
 
 static void
 ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
@@ -222,19 +240,36 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
         return;
     }
 
-    if (!ctx->job_done) {
-        if (ctx->sending) {
-            ngx_http_gridfs_drain(r, ctx);
-        }
+    switch (ctx->state) {
 
+    case NGX_HTTP_GRIDFS_DRAINING:
+    case NGX_HTTP_GRIDFS_READING_DRAINING:
+    case NGX_HTTP_GRIDFS_READ_DRAINING:
+        ngx_http_gridfs_drain(r, ctx);
+        return;
+
+    default:
+        /* nothing drains: the job's end moves the response on */
         return;
     }
+}
 
-    ctx->job_done = 0;
 
+/* the end of a job */
+
+static void
+ngx_http_gridfs_job_done(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
     if (ctx->job->op == NGX_HTTP_GRIDFS_FIND) {
         ngx_http_gridfs_found(r, ctx);
         return;
+    }
+
+    if (ctx->state == NGX_HTTP_GRIDFS_READING) {
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
+
+    } else if (ctx->state == NGX_HTTP_GRIDFS_READING_DRAINING) {
+        ctx->state = NGX_HTTP_GRIDFS_READ_DRAINING;
     }
 
     if (ctx->stream && ctx->job->no_client) {
@@ -260,20 +295,20 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
                        ctx->job->first_n);
     }
 
-    if (!ctx->header_sent) {
+    switch (ctx->state) {
+
+    case NGX_HTTP_GRIDFS_READ_AHEAD:
         ngx_http_gridfs_first_window(r, ctx);
         return;
-    }
 
-    ctx->fetched = 1;
-
-    if (ctx->sending) {
+    case NGX_HTTP_GRIDFS_READ_DRAINING:
         /* sent once the previous window has drained */
         ngx_http_gridfs_drain(r, ctx);
         return;
-    }
 
-    ngx_http_gridfs_send_window(r, ctx);
+    default: /* NGX_HTTP_GRIDFS_SENT_HEADER */
+        ngx_http_gridfs_send_window(r, ctx);
+    }
 }
 
 
@@ -401,7 +436,7 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     r->headers_out.content_offset = ctx->range_start;
 
-    ctx->header_sent = 1;
+    ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
 
     rc = ngx_http_send_header(r);
 
@@ -446,50 +481,45 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 }
 
 
-/* gridfs_buffer_size rounded up to whole chunks, less than the buffer
- * plus one chunk: a response no larger than that is one window, one query;
- * a larger one two windows of half of it each, one sending while the next
- * is read (a single chunk larger than the buffer: one window at a time) */
+/* the windows of the bytes to send: one, or two halves
+ * (ngx_http_gridfs_plan()), each allocated once */
 
 static ngx_int_t
 ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
     size_t                       size;
-    int64_t                      total, chunks;
     ngx_uint_t                   i, nbufs;
+    ngx_http_gridfs_plan_t       plan;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
-    total = ((int64_t) glcf->buffer_size + ctx->chunk_size - 1)
-            / ctx->chunk_size;
-
-    chunks = (ctx->send_pos < ctx->send_end)
-             ? (ctx->send_end - 1) / ctx->chunk_size
-               - ctx->send_pos / ctx->chunk_size + 1
-             : 0;
-
-    ctx->overlap = (chunks > total && total > 1);
-    ctx->half = 0;
-
-    if (ctx->overlap) {
-        ctx->per_window[0] = total - total / 2;
-        ctx->per_window[1] = total / 2;
-
-    } else {
-        ctx->per_window[0] = total;
-        ctx->per_window[1] = total;
+    if (ngx_http_gridfs_plan(glcf->buffer_size, ctx->chunk_size,
+                             ctx->send_pos, ctx->send_end, &plan)
+        != NGX_OK)
+    {
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "gridfs: no window for bytes %O-%O in chunks of %L",
+                      ctx->send_pos, ctx->send_end, ctx->chunk_size);
+        return NGX_ERROR;
     }
 
-    if (ngx_http_gridfs_stream_start(r, ctx, chunks, total) != NGX_OK) {
+    ctx->overlap = plan.overlap;
+    ctx->half = 0;
+    ctx->per_window[0] = plan.per_window[0];
+    ctx->per_window[1] = plan.per_window[1];
+
+    if (ngx_http_gridfs_stream_start(r, ctx, plan.chunks, plan.total)
+        != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
     nbufs = ctx->stream ? (ngx_uint_t) ctx->per_window[0] : 1;
 
     if (ctx->nbufs < nbufs) {
-        ctx->bufs = ngx_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
-        ctx->out = ngx_palloc(r->pool, nbufs * sizeof(ngx_chain_t));
+        ctx->bufs = ngx_http_gridfs_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
+        ctx->out = ngx_http_gridfs_palloc(r->pool, nbufs * sizeof(ngx_chain_t));
 
         if (ctx->bufs == NULL || ctx->out == NULL) {
             return NGX_ERROR;
@@ -505,8 +535,7 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     for (i = 0; i < (ngx_uint_t) (ctx->overlap ? 2 : 1); i++) {
 
-        size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
-                                ctx->per_window[i] * ctx->chunk_size);
+        size = (size_t) plan.size[i];
 
         if (ctx->window[i] && ctx->window_size[i] >= size) {
             continue;
@@ -517,7 +546,7 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         }
 
         ctx->window_size[i] = size;
-        ctx->window[i] = ngx_palloc(r->pool, size);
+        ctx->window[i] = ngx_http_gridfs_palloc(r->pool, size);
 
         if (ctx->window[i] == NULL) {
             return NGX_ERROR;
@@ -559,7 +588,7 @@ ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
 
     /* a window may grow to the whole buffer if the range filter chooses
      * another range than predicted */
-    ctx->parts = ngx_palloc(r->pool, total * sizeof(ngx_str_t));
+    ctx->parts = ngx_http_gridfs_palloc(r->pool, total * sizeof(ngx_str_t));
     if (ctx->parts == NULL) {
         return NGX_ERROR;
     }
@@ -678,29 +707,38 @@ ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
 static void
 ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 {
-    ngx_uint_t              half;
-    ngx_http_gridfs_job_t  *job;
+    ngx_uint_t                 half;
+    ngx_http_gridfs_job_t     *job;
+    ngx_http_gridfs_window_t   w;
 
     job = ctx->job;
     half = ctx->half;
+
+    if (ngx_http_gridfs_window(ctx->length, ctx->chunk_size, ctx->send_pos,
+                               ctx->send_end, ctx->per_window[half], &w)
+        != NGX_OK)
+    {
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "gridfs: no window for bytes %O-%O of %L",
+                      ctx->send_pos, ctx->send_end, ctx->length);
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
 
     job->op = NGX_HTTP_GRIDFS_READ;
     job->files_id = &ctx->files_id;
     job->length = ctx->length;
     job->chunk_size = ctx->chunk_size;
-    job->first_n = ctx->send_pos / ctx->chunk_size;
-    job->last_n = ngx_min((ctx->send_end - 1) / ctx->chunk_size,
-                          job->first_n + ctx->per_window[half] - 1);
-    job->from = ctx->send_pos;
-    job->to = ngx_min(ctx->send_end, (job->last_n + 1) * ctx->chunk_size);
+    job->first_n = w.first_n;
+    job->last_n = w.last_n;
+    job->from = w.from;
+    job->to = w.to;
     job->dest = ctx->window[half];
     job->dest_size = ctx->window_size[half];
     job->stream = ctx->stream;
     job->parts = ctx->parts;
     job->half = half;
-    job->end_n = (ctx->send_end - 1) / ctx->chunk_size;
-
-    /* job->to - job->from <= min(remaining, per_window[half] * chunk_size) */
+    job->end_n = w.end_n;
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "gridfs read chunks %L-%L for bytes %L-%L into half %ui",
@@ -735,8 +773,6 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ngx_http_gridfs_job_t  *job;
 
     job = ctx->job;
-
-    ctx->fetched = 0;
 
     if (job->status) {
         /* the headers are out: all we can do is cut the response short */
@@ -807,9 +843,9 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         return;
     }
 
-    ctx->sending = (r->buffered || r->postponed || r->connection->buffered);
+    if (r->buffered || r->postponed || r->connection->buffered) {
+        ctx->state = NGX_HTTP_GRIDFS_DRAINING;
 
-    if (ctx->sending) {
         if (ngx_http_gridfs_wait_write(r) != NGX_OK) {
             ngx_http_finalize_request(r, NGX_ERROR);
             return;
@@ -874,17 +910,23 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         ngx_del_timer(wev);
     }
 
-    ctx->sending = 0;
-
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
                    "gridfs window sent up to byte %O", ctx->send_pos);
 
-    if (ctx->fetched) {
+    switch (ctx->state) {
+
+    case NGX_HTTP_GRIDFS_READ_DRAINING:
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
         ngx_http_gridfs_send_window(r, ctx);
         return;
-    }
 
-    if (!ctx->fetching) {
+    case NGX_HTTP_GRIDFS_READING_DRAINING:
+        /* the job's end sends its window */
+        ctx->state = NGX_HTTP_GRIDFS_READING;
+        return;
+
+    default: /* NGX_HTTP_GRIDFS_DRAINING */
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
         ngx_http_gridfs_fetch_window(r, ctx);
     }
 }
@@ -914,8 +956,18 @@ static void
 ngx_http_gridfs_abort(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
     ngx_int_t rc)
 {
-    if (ctx->fetching) {
+    switch (ctx->state) {
+
+    case NGX_HTTP_GRIDFS_LOOKUP:
+    case NGX_HTTP_GRIDFS_READ_AHEAD:
+    case NGX_HTTP_GRIDFS_READING:
+    case NGX_HTTP_GRIDFS_READING_DRAINING:
+        /* a job in flight, or just done: then this changes nothing */
         ctx->job->abandoned = 1;
+        break;
+
+    default:
+        break;
     }
 
     ngx_http_finalize_request(r, rc);
