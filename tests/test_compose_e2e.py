@@ -444,11 +444,19 @@ def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
     assert calibrated.returncode == 0, calibrated.stdout[-3000:] + calibrated.stderr[-2000:]
     aa = runs[0]
     assert (aa["kind"], aa["a"], aa["b"]) == ("A/A", "flask", "flask-b")
-    assert len(aa["cases"]) == 1 and len(aa["cases"][0]["blocks"]) == 8
+    assert len(aa["cases"]) == 1
+    blocks = aa["cases"][0]["blocks"]
+    # eight blocks, and one more for each disturbed among them, up to four; only clean ones count
+    first = [b for b in blocks if b["block"] <= 8]
+    spoiled = sum(not b["counted"] for b in first)
+    assert [b["block"] for b in blocks] == list(range(1, 9 + min(spoiled, 4)))
+    assert all(b["counted"] == ("disturbed" not in b["flags"]) for b in blocks)
+    counted = sum(b["counted"] for b in blocks)
     assert {r["metric"] for r in aa["rows"]} == {"rps", "cpu_path", "cpu_total"}
-    assert all(r["n"] == 8 and r["low"] is not None for r in aa["rows"] if r["metric"] == "rps")
+    assert all(r["n"] == counted for r in aa["rows"] if r["metric"] == "rps")
+    assert counted < 6 or all(r["low"] is not None for r in aa["rows"] if r["metric"] == "rps")
     # every window was timed alone: the twin at rest, A and B taking turns, each after its warm-up
-    for block in aa["cases"][0]["blocks"]:
+    for block in blocks:
         assert block["a"]["rps"] > 0 and block["b"]["rps"] > 0
     data = json.loads((results / aa["run_id"] / "results.json").read_text())
     orders = data["schedule"]["orders"]["A/B 1KB.bin c=8"]

@@ -295,3 +295,20 @@ def test_work_outside_the_containers_during_a_run_flags_it_disturbed():
         _, found, figures = window({"flask": series(0.9)}, {"flask": 1.0}, {}, "flask", run, None,
                                    all_series={"flask": series(0.9)}, machine=series(machine))
         assert (DISTURBED in found) is disturbed and figures["outside_cores"] == pytest.approx(machine - 0.9)
+
+
+def test_a_window_too_short_for_two_readings_is_not_judged_disturbed():
+    """Under two readings, each container's rate spans its own stretch just
+    outside the run (warm-up on one side, rest on the other): the gap to the
+    machine is no evidence of outside work, and the block is not re-run."""
+    from bench.measure.usage import DISTURBED
+
+    def series(cores: float, first: float = 0.0) -> list[Counters]:
+        return [Counters(int((first + t) * 1e9), int((first + t) * cores * 1e9), 0, 0, 0, 0, 0) for t in range(6)]
+
+    run = WindowInput(int(2.2e9), int(2.8e9), 60, 100.0, 0.1, 1)
+    # the target's readings fall on whole seconds, the database's are not fetched past the run yet
+    _, found, figures = window({"flask": series(0.9)}, {"flask": 1.0}, {}, "flask", run, None,
+                               all_series={"flask": series(0.9), "mongo": series(0.5)[:3]}, machine=series(1.6))
+    assert not figures["inner_window"] and "outside_cores" not in figures
+    assert DISTURBED not in found and SHORT_WINDOW in found

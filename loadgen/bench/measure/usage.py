@@ -261,8 +261,11 @@ def cross_check(series_by_container: dict[str, list[Counters]], machine: list[Co
     own inner window: every Docker container summed, cAdvisor's root cgroup,
     and /proc/stat. Under steady load they agree; a gap says what the
     containers' figures miss."""
+    inner = []
+
     def cores(series):
         e = edges(series, start_ns, end_ns)
+        inner.append(e is not None and e.inner)
         return (e.last.cpu_total_ns - e.first.cpu_total_ns) / 1e9 / e.seconds if e else None
     per_container = [cores(s) for s in series_by_container.values()]
     machine_cores = cores(machine) if machine else None
@@ -271,6 +274,8 @@ def cross_check(series_by_container: dict[str, list[Counters]], machine: list[Co
         "containers": sum(c is not None for c in per_container),
         "machine_cores": round(machine_cores, 4) if machine_cores is not None else None,
         "host_cores": round(busy["cpu"] * host_cpus, 4) if "cpu" in busy else None,
+        # every figure a rate over readings inside the run: only then is their difference work outside
+        "inner_window": bool(inner) and all(inner),
     }
 
 
@@ -342,6 +347,9 @@ def outside_cores(figures: dict) -> float | None:
     whole = figures.get("machine_cores")
     if whole is None:
         whole = figures.get("host_cores")
-    if whole is None or not figures.get("containers"):
+    # A short window's figures span different stretches (one container's
+    # readings just outside the run, another's not yet fetched), and a
+    # container without a figure would count as outside work: no judgement.
+    if whole is None or not figures.get("containers") or not figures.get("inner_window", True):
         return None
     return max(0.0, whole - figures["containers_cores"])
