@@ -8,11 +8,13 @@ response is closed, cut short, and none before; the service's resident
 memory stays bounded meanwhile, within the container's limit at the Python
 paths' connection cap."""
 import hashlib
+import os
 import random
 import runpy
 import select
 import socket
 import struct
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -206,3 +208,13 @@ def test_stalled_readers_hold_no_slot_are_closed_by_the_send_timeout_and_memory_
         # responses, each as large as measured here, fit the container.
         cap = runpy.run_path(str(GUNICORN_CONF))["worker_connections"]
         assert idle + cap * each < TARGET_MEM_MIB, (idle, cap, each)
+
+
+@pytest.mark.parametrize("value", ["0", "60s", "-1"])
+def test_a_bad_send_timeout_stops_gunicorn_at_start(value):
+    service = flask_service("mongodb://127.0.0.1:1/", DB_NAME)  # never reached
+    result = subprocess.run(service.command, cwd=service.cwd, capture_output=True, text=True, timeout=30,
+                            env={**os.environ, **service.env, "SEND_TIMEOUT_MS": value})
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [
+        f"SEND_TIMEOUT_MS must be a positive whole number of milliseconds, got {value!r}"], result.stderr

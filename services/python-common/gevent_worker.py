@@ -7,6 +7,7 @@ Outside lab_http: gunicorn's master imports the worker class before any
 worker has monkey-patched the standard library, and lab_http imports Flask.
 """
 import os
+import sys
 
 from gunicorn.workers.ggevent import GeventWorker
 
@@ -19,7 +20,10 @@ def send_timeout_seconds() -> float:
     return int(text) / 1000
 
 
-SEND_TIMEOUT = send_timeout_seconds()  # read in the master: a bad value stops gunicorn at start
+try:
+    SEND_TIMEOUT = send_timeout_seconds()  # read in the master, as it loads this class
+except ValueError as error:
+    sys.exit(str(error))  # one line, and gunicorn stops before it serves
 
 
 class SendTimeoutWorker(GeventWorker):
