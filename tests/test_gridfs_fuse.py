@@ -3,14 +3,18 @@ FerretDB: every file's bytes and random ranges through the mount, listing and
 attributes, hostile GridFS names skipped, a MongoDB outage (EIO quickly,
 recovery), the kernel cache setting, and nginx (services/gridfs-fuse/nginx.conf)
 on the mount put through the serving-paths suite."""
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import random
 import shutil
+import socket
+import struct
 import subprocess
 import tempfile
+import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -397,6 +401,43 @@ def test_kernel_cache_on_keeps_pages_across_opens(fuse_binary, mongo_uri, files)
 
 
 # --- nginx on the mount (beyond the imported serving-paths tests) ------------
+
+def test_a_read_waiting_on_mongodb_does_not_hold_nginx_s_worker(service, ferretdb, files):
+    """nginx reads the mount in its thread pool (aio threads): while one
+    response waits on a frozen MongoDB for chunks past what its open read,
+    the worker answers /health at once (without, it waits with the read,
+    up to MONGO_TIMEOUT)."""
+    sock = socket.socket()
+    # A small window and Ethernet's segment size: nginx reads little ahead of
+    # what the client took, so the chunks past the first fetch wait for it.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1448)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", service.port))
+    try:
+        sock.sendall(b"GET /files/5MB.bin HTTP/1.1\r\nHost: lab\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200 ")
+        ferretdb.pause()
+        try:
+            def read_on():  # past the first 1 MiB: nginx reads chunks not fetched yet
+                with contextlib.suppress(OSError):
+                    while sock.recv(65536):
+                        pass
+            reader = threading.Thread(target=read_on, daemon=True)
+            reader.start()
+            time.sleep(0.5)  # the read now waits on MongoDB
+            started = time.monotonic()
+            health = requests.get(f"{service.url}/health", timeout=10)
+            elapsed = time.monotonic() - started
+        finally:
+            ferretdb.resume()
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    assert health.status_code == 200
+    assert elapsed < 0.3, f"/health took {elapsed:.2f} s while a read waited on MongoDB"
+    assert get(service.url, "1KB.bin").content == files["1KB.bin"]
+
 
 def test_two_ranges_answer_as_nginx_static(service, nginx):
     ours, theirs = get(service.url, "1KB.bin", Range="bytes=0-1,5-6"), get(nginx.url, "1KB.bin", Range="bytes=0-1,5-6")
