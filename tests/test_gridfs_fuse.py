@@ -439,6 +439,31 @@ def test_a_read_waiting_on_mongodb_does_not_hold_nginx_s_worker(service, ferretd
     assert get(service.url, "1KB.bin").content == files["1KB.bin"]
 
 
+def test_open_reads_no_chunk(service, mongo_uri):
+    """A HEAD, a 304 and a Range past the first chunks read none of them:
+    served whole while those chunks are gone (when an open fetched the
+    first chunks, each was a 503)."""
+    chunk = 255 * 1024
+    data = random.Random(24).randbytes(3 * chunk)
+    client = MongoClient(mongo_uri)
+    bucket = gridfs.GridFSBucket(client[DB_NAME])
+    file_id = bucket.upload_from_stream("first-chunks-gone.bin", data)
+    client[DB_NAME]["fs.chunks"].delete_many({"files_id": file_id, "n": {"$lt": 2}})
+    try:
+        url = f"{service.url}/files/first-chunks-gone.bin"
+        head = requests.head(url, timeout=10)
+        assert head.status_code == 200 and head.headers["Content-Length"] == str(len(data))
+        assert requests.get(url, headers={"If-None-Match": head.headers["ETag"]}, timeout=10).status_code == 304
+        # From 512 KiB, inside chunk 2: the kernel reads whole pages (and
+        # 128 KiB blocks ahead), so a start at chunk 2's first byte, 4 KiB into
+        # a page, would read the end of chunk 1 too.
+        tail = requests.get(url, headers={"Range": "bytes=524288-"}, timeout=10)
+        assert tail.status_code == 206 and tail.content == data[524288:]
+    finally:
+        bucket.delete(file_id)
+        client.close()
+
+
 def test_two_ranges_answer_as_nginx_static(service, nginx):
     ours, theirs = get(service.url, "1KB.bin", Range="bytes=0-1,5-6"), get(nginx.url, "1KB.bin", Range="bytes=0-1,5-6")
     assert ours.status_code == theirs.status_code == 206
