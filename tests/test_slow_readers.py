@@ -4,7 +4,9 @@ multi-chunk file and read nothing. While they stall, other clients get
 whole bodies within seconds (node with fewer MongoDB slots than stalled
 clients: a stalled response holds no slot); after the send timeout
 (SEND_TIMEOUT_MS, 60 s by default, a few seconds here) every stalled
-response is closed, cut short, and none before; the service's resident
+response is closed, cut short, and none before, while a client reading
+slowly but steadily is not cut (the timer runs between writes, not over a
+chunk or the body, as nginx's send_timeout); the service's resident
 memory stays bounded meanwhile, within the container's limit at the Python
 paths' connection cap."""
 import hashlib
@@ -14,6 +16,7 @@ import runpy
 import select
 import socket
 import struct
+import threading
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -113,15 +116,47 @@ def _parent(stat: Path) -> int | None:
 
 def stalled_client(port: int) -> socket.socket:
     """A GET of the file whose client reads nothing, not even the head."""
+    sock = small_window_socket()
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET /files/{NAME} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+    return sock
+
+
+def small_window_socket() -> socket.socket:
     sock = socket.socket()
     # Before connect: a small window, and Ethernet's segment size instead of
     # loopback's 64 KiB, as on the compose network (the kernel sizes the
     # server's send buffer by segments: 64 KiB ones grow it to 4 MiB).
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1448)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(f"GET /files/{NAME} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
     return sock
+
+
+def slow_reader(port: int, stop: threading.Event) -> tuple[int, str]:
+    """A GET whose client takes 2 KiB every 1/8 s until `stop`: a 255 KiB
+    chunk takes it twice the send timeout, but the server's socket has room
+    again every few seconds.
+    The bytes it received, and whether the server "closed" it or it was
+    still "open"."""
+    sock = small_window_socket()
+    sock.settimeout(30)
+    try:
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(f"GET /files/{NAME} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+        received = 0
+        while not stop.is_set():
+            try:
+                data = sock.recv(2048)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                return received, "closed"
+            received += len(data)
+            time.sleep(0.125)
+        return received, "open"
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
 
 
 def drain(sock: socket.socket) -> tuple[int, str]:
@@ -156,6 +191,9 @@ def test_stalled_readers_hold_no_slot_are_closed_by_the_send_timeout_and_memory_
     pid = service.proc.pid
     idle = rss_mib(pid)
 
+    stop_slow = threading.Event()
+    slow_pool = ThreadPoolExecutor(1)
+    slow = slow_pool.submit(slow_reader, service.port, stop_slow)
     stalled = [stalled_client(service.port) for _ in range(STALLED)]
     stall_began = time.monotonic()
     try:
@@ -181,7 +219,7 @@ def test_stalled_readers_hold_no_slot_are_closed_by_the_send_timeout_and_memory_
         assert time.monotonic() - stall_began < SEND_TIMEOUT_S - 0.5, "serving the others took too long"
         assert closures(service) == 0, service.log()
 
-        deadline = all_stalled + 2 * SEND_TIMEOUT_S + 4
+        deadline = all_stalled + 2 * SEND_TIMEOUT_S + 6
         while closures(service) < STALLED and time.monotonic() < deadline:
             peak = max(peak, rss_mib(pid))
             time.sleep(0.2)
@@ -191,7 +229,16 @@ def test_stalled_readers_hold_no_slot_are_closed_by_the_send_timeout_and_memory_
         for sock in stalled:
             received, end = drain(sock)
             assert end == "closed" and 0 < received < SIZE, (received, end)
+        # The slow reader, one piece outstanding longer than the send timeout
+        # but taking bytes all along, was not cut (nor counted above).
+        time.sleep(max(0.0, stall_began + 2.5 * SEND_TIMEOUT_S - time.monotonic()))
+        stop_slow.set()
+        slow_received, slow_end = slow.result()
+        assert slow_end == "open" and slow_received > 0, (slow_received, slow_end)
+        assert closures(service) == STALLED
     finally:
+        stop_slow.set()
+        slow_pool.shutdown()
         for sock in stalled:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             sock.close()

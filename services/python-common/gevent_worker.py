@@ -26,16 +26,35 @@ except ValueError as error:
     sys.exit(str(error))  # one line, and gunicorn stops before it serves
 
 
+class ProgressTimedSocket:
+    """The client socket as a response is written to it: sendall is send()
+    after send(), each waiting at most the socket's timeout for room, so the
+    timer restarts whenever the client took some bytes, as nginx's
+    send_timeout runs between two writes (gevent's own sendall bounds the
+    whole call: a client reading a 255 KiB piece at 16 KiB/s was cut by an
+    8 s timeout)."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def sendall(self, data, flags=0) -> None:
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[self._sock.send(view, flags):]
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
 class SendTimeoutWorker(GeventWorker):
     def handle_request(self, listener_name, req, sock, addr):
-        # The socket's timeout bounds each write of the response: gevent's
-        # sendall of one piece (at most a chunk, 255 KiB) must end within it,
-        # so the timer restarts with every piece, not over the whole body as
-        # nginx's runs between two writes. Between requests the socket is
-        # blocking again, and keepalive's timer applies.
+        # The timeout bounds each wait for room to write; between requests
+        # the socket is blocking again, and keepalive's timer applies.
         sock.settimeout(SEND_TIMEOUT)
         try:
-            return super().handle_request(listener_name, req, sock, addr)
+            return super().handle_request(listener_name, req, ProgressTimedSocket(sock), addr)
         except TimeoutError:
             # One line, not the traceback gunicorn logs for a socket error;
             # StopIteration is how gunicorn's handler closes a connection.

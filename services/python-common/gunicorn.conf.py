@@ -21,10 +21,11 @@ workers = int(os.environ.get("GUNICORN_WORKERS", "1"))
 # wait in the listen backlog until one closes. This bounds what stalled
 # readers can pin: a response holds at most one read of its store
 # (READ_BUFFER_BYTES, 1.25 MiB of chunks) plus the piece being sent and its
-# objects, under 1.5 MiB (tests/test_slow_readers.py measures it), so
-# 256 x 1.5 MiB = 384 MiB plus the worker's own ~60 MiB stays inside the
-# 512 MiB TARGET_MEM; the send timeout frees them within 60 s. (It was 2000:
-# about 2.9 GiB of stalled responses.)
+# objects: 1.4 to 1.6 MiB of resident memory measured per stalled response
+# (tests/test_slow_readers.py, which checks this sum), so 256 x 1.6 MiB =
+# 410 MiB plus gunicorn's own ~80 MiB (one worker, .env's for one core)
+# stays inside the 512 MiB TARGET_MEM; the send timeout frees them within
+# 60 s. (It was 2000: about 3 GiB.)
 CONNECTIONS = 256
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS") or max(1, CONNECTIONS // workers))
 keepalive = 75  # seconds; benchmark clients keep connections open
