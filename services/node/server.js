@@ -69,9 +69,10 @@ const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.cont
 // replies being read are bounded whatever the number of clients. A reply
 // is up to READ_BUFFER_BYTES (1.25 MiB): 32 x 1.25 MiB ~ 40 MiB in flight.
 // A stream between reads holds what is left of its batch plus one chunk in
-// the pipeline (at most ~1.5 MiB), for as long as its client reads, or
-// SEND_TIMEOUT_MS when it stops. Measured with 4-chunk batches: 94 MiB at
-// its peak under 1000 clients on 1 MB (overload-20261125T151339Z).
+// the pipeline, for as long as its client reads, or one to two
+// SEND_TIMEOUT_MS when it stops: 1.5 to 1.6 MiB of resident memory per
+// stalled client measured (tests/test_slow_readers.py). How many streams
+// there are is the clients' to say: no cap here.
 const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
 // How long a request waits for a slot before its 503: nginx-gridfs's
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
