@@ -3,14 +3,18 @@ FerretDB: every file's bytes and random ranges through the mount, listing and
 attributes, hostile GridFS names skipped, a MongoDB outage (EIO quickly,
 recovery), the kernel cache setting, and nginx (services/gridfs-fuse/nginx.conf)
 on the mount put through the serving-paths suite."""
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import random
 import shutil
+import socket
+import struct
 import subprocess
 import tempfile
+import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -397,6 +401,68 @@ def test_kernel_cache_on_keeps_pages_across_opens(fuse_binary, mongo_uri, files)
 
 
 # --- nginx on the mount (beyond the imported serving-paths tests) ------------
+
+def test_a_read_waiting_on_mongodb_does_not_hold_nginx_s_worker(service, ferretdb, files):
+    """nginx reads the mount in its thread pool (aio threads): while one
+    response waits on a frozen MongoDB for chunks past what its open read,
+    the worker answers /health at once (without, it waits with the read,
+    up to MONGO_TIMEOUT)."""
+    sock = socket.socket()
+    # A small window and Ethernet's segment size: nginx reads little ahead of
+    # what the client took, so the chunks past the first fetch wait for it.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1448)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", service.port))
+    try:
+        sock.sendall(b"GET /files/5MB.bin HTTP/1.1\r\nHost: lab\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200 ")
+        ferretdb.pause()
+        try:
+            def read_on():  # past the first 1 MiB: nginx reads chunks not fetched yet
+                with contextlib.suppress(OSError):
+                    while sock.recv(65536):
+                        pass
+            reader = threading.Thread(target=read_on, daemon=True)
+            reader.start()
+            time.sleep(0.5)  # the read now waits on MongoDB
+            started = time.monotonic()
+            health = requests.get(f"{service.url}/health", timeout=10)
+            elapsed = time.monotonic() - started
+        finally:
+            ferretdb.resume()
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    assert health.status_code == 200
+    assert elapsed < 0.3, f"/health took {elapsed:.2f} s while a read waited on MongoDB"
+    assert get(service.url, "1KB.bin").content == files["1KB.bin"]
+
+
+def test_open_reads_no_chunk(service, mongo_uri):
+    """A HEAD, a 304 and a Range past the first chunks read none of them:
+    served whole while those chunks are gone (when an open fetched the
+    first chunks, each was a 503)."""
+    chunk = 255 * 1024
+    data = random.Random(24).randbytes(3 * chunk)
+    client = MongoClient(mongo_uri)
+    bucket = gridfs.GridFSBucket(client[DB_NAME])
+    file_id = bucket.upload_from_stream("first-chunks-gone.bin", data)
+    client[DB_NAME]["fs.chunks"].delete_many({"files_id": file_id, "n": {"$lt": 2}})
+    try:
+        url = f"{service.url}/files/first-chunks-gone.bin"
+        head = requests.head(url, timeout=10)
+        assert head.status_code == 200 and head.headers["Content-Length"] == str(len(data))
+        assert requests.get(url, headers={"If-None-Match": head.headers["ETag"]}, timeout=10).status_code == 304
+        # From 512 KiB, inside chunk 2: the kernel reads whole pages (and
+        # 128 KiB blocks ahead), so a start at chunk 2's first byte, 4 KiB into
+        # a page, would read the end of chunk 1 too.
+        tail = requests.get(url, headers={"Range": "bytes=524288-"}, timeout=10)
+        assert tail.status_code == 206 and tail.content == data[524288:]
+    finally:
+        bucket.delete(file_id)
+        client.close()
+
 
 def test_two_ranges_answer_as_nginx_static(service, nginx):
     ours, theirs = get(service.url, "1KB.bin", Range="bytes=0-1,5-6"), get(nginx.url, "1KB.bin", Range="bytes=0-1,5-6")

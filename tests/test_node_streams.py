@@ -1,11 +1,13 @@
 """The Node path's bound on the requests using MongoDB at once
-(NODE_MAX_STREAMS), against real FerretDB and the real node process: a
-request beyond the bound (a body, a HEAD, a conditional GET: each looks the
-file up) waits its turn (first come, first served), at most
-NODE_STREAM_WAIT_MS, then gets the store-unavailable 503; what needs no
-lookup (/health, a name refused) never waits; every slot comes back,
-whether the body was sent whole, its client left, or its read failed; a bad
-setting stops the process at start."""
+(NODE_MAX_STREAMS), against real FerretDB and the real node process. A slot
+is held only while the database is read (the lookup and first chunk batch,
+then each later batch), so the tests hold slots by freezing FerretDB under
+requests: a request beyond the bound (a body, a HEAD, a conditional GET:
+each looks the file up) waits its turn, at most NODE_STREAM_WAIT_MS, then
+gets the store-unavailable 503; what needs no lookup (/health, a name
+refused) never waits; a client that stops reading holds no slot; every slot
+comes back, whether the body was sent whole, its client left, or its read
+failed; a bad setting stops the process at start."""
 import hashlib
 import http.client
 import json
@@ -58,29 +60,56 @@ def files(mongo_uri):
 @pytest.fixture(scope="module")
 def node(mongo_uri, files):
     service = node_service(mongo_uri, DB_NAME)
-    service.env.update(NODE_MAX_STREAMS=str(MAX_STREAMS), NODE_STREAM_WAIT_MS=str(int(WAIT_S * 1000)))
+    # A deadline beyond the slot wait: the waits tested here are the slots'.
+    service.env.update(NODE_MAX_STREAMS=str(MAX_STREAMS), NODE_STREAM_WAIT_MS=str(int(WAIT_S * 1000)),
+                       REQUEST_DEADLINE_MS="4000")
     service.start()
     yield service
     service.stop()
 
 
+NO_SLOT = "no slot of"  # node's log line for a request that waited NODE_STREAM_WAIT_MS in vain
+
+
 @pytest.fixture(autouse=True)
 def all_slots_free_after(request):
     """After each test that used the server, every slot comes back: as many
-    streams as the bound can be held at once (a leaked slot would make the
-    last one wait, then get a 503)."""
+    requests as the bound each take one while FerretDB is frozen for longer
+    than the slot wait (a leaked slot would leave the last one waiting in
+    vain, logged)."""
     yield
     if "node" in request.fixturenames:
-        with ExitStack() as stack:
-            for _ in range(MAX_STREAMS):
-                stack.enter_context(held_stream(request.getfixturevalue("node").port))
+        node, ferretdb = request.getfixturevalue("node"), request.getfixturevalue("ferretdb")
+        before = node.log().count(NO_SLOT)
+        with held_slots(node, ferretdb, MAX_STREAMS):
+            time.sleep(WAIT_S + 0.3)
+        assert node.log().count(NO_SLOT) == before, "a slot was not given back"
+
+
+@contextmanager
+def held_slots(node, ferretdb, count: int):
+    """`count` requests each holding a slot in their lookup while FerretDB
+    is frozen, until the block ends and it answers again (well within the
+    driver's 5 s socket timeout)."""
+    ferretdb.pause()
+    try:
+        with ThreadPoolExecutor(count) as pool:
+            holders = [pool.submit(get, node, SMALL) for _ in range(count)]
+            time.sleep(0.3)  # each took its slot
+            assert not any(h.done() for h in holders)
+            yield
+            ferretdb.resume()
+            for holder in holders:
+                holder.result()
+    finally:
+        ferretdb.resume()
 
 
 @contextmanager
 def held_stream(port: int):
     """A GET of BIG whose client reads the head, then nothing: the server's
-    send buffer fills and its stream stays open until the block ends, when
-    the connection is reset."""
+    send buffer fills and its stream stays open (holding no slot) until the
+    block ends, when the connection is reset."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
     sock.settimeout(WAIT_S + 5)
@@ -88,7 +117,7 @@ def held_stream(port: int):
         sock.connect(("127.0.0.1", port))
         sock.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
         head = b""
-        while b"\r\n\r\n" not in head:  # the status line leaves only once the slot is taken
+        while b"\r\n\r\n" not in head:  # the status line leaves once the first batch is read
             data = sock.recv(1024)
             assert data, "connection closed before the head"
             head += data
@@ -116,10 +145,10 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_requests_beyond_the_bound_wait_then_are_503_while_health_is_at_once(node, files):
+def test_requests_beyond_the_bound_wait_then_are_503_while_health_is_at_once(node, ferretdb, files):
     head, _ = get(node, SMALL, "HEAD")
     etag = head.headers["ETag"]
-    with held_stream(node.port), held_stream(node.port), ThreadPoolExecutor(3) as pool:
+    with held_slots(node, ferretdb, MAX_STREAMS), ThreadPoolExecutor(3) as pool:
         waiting = [pool.submit(get, node, SMALL), pool.submit(get, node, SMALL, "HEAD"),
                    pool.submit(get, node, SMALL, **{"If-None-Match": etag})]
         time.sleep(0.2)
@@ -137,37 +166,40 @@ def test_requests_beyond_the_bound_wait_then_are_503_while_health_is_at_once(nod
     assert "NODE_STREAM_WAIT_MS" in node.log()
 
 
-def test_a_freed_slot_goes_to_the_waiters_in_arrival_order_with_whole_bodies(node, files):
-    with ExitStack() as holders, ThreadPoolExecutor(2) as pool:
-        first = holders.enter_context(held_stream(node.port))
-        holders.enter_context(held_stream(node.port))
-        early = pool.submit(lambda: (get(node, SMALL)[0], time.monotonic()))
-        time.sleep(0.2)
-        late = pool.submit(lambda: (get(node, BIG)[0], time.monotonic()))
-        time.sleep(0.2)
-        assert not early.done() and not late.done(), "a body did not wait"
-        reset(first)  # one slot frees: the early waiter streams, then the late one
-        early_response, early_done = early.result()
-        late_response, late_done = late.result()
-    assert early_response.status_code == late_response.status_code == 200
-    assert sha256(early_response.content) == sha256(files[SMALL])
-    assert sha256(late_response.content) == sha256(files[BIG])
-    # The late waiter's body, twenty times larger, could only start once the
-    # early one had ended.
-    assert early_done < late_done
+def test_waiters_are_served_whole_once_slots_free(node, ferretdb, files):
+    with ThreadPoolExecutor(2) as pool:
+        with held_slots(node, ferretdb, MAX_STREAMS):
+            small = pool.submit(get, node, SMALL)
+            big = pool.submit(get, node, BIG)
+            time.sleep(0.2)
+            assert not small.done() and not big.done(), "a request did not wait"
+        small_response, big_response = small.result()[0], big.result()[0]
+    assert small_response.status_code == big_response.status_code == 200
+    assert sha256(small_response.content) == sha256(files[SMALL])
+    assert sha256(big_response.content) == sha256(files[BIG])
 
 
-def test_a_waiter_that_leaves_takes_no_slot(node, files):
-    with held_stream(node.port), ExitStack() as holders, ThreadPoolExecutor(1) as pool:
-        holders.enter_context(held_stream(node.port))
-        leaving = socket.create_connection(("127.0.0.1", node.port))
-        leaving.sendall(f"GET /files/{SMALL} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
-        time.sleep(0.2)
-        reset(leaving)  # leaves the queue
-        waiting = pool.submit(get, node, SMALL)
-        time.sleep(0.2)
-        holders.close()  # the one slot that frees goes to the request still waiting
-        response, _ = waiting.result()
+def test_clients_that_stop_reading_hold_no_slot(node, files):
+    # Three times the bound of clients that read the head and then nothing,
+    # their responses under way with a full socket: the others are served at once.
+    with ExitStack() as holders:
+        for _ in range(3 * MAX_STREAMS):
+            holders.enter_context(held_stream(node.port))
+        response, elapsed = get(node, SMALL)
+    assert response.status_code == 200 and response.content == files[SMALL]
+    assert elapsed < WAIT_S, elapsed
+
+
+def test_a_waiter_that_leaves_takes_no_slot(node, ferretdb, files):
+    with ThreadPoolExecutor(1) as pool:
+        with held_slots(node, ferretdb, MAX_STREAMS):
+            leaving = socket.create_connection(("127.0.0.1", node.port))
+            leaving.sendall(f"GET /files/{SMALL} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+            time.sleep(0.2)
+            reset(leaving)  # leaves the queue
+            waiting = pool.submit(get, node, SMALL)
+            time.sleep(0.2)
+        response, _ = waiting.result()  # a slot that freed went to the request still waiting
     assert response.status_code == 200 and response.content == files[SMALL]
     # (all_slots_free_after: the leaver holds none either)
 
@@ -204,6 +236,7 @@ def test_sequential_downloads_after_clients_left_mid_body_all_succeed(node, file
 @pytest.mark.parametrize("variable, value", [
     ("NODE_MAX_STREAMS", "0"), ("NODE_MAX_STREAMS", "-3"), ("NODE_MAX_STREAMS", "many"),
     ("NODE_MAX_STREAMS", "2.5"), ("NODE_STREAM_WAIT_MS", "5s"), ("NODE_STREAM_WAIT_MS", "9999999999"),
+    ("SEND_TIMEOUT_MS", "0"), ("SEND_TIMEOUT_MS", "60s"),
 ])
 def test_a_bad_setting_stops_the_process_at_start(mongo_uri, variable, value):
     service = node_service(mongo_uri, DB_NAME)

@@ -117,13 +117,6 @@ func (r *chunkReader) remember(n int64, data []byte) {
 	}
 }
 
-// Prefetch loads the chunks a read from the start would need first; it is
-// also how an open learns, before any byte is promised, that MongoDB answers.
-func (r *chunkReader) Prefetch(ctx context.Context) error {
-	_, err := r.ReadAt(ctx, make([]byte, 1), 0)
-	return err
-}
-
 // ReadAt fills dest from offset off and returns how many bytes it copied:
 // fewer than len(dest) only at the end of the file, 0 past it.
 func (r *chunkReader) ReadAt(ctx context.Context, dest []byte, off int64) (int, error) {

@@ -145,8 +145,8 @@ func TestZeroLengthFileFetchesNothing(t *testing.T) {
 			t.Fatalf("ReadAt(%d) = %d, %v", off, n, err)
 		}
 	}
-	if err := r.Prefetch(context.Background()); err != nil || len(m.fetches) != 0 {
-		t.Fatalf("prefetch of an empty file: %v, fetches %v", err, m.fetches)
+	if len(m.fetches) != 0 {
+		t.Fatalf("an empty file fetched %v", m.fetches)
 	}
 }
 
@@ -221,9 +221,6 @@ func TestAFileOfUpTo1Point25MiBIsOneFetch(t *testing.T) {
 		data := make([]byte, size)
 		rand.New(rand.NewSource(4)).Read(data)
 		r, m := newTestReader(data, defaultChunk, 4)
-		if err := r.Prefetch(context.Background()); err != nil { // what an open does
-			t.Fatal(err)
-		}
 		var got []byte
 		buf := make([]byte, 128*1024) // the kernel's read size
 		for off := int64(0); off < int64(size); {
@@ -273,7 +270,7 @@ func TestMissingOrShortChunksAreErrors(t *testing.T) {
 func TestFetchErrorsReachTheCaller(t *testing.T) {
 	down := func(ctx context.Context, first, last int64) ([][]byte, error) { return nil, errUnavailable }
 	r := newChunkReader(layout{10, defaultChunk}, down, 4)
-	if err := r.Prefetch(context.Background()); !errors.Is(err, errUnavailable) {
+	if _, err := r.ReadAt(context.Background(), make([]byte, 1), 0); !errors.Is(err, errUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -144,9 +144,12 @@ func (f *gridFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 	return 0
 }
 
-// Open reads the file's first chunks before answering (unless the kernel
-// keeps its page cache), so that a MongoDB outage fails the open, which nginx
-// turns into a 503, instead of a read after nginx has sent a 200.
+// Open reads no chunk: a HEAD, a 304 or a Range request reads none of the
+// first ones, and a GET's first read fetches what it needs. Unless the kernel
+// keeps its page cache, it asks MongoDB whether this revision's files
+// document is still there (one small query), so that an outage fails the
+// open, which nginx turns into a 503, instead of a read after nginx has sent
+// a 200, and a revision deleted since the lookup is not found.
 func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
@@ -159,8 +162,12 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if f.root.cfg.KernelCache {
 		return h, fuse.FOPEN_KEEP_CACHE, 0
 	}
-	if err := h.reader.Prefetch(ctx); err != nil {
+	found, err := f.root.store.exists(ctx, id)
+	if err != nil {
 		return nil, 0, f.root.fail("open", f.info.Name, err)
+	}
+	if !found {
+		return nil, 0, syscall.ENOENT
 	}
 	return h, 0, 0
 }

@@ -93,6 +93,22 @@ func (s *store) lookup(ctx context.Context, name string) (*fileInfo, error) {
 	return &info, nil
 }
 
+// exists tells whether the files document with this _id is still there:
+// one small indexed query, which also shows that MongoDB answers.
+func (s *store) exists(ctx context.Context, id bson.RawValue) (bool, error) {
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	err := s.files.FindOne(ctx, bson.D{{Key: "_id", Value: id}},
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return true, nil
+}
+
 // list returns every files document (name, length, dates); the caller
 // keeps the newest per name.
 func (s *store) list(ctx context.Context) ([]fileInfo, error) {

@@ -63,13 +63,16 @@ function ensureConnected() {
 }
 
 const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.contentType': 1 };
-// Requests using MongoDB at once (a lookup, then the body's chunks), so
-// that memory and the driver's pool are bounded whatever the number of
-// clients. Each stream holds up to READ_BUFFER_BYTES (1.25 MiB) in its
-// cursor batch plus one chunk in the pipeline: 32 x 1.5 MiB ~ 48 MiB, twice
-// that with garbage not yet collected, plus node's own ~70 MiB: ~170 MiB,
-// inside a 256 MiB container. Measured with 4-chunk batches: 94 MiB at its
-// peak under 1000 clients on 1 MB (overload-20261125T151339Z).
+// Requests using MongoDB at once (a lookup and the first chunk batch, then
+// each later batch's round trip: a slot is held for database reads only,
+// never while a client takes its time), so that the driver's pool and the
+// replies being read are bounded whatever the number of clients. A reply
+// is up to READ_BUFFER_BYTES (1.25 MiB): 32 x 1.25 MiB ~ 40 MiB in flight.
+// A stream between reads holds what is left of its batch plus one chunk in
+// the pipeline, for as long as its client reads, or one to two
+// SEND_TIMEOUT_MS when it stops: 1.5 to 1.6 MiB of resident memory per
+// stalled client measured (tests/test_slow_readers.py). How many streams
+// there are is the clients' to say: no cap here.
 const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
 // How long a request waits for a slot before its 503: nginx-gridfs's
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
@@ -81,6 +84,10 @@ const STREAM_WAIT_MS = positiveIntegerFromEnv('NODE_STREAM_WAIT_MS', 10_000, 2 *
 // and then 5 s on the socket). The body, once its head is out, is not
 // bounded by it: a large file takes its time.
 const REQUEST_DEADLINE_MS = positiveIntegerFromEnv('REQUEST_DEADLINE_MS', 3000, 2 ** 31 - 1);
+// nginx's send_timeout (60 s, its default): a response whose client takes
+// nothing for this long is closed (see serveFile). The timer runs between
+// two writes that went out, not over the whole body. Shorter only for tests.
+const SEND_TIMEOUT_MS = positiveIntegerFromEnv('SEND_TIMEOUT_MS', 60_000, 2 ** 31 - 1);
 const MAX_NAME_BYTES = 255;
 const MAX_OFFSET_DIGITS = '9223372036854775807'; // nginx's off_t limit for Range values
 
@@ -310,6 +317,9 @@ function openChunks(file, start, end) {
     },
   );
   let expected = first;
+  // Whether the next piece needs a round trip (the cursor's batch is used
+  // up and chunks remain): only then is a MongoDB slot taken for it.
+  const needsRead = () => expected <= last && cursor.bufferedCount() === 0;
   // Bytes [start, end) of the file from the next chunk document, or null at the end.
   async function nextPiece() {
     const chunk = await cursor.next();
@@ -329,13 +339,15 @@ function openChunks(file, start, end) {
     expected++;
     return low === 0 && high === data.length ? data : data.subarray(low, high);
   }
-  return { cursor, nextPiece };
+  return { cursor, needsRead, nextPiece };
 }
 
-// A counting semaphore whose waiters are served first come, first served.
+// A counting semaphore whose waiters are served first come, first served,
+// those that ask as `urgent` before the others.
 class Semaphore {
   #free;
   // A Set iterates in insertion order (FIFO) and lets a waiter leave in O(1).
+  #urgent = new Set();
   #waiters = new Set();
 
   constructor(count) {
@@ -344,24 +356,25 @@ class Semaphore {
 
   // Resolves to the slot's release function (idempotent), or to null when
   // no slot freed within timeoutMs or `signal` aborted first.
-  acquire(timeoutMs, signal) {
+  acquire(timeoutMs, signal, urgent = false) {
     if (this.#free > 0) {
       this.#free--;
       return Promise.resolve(this.#releaser());
     }
     if (signal.aborted) return Promise.resolve(null);
+    const queue = urgent ? this.#urgent : this.#waiters;
     return new Promise((resolve) => {
       const settle = (release) => {
         clearTimeout(timer);
         signal.removeEventListener('abort', leave);
-        this.#waiters.delete(grant);
+        queue.delete(grant);
         resolve(release);
       };
       const grant = () => settle(this.#releaser());
       const leave = () => settle(null);
       const timer = setTimeout(leave, timeoutMs);
       signal.addEventListener('abort', leave, { once: true });
-      this.#waiters.add(grant);
+      queue.add(grant);
     });
   }
 
@@ -371,7 +384,7 @@ class Semaphore {
       if (released) return;
       released = true;
       // Handed straight to the oldest waiter, so that a newcomer cannot take it first.
-      const [oldest] = this.#waiters;
+      const [oldest] = this.#urgent.size > 0 ? this.#urgent : this.#waiters;
       if (oldest === undefined) this.#free++;
       else oldest();
     };
@@ -380,9 +393,10 @@ class Semaphore {
 
 const mongoSlots = new Semaphore(MAX_STREAMS);
 
-// A slot to use MongoDB for this response, in turn: its release function, called
-// at the latest when the response closes, or null when none freed within
-// waitMs or the client left while waiting (it leaves the queue).
+// A slot to use MongoDB for this response's head (its lookup and first
+// chunk batch), in turn: its release function, called at the latest when
+// the response closes, or null when none freed within waitMs or the client
+// left while waiting (it leaves the queue).
 async function takeMongoSlot(res, waitMs) {
   if (res.destroyed) return null;
   const clientGone = new AbortController();
@@ -419,7 +433,9 @@ async function serveFile(req, res) {
   // A slot before the lookup: every request that uses MongoDB takes one,
   // so the driver's pool is never queued deep with lookups that chunk reads
   // then wait behind (at 1000 clients on 1 MB, not one body came whole).
-  // Released when the response closes, whatever it was.
+  // Held through the first chunk batch, then released before the body goes
+  // out (an answer without a body releases it as it closes, at once): a
+  // client that stops reading holds no slot.
   const waitMs = Math.max(1, Math.min(STREAM_WAIT_MS, deadline - Date.now()));
   const release = await takeMongoSlot(res, waitMs);
   if (release === null) {
@@ -527,7 +543,7 @@ async function serveFile(req, res) {
   // The first chunk is read before the status line goes out, so that a
   // MongoDB failure there is still a clean 503; later failures can only cut
   // the connection short (Content-Length tells the client).
-  const { cursor, nextPiece } = openChunks(file, start, end);
+  const { cursor, needsRead, nextPiece } = openChunks(file, start, end);
   let firstPiece;
   try {
     firstPiece = await beforeDeadline(nextPiece(), deadline);
@@ -539,26 +555,54 @@ async function serveFile(req, res) {
     sendUnavailable(res);
     return;
   }
+  release();
   try {
     res.writeHead(status, responseHeaders);
   } catch (error) { // not expected (the values were checked), but never leave the cursor open
     cursor.close().catch(() => {});
     throw error;
   }
+  // Each later batch takes a slot for its round trip only, ahead of new
+  // requests (a body under way finishes before more start); it waits at most
+  // NODE_STREAM_WAIT_MS, or the body is cut short as on a read error.
+  const clientGone = new AbortController();
+  res.once('close', () => clientGone.abort());
+  async function readWithSlot() {
+    const releaseRead = await mongoSlots.acquire(STREAM_WAIT_MS, clientGone.signal, true);
+    if (releaseRead === null) {
+      if (clientGone.signal.aborted) return null; // pipeline has ended it already
+      throw new Error(`no slot of ${MAX_STREAMS} free within NODE_STREAM_WAIT_MS (${STREAM_WAIT_MS} ms)`);
+    }
+    try {
+      return await nextPiece();
+    } finally {
+      releaseRead();
+    }
+  }
   async function* pieces() {
     try {
-      for (let piece = firstPiece; piece !== null; piece = await nextPiece()) yield piece;
+      for (let piece = firstPiece; piece !== null; piece = await (needsRead() ? readWithSlot() : nextPiece())) {
+        yield piece;
+      }
     } finally {
       await cursor.close().catch(() => {});
     }
   }
+  // nginx's send_timeout: a client that takes nothing of the body for
+  // SEND_TIMEOUT_MS is cut off. The socket's idle timer restarts with every
+  // write, and at its expiry Node lets it run once more if the kernel took
+  // some of the write queue meanwhile: a client that reads is never cut,
+  // one that stopped is closed after one to two SEND_TIMEOUT_MS.
+  res.setTimeout(SEND_TIMEOUT_MS, () => {
+    log(`client took nothing of ${JSON.stringify(name)} for SEND_TIMEOUT_MS (${SEND_TIMEOUT_MS} ms): closed`);
+    res.destroy();
+  });
   // highWaterMark 1: at most one chunk waits in the stream, whatever the
-  // client's speed; pipeline destroys the response on a read error.
-  // The slot is released here or on the response's 'close', whichever comes
-  // first; the cursor is closed here too, as pieces() never started (its
-  // finally never runs) when the client left before the first read.
+  // client's speed, besides what is left of the cursor's batch (at most
+  // READ_BUFFER_BYTES); pipeline destroys the response on a read error. The
+  // cursor is closed here too, as pieces() never started (its finally never
+  // runs) when the client left before the first read.
   pipeline(Readable.from(pieces(), { highWaterMark: 1 }), res, (error) => {
-    release();
     cursor.close().catch(() => {});
     if (error && error.code !== 'ERR_STREAM_PREMATURE_CLOSE') {
       log(`stream of ${JSON.stringify(name)} cut short: ${error.name}: ${error.message}`);

@@ -10,12 +10,24 @@ bind = f"0.0.0.0:{os.environ.get('PORT', '8080')}"
 # gevent: each worker serves many connections; the database drivers
 # (pymongo, psycopg >= 3.1.14) cooperate once the worker has monkey-patched
 # the standard library, which it does before importing the app.
-worker_class = "gevent"
+# gevent_worker.py adds nginx's send_timeout to gunicorn's gevent worker: a
+# client that takes nothing of a response for SEND_TIMEOUT_MS (60 s) is closed.
+worker_class = "gevent_worker.SendTimeoutWorker"
 # Explicit: gunicorn's examples use cpu_count(), which counts the host's
 # cores, not the container's cpuset.
 workers = int(os.environ.get("GUNICORN_WORKERS", "1"))
-# Concurrent requests per gevent worker; above the loadgen's connection counts.
-worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "2000"))
+# Connections the container serves at once, shared by its workers: 256, what
+# every path is sized for (bench's vegeta workers, HTTPD_THREADS); more
+# wait in the listen backlog until one closes. This bounds what stalled
+# readers can pin: a response holds at most one read of its store
+# (READ_BUFFER_BYTES, 1.25 MiB of chunks) plus the piece being sent and its
+# objects: 1.4 to 1.6 MiB of resident memory measured per stalled response
+# (tests/test_slow_readers.py, which checks this sum), so 256 x 1.6 MiB =
+# 410 MiB plus gunicorn's own ~80 MiB (one worker, .env's for one core)
+# stays inside the 512 MiB TARGET_MEM; the send timeout frees them within
+# 60 s. (It was 2000: about 3 GiB.)
+CONNECTIONS = 256
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS") or max(1, CONNECTIONS // workers))
 keepalive = 75  # seconds; benchmark clients keep connections open
 timeout = 30
 # Any HTTP/<digit>.<digit> reaches the app, which answers a major version
