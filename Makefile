@@ -8,7 +8,7 @@ COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
 COMPOSE_LOCAL := docker compose --env-file local.env
 PYTEST_ARGS ?=
 
-.PHONY: setup local-images lab lab-local ab matrix resilience overload test clean
+.PHONY: setup local-images lab lab-local lab-hosts ab matrix resilience overload test clean
 
 setup:
 	tools/setup.sh
@@ -58,6 +58,12 @@ resilience: local-images
 # (tools/overload.py; OVERLOAD_ENV_FILE=.env for official images).
 overload: local-images
 	.venv/bin/python tools/overload.py
+
+# The lab split over several Docker engines by role, each named by a Docker
+# context or a DOCKER_HOST URL with its address on the link (tools/hosts.py):
+# make lab-hosts LAB_HOSTS="loadgen=default@10.0.0.1 paths=b@10.0.0.2 db=b@10.0.0.2"
+lab-hosts: local-images
+	.venv/bin/python tools/hosts.py
 
 # Every test, including the compose end-to-end run on local images; first the
 # FUSE filesystem's Go unit tests (chunk arithmetic, names).

@@ -118,3 +118,15 @@ def test_root_cgroup_is_the_whole_host():
     assert root.name == "/" and root.service is None
     assert root.latest.cpu_total_ns == raw["stats"][-1]["cpu"]["usage"]["total"] > 0
     assert root.cpu_allowance == cpus_in_mask(raw["spec"]["cpu"]["mask"]) == 2  # this machine's 2 cores
+
+
+def test_a_machine_as_its_cadvisor_describes_it():
+    from bench.measure.cadvisor import parse_machine
+    info = json.loads((FIXTURES / "machine-2cores.json").read_text())  # this machine's cAdvisor, as captured
+    machine = parse_machine(info)
+    assert (machine.cpus, machine.memory_bytes) == (2, 25276514304)
+    assert machine.identity == f"{info['machine_id']}/{info['boot_id']}"
+    for bad in ({"num_cores": 0}, {"num_cores": "2"}, {"num_cores": True}, {"memory_capacity": -1},
+                {"memory_capacity": None}):
+        with pytest.raises(CadvisorError, match="num_cores|memory_capacity"):
+            parse_machine({**info, **bad})

@@ -293,7 +293,7 @@ def test_work_outside_the_containers_during_a_run_flags_it_disturbed():
     run = WindowInput(int(0.5e9), int(4.5e9), 400, 100.0, 0.1, 1)
     for machine, disturbed in ((1.0, False), (1.6, True)):
         _, found, figures = window({"flask": series(0.9)}, {"flask": 1.0}, {}, "flask", run, None,
-                                   all_series={"flask": series(0.9)}, machine=series(machine))
+                                   all_series={"flask": series(0.9)}, machines=[series(machine)])
         assert (DISTURBED in found) is disturbed and figures["outside_cores"] == pytest.approx(machine - 0.9)
 
 
@@ -309,6 +309,31 @@ def test_a_window_too_short_for_two_readings_is_not_judged_disturbed():
     run = WindowInput(int(2.2e9), int(2.8e9), 60, 100.0, 0.1, 1)
     # the target's readings fall on whole seconds, the database's are not fetched past the run yet
     _, found, figures = window({"flask": series(0.9)}, {"flask": 1.0}, {}, "flask", run, None,
-                               all_series={"flask": series(0.9), "mongo": series(0.5)[:3]}, machine=series(1.6))
+                               all_series={"flask": series(0.9), "mongo": series(0.5)[:3]}, machines=[series(1.6)])
     assert not figures["inner_window"] and "outside_cores" not in figures
     assert DISTURBED not in found and SHORT_WINDOW in found
+
+
+def test_a_split_lab_lists_its_hosts_and_the_link_in_both_renderings():
+    from bench.report.html import render_html
+    run = repeated_run("nginx-static", "1MB.bin", 2**20, 5, with_target([rep(12, 30, 0.5, ["link-bound"])],
+                                                                        "nginx-static"))
+    results = results_of([run])
+    results.environment["hosts"] = [
+        {"name": "10.99.0.1", "cadvisor": "http://cadvisor:8080", "bench": True, "cpus": 2, "memory_bytes": 2**34,
+         "containers": ["loadgen"]},
+        {"name": "10.99.0.2", "cadvisor": "http://10.99.0.2:18088", "bench": False, "cpus": 8,
+         "memory_bytes": 2**35, "containers": ["mongo", "nginx-static"]}]
+    results.environment["link"] = {"address": "10.99.0.2", "port": 5201, "direction": "paths' host to bench's",
+                                   "bits_per_second": 95_526_378, "sent_bits_per_second": 99_287_788,
+                                   "rtt_ms": None, "retransmits": 0, "seconds": 5.0}
+    report = render_markdown(results)
+    assert "| 10.99.0.1 (bench) | 2 | 16.0 GiB | loadgen |" in report
+    assert "| 10.99.0.2 | 8 | 32.0 GiB | mongo, nginx-static |" in report
+    assert "**95.5 Mbit/s** received, 0 retransmits" in report
+    assert run.bottleneck == "link" and "link-bound" in run.flags
+    page = render_html(results)
+    assert "<h2>Hosts</h2>" in page or "Hosts</h" in page
+    assert "95.5 Mbit/s" in page
+    # one machine: no such section
+    assert "## Hosts" not in render_markdown(results_of([run]))

@@ -23,7 +23,8 @@ SPLIT = "loadgen=default@10.99.0.1 paths=unix:///run/docker-lab-b.sock@10.99.0.2
 
 @pytest.fixture(scope="module")
 def config() -> dict:
-    out = subprocess.run(["docker", "compose", "--env-file", "local.env", "config", "--format", "json"], cwd=REPO,
+    out = subprocess.run(["docker", "compose", "--env-file", "local.env", "--profile", "hosts", "config", "--format",
+                          "json"], cwd=REPO,
                          capture_output=True, text=True, timeout=60, check=True).stdout
     return json.loads(out)
 
@@ -56,11 +57,13 @@ def test_the_load_generator_alone_reaches_paths_and_databases_over_the_link(conf
     assert set(plans) == {"default", "unix:///run/docker-lab-b.sock"}
     a, b = plans["default"], plans["unix:///run/docker-lab-b.sock"]
     assert set(a["services"]) == {"settings", "seed", "bench", "cadvisor"}  # the seed: the files bench reads
-    assert set(b["services"]) == {"mongo", "postgres", "seed", "cadvisor", *targets}
+    assert set(b["services"]) == {"mongo", "postgres", "seed", "cadvisor", "link", *targets}
+    assert b["services"]["link"]["ports"] == ["10.99.0.2:5201:5201"]  # iperf3's server, for the link's measure
     bench = a["services"]["bench"]
     assert bench["environment"]["BENCH_TARGET_URLS"] == (
         "nginx-static=http://10.99.0.2:18080 nginx-gridfs=http://10.99.0.2:18081 nginx-cache=http://10.99.0.2:18082")
     assert bench["extra_hosts"] == ["mongo:10.99.0.2", "postgres:10.99.0.2"]
+    assert bench["environment"]["BENCH_LINK"] == "10.99.0.2:5201"
     # published on the link address only, never on every address
     published = [p for plan in plans.values() for s in plan["services"].values() for p in s.get("ports", [])]
     assert published and all(p.startswith(("10.99.0.1:", "10.99.0.2:")) for p in published)
@@ -73,7 +76,8 @@ def test_each_override_is_one_compose_reads(config, tmp_path):
     for engine, plan in plans.items():
         path = tmp_path / "override.json"
         path.write_text(json.dumps({"services": plan["services"]}))
-        out = subprocess.run(["docker", "compose", "--env-file", "local.env", "-f", "compose.yaml", "-f", str(path),
+        out = subprocess.run(["docker", "compose", "--env-file", "local.env", "--profile", "hosts", "-f", "compose.yaml",
+                              "-f", str(path),
                               "config", "--format", "json"], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         merged = json.loads(out.stdout)["services"]
@@ -92,3 +96,35 @@ def test_bench_takes_a_paths_url_from_bench_target_urls():
     for bad in ("node=http://10.99.0.2:18081", "flask=10.99.0.2:18081", "flask=http://10.99.0.2"):
         with pytest.raises(SettingsError, match="BENCH_TARGET_URLS"):
             from_env({**env, "BENCH_TARGET_URLS": bad})
+
+
+def test_bench_reads_every_hosts_cadvisor_its_own_first(config):
+    plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], ["nginx-static"])
+    bench = plans["default"]["services"]["bench"]
+    assert bench["environment"]["CADVISOR_URL"] == "10.99.0.1=http://cadvisor:8080 10.99.0.2=http://10.99.0.2:18088"
+    from bench.measure.monitor import cadvisor_hosts
+    read = cadvisor_hosts(bench["environment"]["CADVISOR_URL"])
+    assert read.local == "10.99.0.1" and {h: c.url for h, c in read.clients.items()} == {
+        "10.99.0.1": "http://cadvisor:8080", "10.99.0.2": "http://10.99.0.2:18088"}
+    assert cadvisor_hosts("http://cadvisor:8080").local == ""  # one machine, as compose.yaml runs it
+    # one engine for every role: bench's own cAdvisor alone
+    one = hosts.override(hosts.parse_hosts("loadgen=default@10.0.0.1 paths=default@10.0.0.1 db=default@10.0.0.1"),
+                         config["services"], ["nginx-static"])
+    assert one["default"]["services"]["bench"]["environment"]["CADVISOR_URL"] == "10.0.0.1=http://cadvisor:8080"
+
+
+def test_a_cadvisor_watches_the_engine_on_its_own_host():
+    assert hosts.cadvisor_docker("unix:///run/docker-lab-b.sock") == "unix:///var/run/docker-lab-b.sock"
+    assert hosts.cadvisor_docker("unix:///var/run/docker.sock") == "unix:///var/run/docker.sock"
+    assert hosts.cadvisor_docker("ssh://lab@10.0.0.2") is None and hosts.cadvisor_docker("ctx-b") is None
+    with pytest.raises(LabError, match="under /var/run"):
+        hosts.cadvisor_docker("unix:///tmp/docker.sock")
+
+
+def test_bench_link_names_the_iperf3_server_across_the_link():
+    env = {"BENCH_TARGETS": "nginx-static"}
+    assert from_env(env).link is None  # one machine: nothing to measure
+    assert from_env({**env, "BENCH_LINK": "10.99.0.2:5201"}).link == ("10.99.0.2", 5201)
+    for bad in ("10.99.0.2", "10.99.0.2:0", "10.99.0.2:70000", "http://10.99.0.2:5201"):
+        with pytest.raises(SettingsError, match="BENCH_LINK"):
+            from_env({**env, "BENCH_LINK": bad})

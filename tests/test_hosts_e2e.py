@@ -15,6 +15,7 @@ from netns_hosts import NamespaceHost
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = "nginx-static nginx-gridfs flask"
+LINK_RATE, LINK_BPS = "40mbit", 40e6  # slower than nginx-static's 64 KB answers here
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +23,7 @@ def split_run():
     if not (REPO / "local.env").exists():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     host = NamespaceHost().start()
+    host.shape(LINK_RATE)
     results = REPO / "results" / f"e2e-hosts-{os.getpid()}"
     results.mkdir(parents=True)
     env = {**os.environ, "LAB_HOSTS": f"loadgen=default@{host.peer_address} paths={host.engine}@{host.address} "
@@ -31,16 +33,17 @@ def split_run():
     try:
         run = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "tools/hosts.py"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=2400)
-        doc = json.loads((results / "latest" / "results.json").read_text()) \
-            if (results / "latest" / "results.json").exists() else None
-        yield run, doc, host
+        latest = results / "latest"
+        doc = json.loads((latest / "results.json").read_text()) if (latest / "results.json").exists() else None
+        report = (latest / "report.md").read_text() if (latest / "report.md").exists() else ""
+        yield run, doc, host, report
     finally:
         host.stop()
         shutil.rmtree(results, ignore_errors=True)
 
 
 def test_bench_times_every_path_on_the_other_host(split_run):
-    run, doc, host = split_run
+    run, doc, host, _ = split_run
     assert run.returncode == 0, (run.stdout[-4000:], run.stderr[-2000:])
     assert doc["status"] == "complete"
     targets = {t["name"]: t for t in doc["targets"]}
@@ -52,8 +55,32 @@ def test_bench_times_every_path_on_the_other_host(split_run):
     assert "[hosts] default (10.99.0.1, loadgen)" in run.stdout
 
 
+def test_each_containers_cpu_is_read_on_its_own_host(split_run):
+    """One cAdvisor per engine: results.json names each container's host,
+    and a path's CPU per request comes from the cAdvisor beside it."""
+    _, doc, host, report = split_run
+    hosts = {h["name"]: h for h in doc["environment"]["hosts"]}
+    assert set(hosts) == {host.peer_address, host.address}
+    assert hosts[host.peer_address]["bench"] and "loadgen" in hosts[host.peer_address]["containers"]
+    assert set(TARGETS.split()) | {"mongo"} <= set(hosts[host.address]["containers"])
+    assert all(h["cpus"] >= 1 and h["memory_bytes"] > 0 for h in hosts.values())
+    for r in (r for r in doc["runs"] if r["status"] == "ok"):
+        assert (r["cpu"] or {}).get(r["target"], {}).get("cores", 0) > 0, r
+    assert "## Hosts" in report and f"| {host.address} |" in report
+
+
+def test_the_link_is_measured_and_a_row_that_fills_it_is_link_bound(split_run):
+    _, doc, host, report = split_run
+    link = doc["environment"]["link"]
+    assert link["address"] == host.address and 0.8 * LINK_BPS <= link["bits_per_second"] <= LINK_BPS, link
+    filled = [r for r in doc["runs"] if (r["target"], r["file"]) == ("nginx-static", "64KB.bin")]
+    assert filled and all("link-bound" in r["flags"] and r["bottleneck"] == "link" for r in filled), filled
+    for r in filled:  # the answers' bytes (headers too) within 10% of what iperf3 measured
+        assert abs(r["transfer_kbps"] * 1024 * 8 / link["bits_per_second"] - 1) <= 0.1, r["transfer_kbps"]
+
+
 def test_nothing_is_left_on_either_engine(split_run):
-    _, _, host = split_run
+    _, _, host, _ = split_run
     here = subprocess.run(["docker", "ps", "-a", "--filter", "label=com.docker.compose.project=gridfs-lab-hosts-e2e",
                            "-q"], capture_output=True, text=True, timeout=60).stdout.split()
     assert here == []

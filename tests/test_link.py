@@ -39,3 +39,28 @@ def test_a_row_at_nine_tenths_of_the_link_is_link_bound_and_that_is_its_bottlene
     assert not link_bound(11.0 * one_mb, None)   # one machine: no link measured
     assert bottleneck([LINK_BOUND, LOADGEN_BOUND], None, "nginx-static") == LINK
     assert bottleneck([LOADGEN_BOUND], None, "nginx-static") == LOADGEN_CPU
+
+
+def test_bench_measures_the_link_against_a_real_iperf3_server():
+    """iperf3's one-shot server on loopback, as compose's `link` service
+    runs it on the paths' host: one reverse test, then it is gone, and a
+    second measure is an error that says so (no figure invented)."""
+    import subprocess
+    import time
+
+    from processes import free_port
+    from bench.measure.link import LinkError, measure_link
+    port = free_port()
+    server = subprocess.Popen(["iperf3", "--server", "--one-off", "--bind", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        found = measure_link("127.0.0.1", port, seconds=1)
+        assert found["bits_per_second"] > 100e6 and found["direction"] == "paths' host to bench's"
+        assert found["seconds"] == pytest.approx(1.0, abs=0.2)
+        server.wait(timeout=10)  # --one-off: it served its test and exited
+        with pytest.raises(LinkError, match=f"127.0.0.1:{port} was not measured after 3 tries"):
+            measure_link("127.0.0.1", port, seconds=1)
+    finally:
+        server.kill()
+        server.wait()

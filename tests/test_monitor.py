@@ -82,3 +82,30 @@ def test_a_missing_service_is_a_warning(cadvisor_url):  # noqa: F811
     warnings = monitor.connect(time.monotonic() + 2, own_id=None)
     assert len(warnings) == 2 and "no-such-service" in warnings[0] and "no-such-database" in warnings[1]
     assert monitor.ids == {}
+
+
+def test_several_hosts_cadvisors_read_as_one(cadvisor_url, labelled_burner):  # noqa: F811
+    """Two hosts' cAdvisors, here one cAdvisor named twice: each container
+    is counted once, on the first host that lists it, and a machine two
+    cAdvisors share (namespace hosts on one kernel) is counted once."""
+    from bench.measure.monitor import CadvisorHosts
+    read = CadvisorHosts({"here": CadvisorClient(cadvisor_url), "there": CadvisorClient(cadvisor_url)})
+    monitor = Monitor(read, ["burner"], ["no-database"])
+    monitor.connect(time.monotonic() + 20, own_id=None)
+    assert monitor.hosts == {"burner": "here"} and monitor.cpusets["burner"]
+    ids = [c.id for c in read.containers()]
+    assert len(ids) == len(set(ids)) and labelled_burner in ids
+    machines = read.machines_by_host()
+    assert machines["here"] == machines["there"] and machines["here"].cpus >= 1
+    assert len(read.machines(num_stats=3)) == 1
+    # listed by another host's cAdvisor only: that host's, its cpuset naming that host's CPUs, not compared here
+    elsewhere = Monitor(CadvisorHosts({"here": CadvisorClient(cadvisor_url), "there": CadvisorClient(cadvisor_url)}),
+                        ["burner"], ["no-database"])
+    elsewhere.client.local = "there"
+    elsewhere.connect(time.monotonic() + 20, own_id=None)
+    assert elsewhere.hosts == {"burner": "here"} and elsewhere.cpusets["burner"] == ()
+    # every host's cAdvisor must answer: none is left out of a window silently
+    silent = CadvisorHosts({"here": CadvisorClient(cadvisor_url),
+                            "there": CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1)})
+    with pytest.raises(MonitorError):
+        silent.containers()

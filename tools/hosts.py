@@ -35,6 +35,7 @@ DATABASE_PORTS = {"mongo": 27017, "postgres": 5432}
 PATH_PORT = 8080        # every serving path listens here inside its container
 FIRST_PATH_PORT = 18080  # published on the paths host: one port per path, in BENCH_TARGETS order
 CADVISOR_PORT = 18088    # each host's cAdvisor, for bench
+LINK_PORT = 5201         # iperf3's, on the paths host: the link measured before timing
 ENGINE = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.+-]*|(?:unix|ssh|tcp)://\S+)$")
 ADDRESS = re.compile(r"^[0-9A-Za-z.:-]+$")
 
@@ -96,7 +97,7 @@ def services_of(role: str, services: dict, targets: list[str]) -> list[str]:
     paths = ["seed"] + list(targets)
     for target in targets:  # nginx-cache's upstream runs beside it
         paths += [d for d in (services[target].get("depends_on") or {}) if d not in DATABASES and d not in paths]
-    return paths
+    return paths + ["link"]  # the far end of the link's measurement
 
 
 def target_ports(targets: list[str]) -> dict[str, int]:
@@ -120,19 +121,45 @@ def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict
                 spec["ports"] = [f"{host.address}:{DATABASE_PORTS[service]}:{DATABASE_PORTS[service]}"]
             if role == "paths" and service in ports:
                 spec["ports"] = [f"{host.address}:{ports[service]}:{PATH_PORT}"]
+            if service == "link":
+                spec["ports"] = [f"{host.address}:{LINK_PORT}:{LINK_PORT}"]
             if db.engine != host.engine and service not in DATABASES:
                 spec["extra_hosts"] = [f"{name}:{db.address}" for name in DATABASES]
             if role == "loadgen" and service == "bench":
                 paths = hosts["paths"]
                 spec["environment"] = {"BENCH_TARGET_URLS": " ".join(
                     f"{t}=http://{paths.address}:{ports[t]}" if paths.engine != host.engine
-                    else f"{t}=http://{t}:{PATH_PORT}" for t in targets)}
+                    else f"{t}=http://{t}:{PATH_PORT}" for t in targets),
+                    "CADVISOR_URL": cadvisor_urls(hosts)}
+                if paths.engine != host.engine:
+                    spec["environment"]["BENCH_LINK"] = f"{paths.address}:{LINK_PORT}"
             plan["services"][service] = spec
         cadvisor = plan["services"].setdefault("cadvisor", {})
         cadvisor["ports"] = [f"{host.address}:{CADVISOR_PORT}:8080"]
     return {engine: {"services": plan["services"], "x-lab-host": {
         "engine": engine, "address": plan["host"].address, "roles": plan["roles"]}}
         for engine, plan in by_engine.items()}
+
+
+def cadvisor_urls(hosts: dict[str, Host]) -> str:
+    """CADVISOR_URL for bench: every engine's cAdvisor, named by its host's
+    address, bench's own first (reached by name, the others on the link)."""
+    here = hosts["loadgen"]
+    others = {h.engine: h for h in hosts.values() if h.engine != here.engine}
+    return " ".join([f"{here.address}=http://cadvisor:8080",
+                     *(f"{h.address}=http://{h.address}:{CADVISOR_PORT}" for h in others.values())])
+
+
+def cadvisor_docker(engine: str) -> str | None:
+    """The engine's socket as cAdvisor sees it (compose mounts /var/run), for
+    an engine on a socket of its own here; None: the default socket."""
+    if not engine.startswith("unix://"):
+        return None  # a context or a remote engine: that host's /var/run/docker.sock
+    path = engine.removeprefix("unix://")
+    for inside in ("/var/run/", "/run/"):
+        if path.startswith(inside):
+            return f"unix:///var/run/{path.removeprefix(inside)}"
+    raise LabError(f"LAB_HOSTS: {engine}: cAdvisor reads an engine's socket under /var/run only")
 
 
 def images_of(services: dict, names: list[str], project: str) -> list[str]:
@@ -146,7 +173,8 @@ class Split:
 
     def __init__(self, hosts: dict[str, Host], env: dict, env_file: Path, project: str):
         self.hosts, self.env, self.env_file, self.project = hosts, env, env_file, project
-        self.local = ["docker", "compose", "-p", project, "--env-file", str(env_file)]
+        # the hosts profile: the link service, which a one-machine run has no use for
+        self.local = ["docker", "compose", "-p", project, "--env-file", str(env_file), "--profile", "hosts"]
         self.config = json.loads(compose_run(self.local, ["config", "--format", "json"], env, 60,
                                              "reading compose.yaml"))["services"]
         self.targets = (env.get("BENCH_TARGETS") or settings_in(env_file).get("BENCH_TARGETS", "")).split()
@@ -158,11 +186,17 @@ class Split:
             path = WORK / f"{host.name}.yaml"
             path.write_text(json.dumps({"services": plan["services"]}, indent=1))  # JSON is YAML
             self.compose[engine] = ["docker", *host.docker_args, "compose", "-p", project, "--env-file",
-                                    str(env_file), "-f", str(ROOT / "compose.yaml"), "-f", str(path)]
+                                    str(env_file), "--profile", "hosts", "-f", str(ROOT / "compose.yaml"),
+                                    "-f", str(path)]
+
+    def env_of(self, engine: str) -> dict:
+        """The environment of compose on one engine: its cAdvisor watches that engine."""
+        socket = cadvisor_docker(engine)
+        return {**self.env, "CADVISOR_DOCKER": socket} if socket else self.env
 
     def on(self, role: str, args: list[str], timeout: float, what: str) -> str:
         engine = self.hosts[role].engine
-        return compose_run(self.compose[engine], args, self.env, timeout, f"{what} on {engine}")
+        return compose_run(self.compose[engine], args, self.env_of(engine), timeout, f"{what} on {engine}")
 
     def ship(self) -> None:
         """Builds here, then sends every engine but this one the images its
@@ -190,17 +224,20 @@ class Split:
             self.on("db", ["up", "-d", "--no-deps", *services_of("db", self.config, self.targets), "cadvisor"],
                     600, "starting the databases")
             self.on("paths", ["run", "--rm", "--no-deps", "seed"], 3600, "seeding the stores")
-            paths = [s for s in services_of("paths", self.config, self.targets) if s != "seed"]
+            apart = self.hosts["loadgen"].engine != self.hosts["paths"].engine
+            paths = [s for s in services_of("paths", self.config, self.targets)
+                     if s != "seed" and (s != "link" or apart)]  # no link to measure on one engine
             self.on("paths", ["up", "-d", "--no-deps", *paths, "cadvisor"], 600, "starting the paths")
             if self.hosts["loadgen"].engine != self.hosts["paths"].engine:
                 self.on("loadgen", ["run", "--rm", "--no-deps", "seed"], 3600, "writing the files bench reads")
             self.on("loadgen", ["up", "-d", "--no-deps", "cadvisor"], 600, "starting cAdvisor")
-            return subprocess.run(self.compose[self.hosts["loadgen"].engine] + ["run", "--rm", "--no-deps", "bench"],
-                                  cwd=ROOT, env=self.env, timeout=float(self.env.get("HOSTS_TIMEOUT", "7200"))
+            here = self.hosts["loadgen"].engine
+            return subprocess.run(self.compose[here] + ["run", "--rm", "--no-deps", "bench"],
+                                  cwd=ROOT, env=self.env_of(here), timeout=float(self.env.get("HOSTS_TIMEOUT", "7200"))
                                   ).returncode
         finally:
             for engine, command in self.compose.items():
-                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env, capture_output=True,
+                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine), capture_output=True,
                                timeout=300)
 
 

@@ -12,6 +12,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev    # the module's fuzz test (libFuzzer)
   postgresql                  # FerretDB's backend in native tests
   apache2-utils wrk aria2 curl  # load and resume clients in tests
+  iperf3                      # the link between two hosts (tests/test_link.py, the hosts e2e)
   apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)
   fuse3                       # gridfs-fuse's native tests (fusermount3)
   shellcheck                  # actionlint checks the workflow's run: scripts with it

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
 from .measure.bottleneck import bottleneck
-from .measure.usage import CORE_SATURATED, LOADGEN, LOADGEN_BOUND, THROTTLED
+from .measure.usage import CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, THROTTLED
 
 NOISY = "noisy"        # the repetitions' median absolute deviation is over stats.NOISY_MAD of their median
 
@@ -93,7 +93,7 @@ def median_repetition(reps: list[dict]) -> dict:
 # Flags a row takes from any of its repetitions, not only the one shown: a
 # tool at its limit, a competed core or a throttled target in one repetition
 # is a doubt on the case's spread, whichever repetition is the median.
-FLAGS_OF_ANY_REPETITION = (LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
+FLAGS_OF_ANY_REPETITION = (LINK_BOUND, LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
 
 
 def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps: list[dict],

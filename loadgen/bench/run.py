@@ -15,6 +15,7 @@ from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .checks.before_timing import check_all_conformance, verify_targets
 from .measure.cpu_windows import connect_monitor, database_service
+from .measure.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
 from .progress import MEASURED_OVERHEAD_S, Progress, clock, planned_seconds, say, warm_up_seconds
 from .settings import SLOW_CASE_STRETCH
@@ -175,6 +176,18 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     phases.end("A/B blocks")
 
 
+def measure_the_link(link: tuple[str, int], results: Results) -> None:
+    """The link to the paths' host, before timing: the bound of link-bound."""
+    try:
+        results.environment["link"] = found = measure_link(*link)
+    except LinkError as e:
+        results.warnings.append(f"the link was not measured, so no row was judged link-bound: {e}")
+        say(f"WARNING: {results.warnings[-1]}")
+        return
+    say(f"link to {link[0]}: {found['bits_per_second'] / 1e6:.1f} Mbit/s received over {found['seconds']:g} s "
+        f"(iperf3, paths' host to bench's)")
+
+
 def main() -> int:
     started = time.monotonic()
     try:
@@ -222,6 +235,8 @@ def main() -> int:
         phases.end("conformance")
         results.write_json(run_dir / "results.json")
         monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
+        if cfg.link:
+            measure_the_link(cfg.link, results)
         if cfg.ab:
             time_ab(cfg, results, files, run_dir, monitor, allowance, phases)
         else:

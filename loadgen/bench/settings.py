@@ -96,6 +96,9 @@ class Settings:
     # BENCH_TARGET_URLS, set by tools/hosts.py when the paths run on another
     # engine: each path's URL on the link (default: its compose name, port 8080)
     target_urls: dict = field(default_factory=dict)
+    # BENCH_LINK, set by tools/hosts.py likewise: the paths host's one-shot
+    # iperf3 server (ADDRESS:PORT), the link measured once before timing
+    link: tuple[str, int] | None = None
     # The store benchmark (seed 002): WRITE_FILES files of WRITE_SIZE bytes
     # written into every store with 1 thread and WRITE_THREADS, then read back.
     write: bool = True
@@ -177,6 +180,17 @@ def _target_urls(env, targets: list[str]) -> dict[str, str]:
                                 f"BENCH_TARGETS ({' '.join(targets)})")
         urls[name] = url
     return urls
+
+
+def _link(env) -> tuple[str, int] | None:
+    """BENCH_LINK="ADDRESS:PORT": the iperf3 server across the link."""
+    text = env.get("BENCH_LINK", "").strip()
+    if not text:
+        return None
+    m = re.fullmatch(r"([0-9A-Za-z.-]+):(\d{1,5})", text)
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        raise SettingsError(f"BENCH_LINK={text!r}: expected ADDRESS:PORT of the paths host's iperf3 server")
+    return m.group(1), int(m.group(2))
 
 
 def _open_loop(env) -> tuple[float, tuple[float, ...]]:
@@ -302,7 +316,7 @@ def from_env(env=os.environ) -> Settings:
         write_size=_size(env, "WRITE_SIZE", "10000000"),
         write_threads=_one(env, "WRITE_THREADS", "20", int, 1, 256),
         write_dir=env.get("WRITE_DIR", "/data/writes"),
-        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets),
+        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets), link=_link(env),
     )
     return replace(settings, **QUICK) if profile == "quick" else settings
 

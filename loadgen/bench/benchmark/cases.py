@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..measure import cache_log, usage
-from ..measure.bottleneck import bottleneck
+from ..measure.bottleneck import bottleneck, link_bound
 from ..measure.monitor import Monitor, MonitorError, read_proc_stat
 from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say, warm_up_seconds
 from .quiet import wait_until_quiet
@@ -66,6 +66,8 @@ class Timer:
         self.down: dict[str, str] = {}  # target -> why it stopped answering
         self.idle: dict[str, float] = {}  # role -> cores at rest, measured before the latest round
         self.cache_logs: dict[str, bool] = {}  # target -> it serves GET /cache-log
+        # what the link to the paths' host carried before timing (several hosts only)
+        self.link_bps: float | None = (results.environment.get("link") or {}).get("bits_per_second")
         # Every phase's order and warm-ups; results.schedule holds the same
         # dicts, so results.json has them as the run goes.
         self.schedule = Schedule(seed=results.run_id, repetitions=cfg.repetitions)
@@ -114,6 +116,8 @@ class Timer:
         rep["quiet_wait_s"] = round(waited, 2)
         if tool_bound(m.loadgen_cores, m.threads, self.allowance):
             rep["flags"].append(LOADGEN_BOUND)  # the tool's own rusage says so, cAdvisor or not
+        if link_bound(m.transfer_kbps * 1024, self.link_bps):
+            rep["flags"].append(usage.LINK_BOUND)
         if self.monitor is not None:
             window = usage.WindowInput(m.started_ns, m.ended_ns, m.requests, m.rps, m.loadgen_cores, m.threads,
                                        busy, idle=self.idle)

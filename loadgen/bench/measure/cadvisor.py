@@ -42,6 +42,7 @@ class Container:
     cpuset: tuple[int, ...]      # the CPUs it may run on (spec.cpu.mask); empty when not reported
     memory_limit_bytes: int | None
     stats: tuple[Counters, ...]  # oldest first
+    host: str = ""               # the host whose cAdvisor listed it (several hosts: tools/hosts.py)
 
     @property
     def latest(self) -> Counters | None:
@@ -132,6 +133,29 @@ def parse_docker_list(data: dict) -> list[Container]:
     if not isinstance(data, dict):
         raise CadvisorError(f"expected a JSON object of containers, got {type(data).__name__}")
     return [parse_container(info) for info in data.values()]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A host as its cAdvisor describes it (GET /api/v1.3/machine)."""
+    cpus: int
+    memory_bytes: int
+    identity: str   # machine and boot id: two cAdvisors on one kernel report the same
+
+    def as_dict(self) -> dict:
+        return {"cpus": self.cpus, "memory_bytes": self.memory_bytes}
+
+
+def parse_machine(info: dict) -> Machine:
+    """num_cores and memory_capacity, checked: they become figures in the
+    report and a bound on the machine's cores."""
+    cpus, memory = info.get("num_cores"), info.get("memory_capacity")
+    if not isinstance(cpus, int) or isinstance(cpus, bool) or not 0 < cpus <= 4096:
+        raise CadvisorError(f"machine: num_cores {cpus!r} is not a count of CPUs")
+    if not isinstance(memory, int) or isinstance(memory, bool) or memory <= 0:
+        raise CadvisorError(f"machine: memory_capacity {memory!r} is not a size in bytes")
+    identity = f"{info.get('machine_id') or ''}/{info.get('boot_id') or ''}"
+    return Machine(cpus, memory, identity if identity != "/" else "")
 
 
 def own_container_id(mountinfo: str) -> str | None:

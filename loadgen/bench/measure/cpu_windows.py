@@ -4,7 +4,7 @@ figures, never the timings."""
 import time
 from urllib.parse import urlsplit
 
-from .monitor import CadvisorClient, Monitor, MonitorError, own_id
+from .monitor import Monitor, MonitorError, cadvisor_hosts, own_id
 from ..progress import say
 from ..results import Results
 
@@ -29,7 +29,8 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
     if not cfg.cadvisor_url:
         results.warnings.append("CADVISOR_URL is empty: CPU and memory were not measured.")
         return None
-    monitor = Monitor(CadvisorClient(cfg.cadvisor_url), cfg.targets, database_services(cfg))
+    hosts = cadvisor_hosts(cfg.cadvisor_url)
+    monitor = Monitor(hosts, cfg.targets, database_services(cfg))
     try:
         warnings = monitor.connect(max(deadline, time.monotonic() + 10), own_id())
     except MonitorError as e:
@@ -41,6 +42,22 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
     results.warnings += warnings
     # What each container actually ran, from Docker, not the variables' text.
     results.environment["images"] = dict(sorted(monitor.images.items()))
+    if len(hosts.clients) > 1:
+        results.environment["hosts"] = hosts_of(hosts, monitor.hosts, results)
     say(f"cAdvisor at {cfg.cadvisor_url}: watching {', '.join(sorted(monitor.ids))}")
     monitor.start_sampling()
     return monitor
+
+
+def hosts_of(hosts, roles: dict[str, str], results: Results) -> list[dict]:
+    """The hosts of a lab split by tools/hosts.py: each one's cAdvisor, CPUs,
+    memory, and the containers it ran (by role)."""
+    try:
+        machines = hosts.machines_by_host()
+    except MonitorError as e:
+        results.warnings.append(f"the hosts' CPUs and memory were not read: {e}")
+        machines = {}
+    return [{"name": host, "cadvisor": client.url, "bench": host == hosts.local,
+             **(machines[host].as_dict() if host in machines else {}),
+             "containers": sorted(role for role, on in roles.items() if on == host)}
+            for host, client in hosts.clients.items()]

@@ -11,8 +11,10 @@ from urllib.parse import urlsplit
 
 from . import usage
 from .usage import LOADGEN
-from .cadvisor import CadvisorError, Container, Counters, find_by_id, own_container_id, \
-    parse_container, parse_docker_list, services_of_project
+from dataclasses import replace
+
+from .cadvisor import CadvisorError, Container, Counters, Machine, find_by_id, own_container_id, \
+    parse_container, parse_docker_list, parse_machine, services_of_project
 
 HOUSEKEEPING_INTERVAL = 1.0  # seconds: compose runs cAdvisor with --housekeeping_interval=1s
 # compose runs cAdvisor with --storage_duration=10m: it keeps that long of
@@ -74,6 +76,63 @@ class CadvisorClient:
         except (KeyError, TypeError, CadvisorError) as e:
             raise MonitorError(f"unreadable answer from {self.url}: {e}") from e
 
+    def info(self) -> Machine:
+        """GET /api/v1.3/machine: the host's CPUs, memory and identity."""
+        try:
+            return parse_machine(self._get("/api/v1.3/machine", 0))
+        except (AttributeError, CadvisorError) as e:
+            raise MonitorError(f"unreadable answer from {self.url}: {e}") from e
+
+
+class CadvisorHosts:
+    """The cAdvisors of several hosts (tools/hosts.py) read as one: every
+    container tagged with the host whose cAdvisor lists it, and the root
+    cgroup's series once per distinct machine (namespace hosts on one
+    kernel all report the same one). The first host is bench's own."""
+
+    def __init__(self, clients: dict[str, CadvisorClient]):
+        if not clients:
+            raise ValueError("no cAdvisor to read")
+        self.clients = clients
+        self.url = " ".join(f"{host}={c.url}" if host else c.url for host, c in clients.items())
+        self.local = next(iter(clients))
+        self._machines: dict[str, Machine] | None = None
+
+    def containers(self, num_stats: int = 1) -> list[Container]:
+        found: dict[str, Container] = {}
+        for host, client in self.clients.items():
+            for c in client.containers(num_stats):
+                found.setdefault(c.id, replace(c, host=host))
+        return list(found.values())
+
+    def machines_by_host(self) -> dict[str, Machine]:
+        """host -> its Machine, asked once."""
+        if self._machines is None:
+            self._machines = {host: client.info() for host, client in self.clients.items()}
+        return self._machines
+
+    def machines(self, num_stats: int = 1) -> list[list[Counters]]:
+        """The root cgroup's series of each distinct machine."""
+        if len(self.clients) == 1:
+            return [self.clients[self.local].machine(num_stats)]
+        seen, series = set(), []
+        for host, machine in self.machines_by_host().items():
+            if machine.identity and machine.identity in seen:
+                continue
+            seen.add(machine.identity)
+            series.append(self.clients[host].machine(num_stats))
+        return series
+
+
+def cadvisor_hosts(text: str, timeout: float = 5.0) -> CadvisorHosts:
+    """CADVISOR_URL as CadvisorHosts: one URL (this machine's cAdvisor), or
+    several as HOST=URL, bench's own host first (tools/hosts.py writes it)."""
+    clients = {}
+    for word in text.split():
+        host, _, url = word.partition("=") if "=" in word.split("://", 1)[0] else ("", "", word)
+        clients[host] = CadvisorClient(url, timeout)
+    return CadvisorHosts(clients)
+
 
 def read_proc_stat() -> str | None:
     try:
@@ -83,8 +142,8 @@ def read_proc_stat() -> str | None:
 
 
 class Monitor:
-    def __init__(self, client: CadvisorClient, targets: list[str], databases: list[str]):
-        self.client = client
+    def __init__(self, client: "CadvisorClient | CadvisorHosts", targets: list[str], databases: list[str]):
+        self.client = client if not isinstance(client, CadvisorClient) else CadvisorHosts({"": client})
         self.databases = list(databases)
         self.services = [*targets, *databases]  # compose services to watch besides bench
         self.ids: dict[str, str] = {}     # role -> container id
@@ -93,6 +152,7 @@ class Monitor:
         self.memory_limits: dict[str, int | None] = {}  # role -> bytes (None: no limit)
         # role -> the image its container runs, as Docker reports it
         self.images: dict[str, dict[str, str | None]] = {}
+        self.hosts: dict[str, str] = {}   # role -> the host it runs on ("" on one machine)
         self.samples: dict[str, list[Counters]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -136,7 +196,10 @@ class Monitor:
             if c.latest is not None:
                 self.ids[role] = c.id
                 self.allowance[role] = c.cpu_allowance
-                self.cpusets[role] = c.cpuset
+                # bench reads /proc/stat of its own host only: another host's
+                # CPU numbers name other cores, so they are not compared
+                self.cpusets[role] = c.cpuset if c.host == getattr(self.client, "local", c.host) else ()
+                self.hosts[role] = c.host
                 self.memory_limits[role] = c.memory_limit_bytes
                 self.images[role] = {"image": c.image, "image_id": c.image_id}
 
@@ -150,7 +213,7 @@ class Monitor:
         entries = int((time.time_ns() - run.start_ns) / 1e9 / HOUSEKEEPING_INTERVAL) + 4
         while True:
             containers = {c.id: c for c in self.client.containers(num_stats=entries)}
-            machine = self.client.machine(num_stats=entries)
+            machines = self.client.machines(num_stats=entries)
             # A run's cost: its target's, the databases' and bench's; the other
             # targets sit idle and are left out.
             series = {role: list(containers[i].stats) for role, i in self.ids.items()
@@ -161,7 +224,7 @@ class Monitor:
             time.sleep(HOUSEKEEPING_INTERVAL / 2)
         return usage.window(
             series, self.allowance, self.cpusets, target, run, loadgen_allowance,
-            all_series={i: list(c.stats) for i, c in containers.items()}, machine=machine,
+            all_series={i: list(c.stats) for i, c in containers.items()}, machines=machines,
             host_cpus=os.cpu_count() or 1)
 
     def idle(self, start_ns: int, end_ns: int) -> dict[str, float]:

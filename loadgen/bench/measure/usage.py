@@ -255,12 +255,13 @@ def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | 
     return found
 
 
-def cross_check(series_by_container: dict[str, list[Counters]], machine: list[Counters],
+def cross_check(series_by_container: dict[str, list[Counters]], machines: list[list[Counters]],
                 start_ns: int, end_ns: int, busy: dict[str, float], host_cpus: int) -> dict:
     """Cores of the whole host three ways over one run, each a rate over its
-    own inner window: every Docker container summed, cAdvisor's root cgroup,
-    and /proc/stat. Under steady load they agree; a gap says what the
-    containers' figures miss."""
+    own inner window: every Docker container summed, cAdvisor's root cgroup
+    (summed over the machines, when the lab spans several), and /proc/stat
+    (bench's machine only). Under steady load they agree; a gap says what
+    the containers' figures miss."""
     inner = []
 
     def cores(series):
@@ -268,12 +269,14 @@ def cross_check(series_by_container: dict[str, list[Counters]], machine: list[Co
         inner.append(e is not None and e.inner)
         return (e.last.cpu_total_ns - e.first.cpu_total_ns) / 1e9 / e.seconds if e else None
     per_container = [cores(s) for s in series_by_container.values()]
-    machine_cores = cores(machine) if machine else None
+    per_machine = [cores(m) for m in machines if m]
+    machine_cores = sum(per_machine) if per_machine and None not in per_machine else None
     return {
         "containers_cores": round(sum(c for c in per_container if c is not None), 4),
         "containers": sum(c is not None for c in per_container),
         "machine_cores": round(machine_cores, 4) if machine_cores is not None else None,
-        "host_cores": round(busy["cpu"] * host_cpus, 4) if "cpu" in busy else None,
+        # /proc/stat sees bench's machine only: no figure for a lab that spans several
+        "host_cores": round(busy["cpu"] * host_cpus, 4) if "cpu" in busy and len(machines) <= 1 else None,
         # every figure a rate over readings inside the run: only then is their difference work outside
         "inner_window": bool(inner) and all(inner),
     }
@@ -318,7 +321,7 @@ class WindowInput:
 
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
            cpusets: dict[str, tuple[int, ...]], target: str, run: WindowInput, loadgen_allowance: float | None,
-           all_series: dict[str, list[Counters]] | None = None, machine: list[Counters] | None = None,
+           all_series: dict[str, list[Counters]] | None = None, machines: list[list[Counters]] | None = None,
            host_cpus: int = 1) -> tuple[dict, list[str], dict]:
     """(cpu by role, flags, the window's own figures) for one timed run."""
     cpu = {}
@@ -332,7 +335,7 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     found = flags(cpu, target, run.tool_cores, tool_limit(run.tool_threads, loadgen_allowance), run.busy)
     figures = {"start_ns": run.start_ns, "end_ns": run.end_ns,
                "seconds": round((run.end_ns - run.start_ns) / 1e9, 3), "busy_shares": run.busy,
-               **cross_check(all_series or {}, machine or [], run.start_ns, run.end_ns, run.busy, host_cpus)}
+               **cross_check(all_series or {}, machines or [], run.start_ns, run.end_ns, run.busy, host_cpus)}
     outside = outside_cores(figures)
     if outside is not None:
         figures["outside_cores"] = round(outside, 4)

@@ -313,7 +313,7 @@ def _settings(results: Results) -> str:
     hosts.insert(0, ["database", md.server_label(env)])
     params = [[k, f"`{v}`"] for k, v in results.parameters.items()]
     timing = [[k, f"`{json.dumps(v)}`"] for k, v in results.timing.items()]
-    return ("<h3>Host and tools</h3>" + table(["", ""], hosts) + to_html(md._images(results))
+    return ("<h3>Host and tools</h3>" + table(["", ""], hosts) + to_html(md._hosts(results) + md._images(results))
             + _more(["## Settings (.env as the run saw it)", "", *md._table(["variable", "value"], params)])
             + _more(["## Timing as applied", "", *md._table(["knob", "value"], timing)])
             + to_html(md._phases(results)))

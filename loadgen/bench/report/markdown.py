@@ -133,6 +133,24 @@ def _images(results: Results) -> list[str]:
             *_table(["container", "image", "image ID"], rows), ""]
 
 
+def _hosts(results: Results) -> list[str]:
+    """The hosts of a lab split by role (tools/hosts.py), as their cAdvisors
+    describe them, and which containers each ran."""
+    hosts = results.environment.get("hosts") or []
+    if not hosts:
+        return []
+    rows = [[f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
+             f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "?",
+             ", ".join(h.get("containers") or []) or "none watched"] for h in hosts]
+    measured = []
+    link = results.environment.get("link")
+    if link:
+        retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
+        measured = [f"The link, measured before timing (iperf3, {link['direction']}, {link['seconds']:g} s): "
+                    f"**{link['bits_per_second'] / 1e6:.1f} Mbit/s** received{retransmits}; a row moving 90% of "
+                    "it is `link-bound`.", ""]
+    return ["## Hosts", "", "One Docker engine per role, each with its own cAdvisor: every container's CPU is "
+            "read on its own host.", "", *_table(["host", "CPUs", "memory", "containers"], rows), "", *measured]
 
 
 def _heading(results: Results) -> list[str]:
@@ -665,5 +683,5 @@ def render_markdown(results: Results) -> str:
         if results.charts:
             lines += _charts(results)
         lines += _agreement(results) + _sweep(results) + _every_case(results)
-    lines += _images(results) + _phases(results)
+    lines += _hosts(results) + _images(results) + _phases(results)
     return "\n".join(lines)
