@@ -128,3 +128,19 @@ def test_bench_link_names_the_iperf3_server_across_the_link():
     for bad in ("10.99.0.2", "10.99.0.2:0", "10.99.0.2:70000", "http://10.99.0.2:5201"):
         with pytest.raises(SettingsError, match="BENCH_LINK"):
             from_env({**env, "BENCH_LINK": bad})
+
+
+def test_link_rate_delay_and_loss_become_tc_qdiscs_or_a_named_error():
+    shaping = hosts.shaping_of({"LINK_RATE": "1gbit"})
+    # the rate on both ends' egress, its bucket a tick's worth of the rate at HZ=250
+    assert shaping.qdisc(True) == shaping.qdisc(False) == ["tbf", "rate", "1gbit", "burst", "500000", "latency",
+                                                           "50ms"]
+    assert hosts.shaping_of({"LINK_RATE": "40mbit"}).qdisc(False)[4] == str(64 * 1024)  # never under 64 KiB
+    wan = hosts.shaping_of({"LINK_RATE": "100mbit", "LINK_DELAY": "20ms", "LINK_LOSS": "0.1%"})
+    assert wan.qdisc(True) == ["netem", "delay", "20ms", "loss", "0.1%", "rate", "100mbit"]
+    assert wan.qdisc(False)[:3] == ["tbf", "rate", "100mbit"] and wan.words() == "rate=100mbit delay=20ms loss=0.1%"
+    assert hosts.shaping_of({"LINK_DELAY": "5ms"}).qdisc(False) is None  # delay: the load generator's side only
+    assert not hosts.shaping_of({})
+    for name, bad in (("LINK_RATE", "1G"), ("LINK_RATE", "fast"), ("LINK_DELAY", "20"), ("LINK_LOSS", "1")):
+        with pytest.raises(LabError, match=name):
+            hosts.shaping_of({name: bad})

@@ -23,13 +23,13 @@ def split_run():
     if not (REPO / "local.env").exists():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     host = NamespaceHost().start()
-    host.shape(LINK_RATE)
     results = REPO / "results" / f"e2e-hosts-{os.getpid()}"
     results.mkdir(parents=True)
     env = {**os.environ, "LAB_HOSTS": f"loadgen=default@{host.peer_address} paths={host.engine}@{host.address} "
                                       f"db={host.engine}@{host.address}",
            "RESULTS_DIR": str(results), "HOSTS_PROJECT": "gridfs-lab-hosts-e2e", "BENCH_TARGETS": TARGETS,
-           "FILE_SIZES": "1KB 64KB", "BENCH_PROFILE": "quick", "BENCH_CONCURRENCY": "4", "FILE_SET": "off"}
+           "FILE_SIZES": "1KB 64KB", "BENCH_PROFILE": "quick", "BENCH_CONCURRENCY": "4", "FILE_SET": "off",
+           "LINK_RATE": LINK_RATE}
     try:
         run = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "tools/hosts.py"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=2400)
@@ -73,6 +73,7 @@ def test_the_link_is_measured_and_a_row_that_fills_it_is_link_bound(split_run):
     _, doc, host, report = split_run
     link = doc["environment"]["link"]
     assert link["address"] == host.address and 0.8 * LINK_BPS <= link["bits_per_second"] <= LINK_BPS, link
+    assert link["shaped"] == f"rate={LINK_RATE}" and f"shaped with tc (rate={LINK_RATE})" in report
     filled = [r for r in doc["runs"] if (r["target"], r["file"]) == ("nginx-static", "64KB.bin")]
     assert filled and all("link-bound" in r["flags"] and r["bottleneck"] == "link" for r in filled), filled
     for r in filled:  # the answers' bytes (headers too) within 10% of what iperf3 measured
@@ -83,4 +84,10 @@ def test_nothing_is_left_on_either_engine(split_run):
     _, _, host, _ = split_run
     here = subprocess.run(["docker", "ps", "-a", "--filter", "label=com.docker.compose.project=gridfs-lab-hosts-e2e",
                            "-q"], capture_output=True, text=True, timeout=60).stdout.split()
-    assert here == []
+    there = host.docker("ps", "-a", "--filter", "label=com.docker.compose.project=gridfs-lab-hosts-e2e", "-q")
+    assert here == [] and there.stdout.split() == []
+    # and the link is as it was: no qdisc of the lab's left on either end
+    for side, device in ((["tc"], host.outer), (["tc", "-n", host.name], host.inner)):
+        shown = subprocess.run([*side, "qdisc", "show", "dev", device], capture_output=True, text=True,
+                               timeout=30).stdout
+        assert "tbf" not in shown and "netem" not in shown, shown

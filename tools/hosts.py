@@ -162,6 +162,55 @@ def cadvisor_docker(engine: str) -> str | None:
     raise LabError(f"LAB_HOSTS: {engine}: cAdvisor reads an engine's socket under /var/run only")
 
 
+RATE = re.compile(r"^\d+(?:\.\d+)?[kmg]?bit$")
+DELAY = re.compile(r"^\d+(?:\.\d+)?(?:us|ms|s)$")
+LOSS = re.compile(r"^\d+(?:\.\d+)?%$")
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """LINK_RATE, LINK_DELAY, LINK_LOSS: a LAN or a WAN between the hosts.
+    The rate holds on both hosts' egress toward each other (answers and
+    requests alike); delay and loss on the load generator's side, as netem
+    adds them."""
+    rate: str = ""
+    delay: str = ""
+    loss: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.rate or self.delay or self.loss)
+
+    def qdisc(self, loadgen_side: bool) -> list[str] | None:
+        """tc's qdisc words for one side; None: that side is not shaped."""
+        if loadgen_side and (self.delay or self.loss):
+            return ["netem", *(["delay", self.delay] if self.delay else []),
+                    *(["loss", self.loss] if self.loss else []), *(["rate", self.rate] if self.rate else [])]
+        if not self.rate:
+            return None
+        # tbf's bucket must hold a tick's worth of the rate (HZ may be 250)
+        burst = max(64 * 1024, int(bits_per_second(self.rate) / 8 / 250))
+        return ["tbf", "rate", self.rate, "burst", str(burst), "latency", "50ms"]
+
+    def words(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in (("rate", self.rate), ("delay", self.delay), ("loss", self.loss)) if v)
+
+
+def bits_per_second(rate: str) -> float:
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate).groups()
+    return float(number) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[unit]
+
+
+def shaping_of(env: dict) -> Shaping:
+    found = {}
+    for name, pattern, example in (("LINK_RATE", RATE, "1gbit or 100mbit"), ("LINK_DELAY", DELAY, "10ms"),
+                                   ("LINK_LOSS", LOSS, "0.1%")):
+        value = env.get(name, "").strip()
+        if value and not pattern.match(value):
+            raise LabError(f"{name}={value!r}: expected a value such as {example}")
+        found[name.removeprefix("LINK_").lower()] = value
+    return Shaping(**found)
+
+
 def images_of(services: dict, names: list[str], project: str) -> list[str]:
     """The images an engine needs for these services: each one's `image`,
     or the name Compose gives what it builds (PROJECT-SERVICE)."""
@@ -206,7 +255,9 @@ class Split:
         for engine, plan in self.plans.items():
             if engine == LOCAL_ENGINE:
                 continue
-            images = images_of(self.config, list(plan["services"]), self.project)
+            # the load generator's host shapes the link from the lab's own image too
+            extra = ["link"] if "loadgen" in plan["x-lab-host"]["roles"] else []
+            images = images_of(self.config, list(plan["services"]) + extra, self.project)
             host = Host(engine, plan["x-lab-host"]["address"])
             print(f"[hosts] {engine}: shipping {len(images)} images", flush=True)
             saved = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
@@ -216,26 +267,57 @@ class Split:
             if saved.returncode or loaded.returncode:
                 raise LabError(f"shipping images to {engine}: {loaded.stderr.strip()[-400:]}")
 
+    def shape(self, shaping: Shaping, undo: bool = False) -> None:
+        """tc on the load generator's and the paths' hosts, each on its
+        interface toward the other, from a one-shot container with the host's
+        network and NET_ADMIN alone (the lab's own image: iproute2)."""
+        ends = [(self.hosts["loadgen"], self.hosts["paths"], True), (self.hosts["paths"], self.hosts["loadgen"], False)]
+        for here, there, loadgen_side in ends:
+            words = shaping.qdisc(loadgen_side)
+            if words is None:
+                continue
+            tc = "tc qdisc del dev \"$dev\" root" if undo else f"tc qdisc replace dev \"$dev\" root {' '.join(words)}"
+            script = (f"dev=$(ip -o route get {there.address} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p') && "
+                      f"[ -n \"$dev\" ] && {tc}")
+            done = subprocess.run(["docker", *here.docker_args, "run", "--rm", "--network", "host", "--cap-drop", "ALL",
+                                   "--cap-add", "NET_ADMIN", "--user", "0", "--entrypoint", "sh",
+                                   f"{self.project}-link", "-c", script],
+                                  capture_output=True, text=True, timeout=120)
+            if done.returncode != 0 and not undo:
+                why = done.stderr.strip()[-300:]
+                if "netem" in words and "qdisc" in why.lower():
+                    why += " (LINK_DELAY and LINK_LOSS need the kernel's sch_netem)"
+                raise LabError(f"shaping the link on {here.engine} ({shaping.words()}): {why}")
+
     def run(self) -> int:
         """Databases, then the seed and the paths, then bench, each on its
         engine; bench's exit code. Everything is taken down after."""
+        shaping = shaping_of(self.env)
+        apart = self.hosts["loadgen"].engine != self.hosts["paths"].engine
+        if shaping and not apart:
+            raise LabError(f"LINK_RATE, LINK_DELAY, LINK_LOSS ({shaping.words()}) shape the link between the load "
+                           "generator's host and the paths': here both are on one engine")
         try:
             self.on("loadgen", ["run", "--rm", "--no-deps", "settings"], 600, "checking the settings")
             self.on("db", ["up", "-d", "--no-deps", *services_of("db", self.config, self.targets), "cadvisor"],
                     600, "starting the databases")
             self.on("paths", ["run", "--rm", "--no-deps", "seed"], 3600, "seeding the stores")
-            apart = self.hosts["loadgen"].engine != self.hosts["paths"].engine
             paths = [s for s in services_of("paths", self.config, self.targets)
                      if s != "seed" and (s != "link" or apart)]  # no link to measure on one engine
             self.on("paths", ["up", "-d", "--no-deps", *paths, "cadvisor"], 600, "starting the paths")
-            if self.hosts["loadgen"].engine != self.hosts["paths"].engine:
+            if apart:
                 self.on("loadgen", ["run", "--rm", "--no-deps", "seed"], 3600, "writing the files bench reads")
+            if shaping:
+                print(f"[hosts] the link shaped: {shaping.words()}", flush=True)
+                self.shape(shaping)
             self.on("loadgen", ["up", "-d", "--no-deps", "cadvisor"], 600, "starting cAdvisor")
             here = self.hosts["loadgen"].engine
             return subprocess.run(self.compose[here] + ["run", "--rm", "--no-deps", "bench"],
                                   cwd=ROOT, env=self.env_of(here), timeout=float(self.env.get("HOSTS_TIMEOUT", "7200"))
                                   ).returncode
         finally:
+            if shaping:
+                self.shape(shaping, undo=True)
             for engine, command in self.compose.items():
                 subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine), capture_output=True,
                                timeout=300)

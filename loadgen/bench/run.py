@@ -176,10 +176,10 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     phases.end("A/B blocks")
 
 
-def measure_the_link(link: tuple[str, int], results: Results) -> None:
+def measure_the_link(link: tuple[str, int], shaping: str, results: Results) -> None:
     """The link to the paths' host, before timing: the bound of link-bound."""
     try:
-        results.environment["link"] = found = measure_link(*link)
+        results.environment["link"] = found = {**measure_link(*link), "shaped": shaping}
     except LinkError as e:
         results.warnings.append(f"the link was not measured, so no row was judged link-bound: {e}")
         say(f"WARNING: {results.warnings[-1]}")
@@ -236,7 +236,7 @@ def main() -> int:
         results.write_json(run_dir / "results.json")
         monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
         if cfg.link:
-            measure_the_link(cfg.link, results)
+            measure_the_link(cfg.link, cfg.link_shaping, results)
         if cfg.ab:
             time_ab(cfg, results, files, run_dir, monitor, allowance, phases)
         else:

@@ -99,6 +99,7 @@ class Settings:
     # BENCH_LINK, set by tools/hosts.py likewise: the paths host's one-shot
     # iperf3 server (ADDRESS:PORT), the link measured once before timing
     link: tuple[str, int] | None = None
+    link_shaping: str = ""   # LINK_RATE, LINK_DELAY, LINK_LOSS as tools/hosts.py applied them, recorded
     # The store benchmark (seed 002): WRITE_FILES files of WRITE_SIZE bytes
     # written into every store with 1 thread and WRITE_THREADS, then read back.
     write: bool = True
@@ -317,6 +318,8 @@ def from_env(env=os.environ) -> Settings:
         write_threads=_one(env, "WRITE_THREADS", "20", int, 1, 256),
         write_dir=env.get("WRITE_DIR", "/data/writes"),
         ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets), link=_link(env),
+        link_shaping=" ".join(f"{n.removeprefix('LINK_').lower()}={env[n]}" for n in ("LINK_RATE", "LINK_DELAY",
+                                                                                       "LINK_LOSS") if env.get(n)),
     )
     return replace(settings, **QUICK) if profile == "quick" else settings
 

@@ -146,7 +146,8 @@ def _hosts(results: Results) -> list[str]:
     link = results.environment.get("link")
     if link:
         retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
-        measured = [f"The link, measured before timing (iperf3, {link['direction']}, {link['seconds']:g} s): "
+        shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
+        measured = [f"The link{shaped}, measured before timing (iperf3, {link['direction']}, {link['seconds']:g} s): "
                     f"**{link['bits_per_second'] / 1e6:.1f} Mbit/s** received{retransmits}; a row moving 90% of "
                     "it is `link-bound`.", ""]
     return ["## Hosts", "", "One Docker engine per role, each with its own cAdvisor: every container's CPU is "
