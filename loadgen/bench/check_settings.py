@@ -29,7 +29,7 @@ BENCH_KNOBS = ("BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_DURATION", "BENCH_WA
                "BENCH_REPETITIONS", "BENCH_PROFILE", "BENCH_TOOLS", "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS",
                "BENCH_SWEEP",
                "BENCH_SWEEP_DURATION", "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
-               "BENCH_STARTUP_TIMEOUT", "BENCH_ALLOW_NONCONFORMING")
+               "BENCH_STARTUP_TIMEOUT", "BENCH_ALLOW_NONCONFORMING", "BENCH_LOADGENS")
 # An A/B run's (make ab sets them): judged together, as AB_A needs AB_B.
 AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY")
 # What decides how much memory bench's writer threads take.

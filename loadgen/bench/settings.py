@@ -12,6 +12,7 @@ RECORDED = [
     "FILE_SIZES", "FILE_SET", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
     "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
+    "BENCH_LOADGENS",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
     "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY",
     "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
@@ -81,6 +82,7 @@ class Settings:
     min_requests: int = 200
     repetitions: int = 3          # counted runs of each case, the targets in the schedule's order
     tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk at the highest concurrency
+    loadgens: int = 1             # ab processes sharing each case's concurrency, merged (BENCH_LOADGENS)
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
     sweep_duration: int = 1       # seconds per level and tool
     open_loop: float = 0.5        # fixed rate as a share of the case's capacity; 0: none
@@ -305,7 +307,7 @@ def from_env(env=os.environ) -> Settings:
         warmup=_one(env, "BENCH_WARMUP", "6", int, 0, 600),
         min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
         repetitions=_one(env, "BENCH_REPETITIONS", "3", int, 1, 100),
-        tools=_tools(env), sweep=_sweep(env),
+        tools=_tools(env), sweep=_sweep(env), loadgens=_one(env, "BENCH_LOADGENS", "1", int, 1, 16),
         sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
         open_loop=_open_loop(env)[0], open_loop_curve=_open_loop(env)[1],
         open_loop_max_s=_one(env, "BENCH_OPEN_LOOP_SECONDS", "20", int, 1, 600),
@@ -328,7 +330,8 @@ def effective(cfg: Settings) -> dict:
     """The timing knobs as this run applied them (a profile overrides .env)."""
     return {"profile": cfg.profile, "duration_s": cfg.duration, "warmup_s": cfg.warmup,
             "min_requests": cfg.min_requests, "max_duration_s": cfg.duration * SLOW_CASE_STRETCH,
-            "repetitions": cfg.repetitions, "tools": list(cfg.tools), "sweep": list(cfg.sweep),
+            "repetitions": cfg.repetitions, "tools": list(cfg.tools), "loadgens": cfg.loadgens,
+            "sweep": list(cfg.sweep),
             "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop,
             "open_loop_curve": list(cfg.open_loop_curve),
             "open_loop_max_s": cfg.open_loop_max_s,

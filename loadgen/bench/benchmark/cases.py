@@ -114,8 +114,8 @@ class Timer:
             if before and after else {}
         rep["cpu"], rep["flags"], rep["cpu_window"] = None, [], {"busy_shares": busy}
         rep["quiet_wait_s"] = round(waited, 2)
-        if tool_bound(m.loadgen_cores, m.threads, self.allowance):
-            rep["flags"].append(LOADGEN_BOUND)  # the tool's own rusage says so, cAdvisor or not
+        if tool_bound(m.loadgen_cores, m.threads, self.allowance) or usage.a_worker_bound(m.workers):
+            rep["flags"].append(LOADGEN_BOUND)  # the tools' own rusage says so, cAdvisor or not
         if link_bound(m.transfer_kbps * 1024, self.link_bps):
             rep["flags"].append(usage.LINK_BOUND)
         if self.monitor is not None:
@@ -191,7 +191,7 @@ class Timer:
                 continue
             try:
                 warm = self.warm(phase, t.name, c, lambda s: run_ab(self.url(t, f), s, c, expected_size=f["size"],
-                                                                    need_answers=False))
+                                                                    need_answers=False, workers=self.cfg.loadgens))
                 seconds[t.name] = case_seconds(self.cfg, warm, c)
             except TimingError as e:
                 errors[t.name] = f"warm-up failed: {e}"
@@ -204,7 +204,7 @@ class Timer:
             case = f"{case_name(name, f['name'], c)}-r{i}"
             try:
                 rep = self.measured(name, lambda: run_ab(self.url(t, f), seconds[name], c, self.run_dir, case,
-                                                         expected_size=f["size"]))
+                                                         expected_size=f["size"], workers=self.cfg.loadgens))
                 reps[name].append(rep)
                 self.results.order.append(f"{name} {f['name']} c={c} r={i}")
             except TimingError as e:
@@ -251,7 +251,7 @@ class Timer:
             seconds = self.case_duration(name, f["name"], c)
             runs = {
                 "ab -k": lambda: run_ab(self.url(t, f), seconds, c, self.run_dir, f"{case}-abk-r{i}",
-                                        keepalive=True, expected_size=f["size"]),
+                                        keepalive=True, expected_size=f["size"], workers=self.cfg.loadgens),
                 "wrk": lambda: run_wrk(self.url(t, f), c, seconds, self.run_dir, f"{case}-wrk-r{i}"),
             }
             try:
@@ -339,7 +339,7 @@ class Timer:
                     break
                 try:
                     ms = [run_ab(self.url(target, f), self.cfg.sweep_duration, c, self.run_dir, name,
-                                 expected_size=f["size"])]
+                                 expected_size=f["size"], workers=self.cfg.loadgens)]
                     if "wrk" in self.cfg.tools:
                         ms.append(run_wrk(self.url(target, f), c, self.cfg.sweep_duration, self.run_dir,
                                           f"{name}-wrk"))

@@ -90,16 +90,14 @@ def parse_percentiles(csv_text: str, complete: int | None = None) -> dict[int, f
 GNUPLOT_HEADER = "starttime\tseconds\tctime\tdtime\tttime\twait"
 
 
-def parse_completions(gnuplot_text: str) -> list[tuple[float, float, int]]:
-    """ab -g output as when its requests completed: [(earliest, latest,
-    requests)], seconds of the epoch. ab writes one row per request, in no
-    time order, with its start in whole seconds ('seconds') and its total
-    time in ms ('ttime'), so each completion is known only to lie in
-    [start + ttime, start + ttime + 1 s); rows alike are counted together."""
+def parse_requests(gnuplot_text: str) -> list[tuple[int, int]]:
+    """ab -g output as [(start, total ms)], one per request: its start in
+    whole seconds of the epoch ('seconds') and its total time in whole
+    milliseconds ('ttime'), in ab's order (none in particular)."""
     lines = gnuplot_text.splitlines()
     if not lines or lines[0].rstrip() != GNUPLOT_HEADER:
         raise AbOutputError("ab -g output lacks its header: " + GNUPLOT_HEADER.replace("\t", " "))
-    alike: dict[tuple[int, int], int] = {}
+    requests = []
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -110,5 +108,16 @@ def parse_completions(gnuplot_text: str) -> list[tuple[float, float, int]]:
             raise AbOutputError(f"ab -g line {number} is not 'date, seconds, ctime, dtime, ttime, wait'") from None
         if total_ms < 0:
             raise AbOutputError(f"ab -g line {number}: a negative total time")
-        alike[(start, total_ms)] = alike.get((start, total_ms), 0) + 1
+        requests.append((start, total_ms))
+    return requests
+
+
+def parse_completions(gnuplot_text: str) -> list[tuple[float, float, int]]:
+    """ab -g output as when its requests completed: [(earliest, latest,
+    requests)], seconds of the epoch. With its start in whole seconds, each
+    completion is known only to lie in [start + ttime, start + ttime + 1 s);
+    rows alike are counted together."""
+    alike: dict[tuple[int, int], int] = {}
+    for request in parse_requests(gnuplot_text):
+        alike[request] = alike.get(request, 0) + 1
     return [(start + ms / 1000, start + 1 + ms / 1000, n) for (start, ms), n in sorted(alike.items())]

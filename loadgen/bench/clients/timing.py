@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ab_output import AbOutputError, parse_completions, parse_percentiles, parse_summary, short_answers
+from .ab_output import (GNUPLOT_HEADER, AbOutputError, parse_completions, parse_percentiles, parse_requests,
+                        parse_summary, short_answers)
 from ..measure import latency
 from ..measure.usage import completion_bins
 from .vegeta_output import VegetaOutputError, completion_times, parse as parse_vegeta, parse_results
@@ -67,6 +68,9 @@ class Measurement:
     # vegeta's results; wrk gives none): CPU per request divides a window's
     # CPU by the requests completed inside that window
     completions: list[tuple[float, float]] | None = None
+    # BENCH_LOADGENS > 1: each ab worker's concurrency, requests, rate and
+    # own CPU (its rusage), the figures above being their merge
+    workers: list[dict] | None = None
 
     @property
     def wall_seconds(self) -> float:
@@ -107,6 +111,86 @@ def _run(cmd: list[str], timeout: float, out_dir: Path | None, name: str | None,
     if proc.returncode != 0:
         raise TimingError(f"{cmd[0]} exited with {proc.returncode}: {stderr.strip()[-300:]}")
     return Process(stdout, cpu, started, ended)
+
+
+def _run_together(cmds: list[list[str]], timeout: float, out_dir: Path | None,
+                  names: list[str | None]) -> list[Process]:
+    """Several tools started at once and waited for together (killed
+    together past the timeout), each with its own rusage (wait4), so each
+    one's CPU is known, not only their sum."""
+    started = time.time_ns()
+    with tempfile.TemporaryDirectory(prefix="tools-") as scratch:
+        outs = [open(Path(scratch) / f"{i}.out", "w+b") for i in range(len(cmds))]
+        try:
+            procs = [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT) for cmd, out in zip(cmds, outs)]
+        except OSError as e:
+            raise TimingError(f"{cmds[0][0]} could not run: {e}") from e
+        done: dict[int, tuple[int, float, int]] = {}  # index -> (exit code, CPU seconds, ended_ns)
+        deadline = time.monotonic() + timeout
+        while len(done) < len(procs):
+            for i, proc in enumerate(procs):
+                if i in done:
+                    continue
+                pid, status, used = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+                    done[i] = (proc.returncode, used.ru_utime + used.ru_stime, time.time_ns())
+            if len(done) < len(procs):
+                if time.monotonic() > deadline:
+                    for proc in procs:
+                        if proc.returncode is None:
+                            proc.kill()
+                            proc.wait()
+                    raise ToolTimeout(f"{cmds[0][0]} did not finish within {timeout:.0f} s (killed, with "
+                                      f"{len(cmds) - 1} others started with it)")
+                time.sleep(0.02)
+        found = []
+        for i, out in enumerate(outs):
+            out.seek(0)
+            text = out.read().decode(errors="replace")
+            out.close()
+            if out_dir and names[i]:
+                (out_dir / f"{names[i]}.txt").write_text(text)
+            code, cpu, ended = done[i]
+            if code != 0:
+                raise TimingError(f"{cmds[i][0]} (worker {i + 1} of {len(cmds)}) exited with {code}: "
+                                  f"{text.strip()[-300:]}")
+            found.append(Process(text, cpu, started, ended))
+    return found
+
+
+def worker_concurrencies(concurrency: int, workers: int) -> list[int]:
+    """The case's concurrency split over the workers, the first ones taking
+    the remainder; never a worker without a connection."""
+    n = max(1, min(workers, concurrency))
+    return [concurrency // n + (1 if i < concurrency % n else 0) for i in range(n)]
+
+
+def merged_ab(parts: list[Measurement], gnuplot_texts: list[str], concurrencies: list[int],
+              raw_output: str | None = None) -> Measurement:
+    """Pure: ab workers that ran the same case at once as one Measurement:
+    requests, failures, rates and CPU summed; the latency percentiles from
+    every worker's requests together (ab -g: whole milliseconds), never an
+    average of the workers' percentiles; each worker kept under `workers`."""
+    if not parts or len(parts) != len(gnuplot_texts):
+        raise AbOutputError("ab workers' outputs do not pair with their per-request lines")
+    times = [ms for text in gnuplot_texts for _, ms in parse_requests(text)]
+    summary = latency.summary([float(ms) for ms in times]) if times else {"samples": 0}
+    started, ended = min(p.started_ns for p in parts), max(p.ended_ns for p in parts)
+    rps = sum(p.rps for p in parts)
+    completions = completion_bins([c for text in gnuplot_texts for c in parse_completions(text)], started, ended)
+    return Measurement(
+        tool=parts[0].tool, requests=sum(p.requests for p in parts), failed=sum(p.failed for p in parts),
+        seconds=max(p.seconds for p in parts), rps=round(rps, 3),
+        time_per_request_ms=1000 / rps if rps else 0.0, transfer_kbps=sum(p.transfer_kbps for p in parts),
+        p50_ms=summary.get("p50_ms", 0.0), p90_ms=summary.get("p90_ms", 0.0), p99_ms=summary.get("p99_ms", 0.0),
+        # ab -e's row 100 is fractional; -g's whole ms stand in where a worker kept no -e
+        max_ms=max([p.max_ms for p in parts] + [summary.get("max_ms", 0.0)]), threads=len(parts),
+        loadgen_cpu_seconds=round(sum(p.loadgen_cpu_seconds for p in parts), 6), raw_output=raw_output,
+        started_ns=started, ended_ns=ended, completions=completions,
+        workers=[{"concurrency": c, "requests": p.requests, "rps": p.rps, "cpu_seconds": p.loadgen_cpu_seconds,
+                  "cores": round(p.loadgen_cores, 4), "raw_output": p.raw_output}
+                 for p, c in zip(parts, concurrencies)])
 
 
 def ab_measurement(stdout: str, csv_text: str | None, keepalive: bool = False, cpu_seconds: float = 0.0,
@@ -167,23 +251,35 @@ def _seconds(seconds: float) -> str:
     return str(max(1, round(seconds)))
 
 
+def ab_command(url: str, seconds: float, concurrency: int, keepalive: bool, csv_path: Path,
+               per_request: Path) -> list[str]:
+    return ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []), "-t", _seconds(seconds),
+            "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency),
+            "-e", str(csv_path), "-g", str(per_request), url]
+
+
 def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = None,
            name: str | None = None, keepalive: bool = False, expected_size: int = 0,
-           need_answers: bool = True) -> Measurement:
+           need_answers: bool = True, workers: int = 1) -> Measurement:
     """ab for `seconds` (-t; -n after it lifts ab's 50,000-request cap). With
     out_dir, writes <name>.txt and .csv. -r: a socket error is counted, not
     fatal, so one bad reply cannot hide the rest of the run. need_answers:
     a run in which no request completed is an error (a warm-up's is not:
-    slow answers can all still be arriving when -t ends)."""
+    slow answers can all still be arriving when -t ends). workers > 1
+    (BENCH_LOADGENS): that many ab processes share the concurrency, started
+    and stopped together, merged (merged_ab)."""
+    if workers > 1 and concurrency > 1:
+        m = run_ab_workers(url, seconds, concurrency, out_dir, name, keepalive, expected_size, workers)
+        if need_answers and m.requests == 0:
+            raise TimingError(f"no request completed within {m.seconds:.1f} s (at -c {concurrency})")
+        return m
     csv_path = (out_dir / f"{name}.csv") if out_dir else Path("/dev/null")
     # -g: a line per request (ab holds them all anyway and writes them after
     # its timer stops), read for the requests inside the CPU window, then
     # dropped: 50 bytes a request is too much to keep beside every run
     with tempfile.TemporaryDirectory(prefix="ab-") as scratch:
         per_request = Path(scratch) / "requests.tsv"
-        cmd = ["ab", "-r", "-s", str(TIMEOUT_S), *(["-k"] if keepalive else []), "-t", _seconds(seconds),
-               "-n", str(max(concurrency, int(AB_MAX_RPS * seconds))), "-c", str(concurrency),
-               "-e", str(csv_path), "-g", str(per_request), url]
+        cmd = ab_command(url, seconds, concurrency, keepalive, csv_path, per_request)
         p = _run(cmd, seconds + GRACE_S, out_dir, name)
         try:
             # ab writes no -e or -g file when it completed no request
@@ -196,6 +292,26 @@ def run_ab(url: str, seconds: float, concurrency: int, out_dir: Path | None = No
     if need_answers and m.requests == 0:
         raise TimingError(f"no request completed within {m.seconds:.1f} s (at -c {concurrency})")
     return m
+
+
+def run_ab_workers(url: str, seconds: float, concurrency: int, out_dir: Path | None, name: str | None,
+                   keepalive: bool, expected_size: int, workers: int) -> Measurement:
+    """`workers` ab processes on one case at once: <name>-w<i>.txt each."""
+    shares = worker_concurrencies(concurrency, workers)
+    names = [f"{name}-w{i + 1}" if out_dir and name else None for i in range(len(shares))]
+    with tempfile.TemporaryDirectory(prefix="ab-") as scratch:
+        csvs = [Path(scratch) / f"{i}.csv" for i in range(len(shares))]
+        tsvs = [Path(scratch) / f"{i}.tsv" for i in range(len(shares))]
+        procs = _run_together([ab_command(url, seconds, c, keepalive, csv, tsv)
+                               for c, csv, tsv in zip(shares, csvs, tsvs)], seconds + GRACE_S, out_dir, names)
+        try:
+            parts = [ab_measurement(p.stdout, csv.read_text() if csv.exists() else None, keepalive, p.cpu_seconds,
+                                    f"{n}.txt" if n else None, p.started_ns, p.ended_ns, expected_size)
+                     for p, csv, n in zip(procs, csvs, names)]
+            texts = [tsv.read_text() if tsv.exists() else GNUPLOT_HEADER + "\n" for tsv in tsvs]
+            return merged_ab(parts, texts, shares, f"{name}-w1.txt" if out_dir and name else None)
+        except (AbOutputError, OSError) as e:
+            raise TimingError(f"ab's output unreadable: {e}") from e
 
 
 def wrk_threads(concurrency: int) -> int:

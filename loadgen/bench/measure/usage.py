@@ -304,6 +304,12 @@ def tool_bound(cores: float, threads: int, allowance: float | None) -> bool:
     return cores >= LOADGEN_BOUND_SHARE * tool_limit(threads, allowance)
 
 
+def a_worker_bound(workers: list[dict] | None) -> bool:
+    """One of several ab workers (BENCH_LOADGENS) at its one thread's limit:
+    the case asked more of it than it could send, whatever the others did."""
+    return any(w["cores"] >= LOADGEN_BOUND_SHARE for w in workers or ())
+
+
 @dataclass
 class WindowInput:
     """What a window needs besides cAdvisor's series: the run's edges and

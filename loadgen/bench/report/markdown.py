@@ -160,7 +160,9 @@ def _heading(results: Results) -> list[str]:
             f"{timing.get('repetitions', '?')} repetitions of {timing.get('duration_s', '?')} s per case "
             f"(slow cases up to {timing.get('max_duration_s', '?')} s, to hold {timing.get('min_requests', '?')} "
             f"requests) after {timing.get('warmup_s', '?')} s of warm-up, rotating through the targets; "
-            f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`")
+            f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`"
+            + (f"; ab as {timing['loadgens']} processes sharing each case's connections (BENCH_LOADGENS), merged"
+               if timing.get("loadgens", 1) > 1 else ""))
     lines = [
         f"# GridFS Serving Lab report: run {results.run_id}",
         "",
