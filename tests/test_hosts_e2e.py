@@ -29,7 +29,7 @@ def split_run():
                                       f"db={host.engine}@{host.address}",
            "RESULTS_DIR": str(results), "HOSTS_PROJECT": "gridfs-lab-hosts-e2e", "BENCH_TARGETS": TARGETS,
            "FILE_SIZES": "1KB 64KB", "BENCH_PROFILE": "quick", "BENCH_CONCURRENCY": "4", "FILE_SET": "off",
-           "LINK_RATE": LINK_RATE}
+           "LINK_RATE": LINK_RATE, "BENCH_LOADGENS": "2"}
     try:
         run = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "tools/hosts.py"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=2400)
@@ -67,6 +67,15 @@ def test_each_containers_cpu_is_read_on_its_own_host(split_run):
     for r in (r for r in doc["runs"] if r["status"] == "ok"):
         assert (r["cpu"] or {}).get(r["target"], {}).get("cores", 0) > 0, r
     assert "## Hosts" in report and f"| {host.address} |" in report
+
+
+def test_two_ab_workers_share_each_case_and_are_merged(split_run):
+    _, doc, _, report = split_run
+    assert doc["timing"]["loadgens"] == 2 and "ab as 2 processes sharing each case's connections" in report
+    for r in (r for r in doc["runs"] if r["status"] == "ok"):
+        rep = r["repetitions"][0]
+        assert [w["concurrency"] for w in rep["workers"]] == [2, 2], r["target"]
+        assert rep["requests"] == sum(w["requests"] for w in rep["workers"]) == r["requests"]
 
 
 def test_the_link_is_measured_and_a_row_that_fills_it_is_link_bound(split_run):
