@@ -91,7 +91,7 @@ def test_several_hosts_cadvisors_read_as_one(cadvisor_url, labelled_burner):  # 
     from bench.measure.monitor import CadvisorHosts
     read = CadvisorHosts({"here": CadvisorClient(cadvisor_url), "there": CadvisorClient(cadvisor_url)})
     monitor = Monitor(read, ["burner"], ["no-database"])
-    monitor.connect(time.monotonic() + 20, own_id=None)
+    monitor.connect(time.monotonic() + 5, own_id=None)
     assert monitor.hosts == {"burner": "here"} and monitor.cpusets["burner"]
     ids = [c.id for c in read.containers()]
     assert len(ids) == len(set(ids)) and labelled_burner in ids
@@ -102,7 +102,7 @@ def test_several_hosts_cadvisors_read_as_one(cadvisor_url, labelled_burner):  # 
     elsewhere = Monitor(CadvisorHosts({"here": CadvisorClient(cadvisor_url), "there": CadvisorClient(cadvisor_url)}),
                         ["burner"], ["no-database"])
     elsewhere.client.local = "there"
-    elsewhere.connect(time.monotonic() + 20, own_id=None)
+    elsewhere.connect(time.monotonic() + 5, own_id=None)
     assert elsewhere.hosts == {"burner": "here"} and elsewhere.cpusets["burner"] == ()
     # every host's cAdvisor must answer: none is left out of a window silently
     silent = CadvisorHosts({"here": CadvisorClient(cadvisor_url),
