@@ -58,6 +58,7 @@ def test_bench_measures_the_link_against_a_real_iperf3_server():
         found = measure_link("127.0.0.1", port, seconds=1)
         assert found["bits_per_second"] > 100e6 and found["direction"] == "paths' host to bench's"
         assert found["seconds"] == pytest.approx(1.0, abs=0.2)
+        assert found["rtt_ms"] is None  # reverse: the sender's RTT is the server's, not in the client's report
         server.wait(timeout=10)  # --one-off: it served its test and exited
         with pytest.raises(LinkError, match=f"127.0.0.1:{port} was not measured after 3 tries"):
             measure_link("127.0.0.1", port, seconds=1)

@@ -14,7 +14,9 @@ class Iperf3OutputError(ValueError):
 class Link:
     bits_per_second: float   # received: what crossed the link, not what was queued
     sent_bits_per_second: float
-    rtt_ms: float | None     # the sender's mean smoothed RTT under that load (queueing included)
+    # the sender's mean smoothed RTT under that load (queueing included);
+    # None in reverse (-R): the sender is the server, whose RTT the client's report lacks
+    rtt_ms: float | None
     retransmits: int | None
     seconds: float
 
@@ -33,7 +35,9 @@ def parse(text: str) -> Link:
     try:
         end = doc["end"]
         received, sent = end["sum_received"], end["sum_sent"]
-        rtts = [s["sender"]["mean_rtt"] for s in end.get("streams", []) if "mean_rtt" in s.get("sender", {})]
+        reverse = bool(doc.get("start", {}).get("test_start", {}).get("reverse"))
+        rtts = [] if reverse else [s["sender"]["mean_rtt"] for s in end.get("streams", [])
+                                   if s.get("sender", {}).get("mean_rtt", 0) > 0]
         return Link(bits_per_second=float(received["bits_per_second"]),
                     sent_bits_per_second=float(sent["bits_per_second"]),
                     rtt_ms=sum(rtts) / len(rtts) / 1000 if rtts else None,  # iperf3 gives microseconds
