@@ -66,8 +66,14 @@ def case_of(a_rps: list[float], b_rps: list[float], file="1KB.bin", c=100) -> di
 
 def test_window_metrics_add_the_database_and_upstream_to_the_total():
     m = window_metrics(rep(1, 100.0, 2.0, 0.5), "flask", ["mongo", "postgres", "nginx-gridfs"])
-    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501)}
+    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501), "failed": 0}
     assert window_metrics({"rps": 5.0, "cpu": None}, "flask", ["mongo"])["cpu_total"] is None
+    # a window of flask at 1 MB, c=100 (wrk, 20261126T033216Z): 269 of 752 answers were the deadline's 503s
+    shed = window_metrics({**rep(1, 46.84, 2.8, 20.0), "requests": 752, "failed": 269}, "flask", ["mongo"])
+    assert shed["rps"] == pytest.approx(46.84 * 483 / 752) and shed["failed"] == 269
+    assert shed["cpu_path"] == pytest.approx(2.8 * 752 / 483) and shed["cpu_total"] == pytest.approx(22.8 * 752 / 483)
+    nothing = window_metrics({**rep(1, 10.0, 1.0, 1.0), "requests": 40, "failed": 40}, "flask", ["mongo"])
+    assert nothing["rps"] == 0 and nothing["cpu_path"] is None
     assert upstream_of("nginx-cache", "nginx-gridfs:8080") == "nginx-gridfs"
     assert upstream_of("nginx-cache-b", "flask:8080") == "flask" and upstream_of("flask", "x:1") is None
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -39,6 +40,7 @@ class HoldingProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.held = 0
+        self.sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -48,6 +50,7 @@ class HoldingProxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.target_port))
+            self.sockets += [client, server]
             threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
 
@@ -63,6 +66,16 @@ class HoldingProxy:
         for s in (src, dst):
             try:
                 s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        """The database gone: every connection to it reset, no new one taken."""
+        self.listener.close()
+        for s in self.sockets:
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # an RST, not a FIN
+                s.close()
             except OSError:
                 pass
 
@@ -150,6 +163,32 @@ def test_a_socket_timeout_fails_only_its_own_request(stored, proxy, sanitize):
         assert streamed.get("status") == 200 and "error" not in streamed, streamed.get("error")
         assert streamed["body"] == DATA["10MB.bin"]
         assert "answering 503 until a ping succeeds" not in server.log()
+    finally:
+        stop_nginx(server)
+
+
+def test_the_database_gone_mid_stream_cuts_the_stream_never_a_wrong_byte(stored, proxy, sanitize):
+    """A 10 MB response (many windows) under way when every connection to
+    the database is reset: the client gets the file's first bytes and no
+    other, then the connection closed short of Content-Length; a response
+    already whole is not touched; the next request is a clean 503."""
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=1000&connectTimeoutMS=1000", sanitize)
+    try:
+        whole = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+        streamed = {}
+        reader = threading.Thread(target=slow_read, args=(server.url("/files/10MB.bin"), streamed))
+        reader.start()
+        time.sleep(0.5)
+        proxy.cut()
+        reader.join(TIMEOUT)
+        assert not reader.is_alive()
+        assert whole.status_code == 200 and whole.content == DATA["1KB.bin"]
+        body = streamed["body"]
+        assert streamed.get("status") == 200 and "error" in streamed, streamed.get("error")  # closed short
+        assert 0 < len(body) < len(DATA["10MB.bin"]), len(body)
+        assert DATA["10MB.bin"].startswith(body)  # every byte sent was the file's, in order
+        after = requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT)
+        assert after.status_code == 503 and after.headers.get("Retry-After") == "1"
     finally:
         stop_nginx(server)
 
