@@ -228,6 +228,8 @@ class Split:
                                              "reading compose.yaml"))["services"]
         self.targets = (env.get("BENCH_TARGETS") or settings_in(env_file).get("BENCH_TARGETS", "")).split()
         self.plans = override(hosts, self.config, self.targets)
+        for engine in self.plans:
+            cadvisor_docker(engine)  # an engine cAdvisor cannot watch is named before anything starts
         WORK.mkdir(parents=True, exist_ok=True)
         self.compose: dict[str, list[str]] = {}
         for engine, plan in self.plans.items():

@@ -6,13 +6,12 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from . import usage
 from .usage import LOADGEN
-from dataclasses import replace
-
 from .cadvisor import CadvisorError, Container, Counters, Machine, find_by_id, own_container_id, \
     parse_container, parse_docker_list, parse_machine, services_of_project
 
