@@ -74,6 +74,28 @@ def test_a_server_that_ignores_range_and_host_is_caught(files, reference):
     assert "bad input: HTTP/0.9 request line" not in failed  # it answers HTTP/0.9 as nginx does
 
 
+def test_a_server_that_reads_no_body_answers_one_nobody_sent_and_is_caught(files, reference):
+    """Python's http.server keeping connections alive (HTTP/1.1) never reads
+    a GET's body: the body is taken for the next request (the framing cases,
+    loadgen/bench/checks/framing.py)."""
+    port = free_port()
+    plain = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                              "--protocol", "HTTP/1.1"],
+                             cwd=files[0].parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, "http.server", plain)
+        results = {r.case: r for r in check(reference.url, f"http://127.0.0.1:{port}", files[1])
+                   if r.case.startswith("framing: ")}
+    finally:
+        stop_process(plain)
+    body_as_request = results["framing: a body by Content-Length, then a second request"]
+    assert not body_as_request.passed and body_as_request.got == "200 501 then closed"
+    assert not results["framing: two different Content-Length"].passed
+    assert not results["framing: a bad chunk size"].passed
+    # read by Transfer-Encoding alone, then closed: an outcome RFC 9112 6.1 allows
+    assert results["framing: Content-Length and Transfer-Encoding"].passed
+
+
 @pytest.mark.parametrize("start", [flask_service, node_service, nginx_gridfs_service],
                          ids=["flask", "node", "nginx-gridfs"])
 def test_serving_path_conforms(start, mongo_uri, files, reference):

@@ -1,6 +1,7 @@
-"""The Node path's bound on the requests using MongoDB at once
-(NODE_MAX_STREAMS), against real FerretDB and the real node process. A slot
-is held only while the database is read (the lookup and first chunk batch,
+"""The Node path's bounds on the requests using MongoDB at once
+(NODE_MAX_STREAMS) and on the responses under way, stalled ones included
+(NODE_MAX_OPEN_STREAMS), against real FerretDB and the real node process.
+A slot is held only while the database is read (the lookup and first chunk batch,
 then each later batch), so the tests hold slots by freezing FerretDB under
 requests: a request beyond the bound (a body, a HEAD, a conditional GET:
 each looks the file up) waits its turn, at most NODE_STREAM_WAIT_MS, then
@@ -29,7 +30,9 @@ from service_processes import node_service
 
 DB_NAME = "lab_node_streams_test"
 MAX_STREAMS = 2
+OPEN_STREAMS = 8  # NODE_MAX_OPEN_STREAMS: responses under way, stalled ones included
 WAIT_S = 1.5
+DEADLINE_S = 4
 # 12 MiB: more than the kernel's socket buffers and the server's pipeline
 # take from a client that does not read, so that its stream stays open.
 BIG = "big.bin"
@@ -62,7 +65,7 @@ def node(mongo_uri, files):
     service = node_service(mongo_uri, DB_NAME)
     # A deadline beyond the slot wait: the waits tested here are the slots'.
     service.env.update(NODE_MAX_STREAMS=str(MAX_STREAMS), NODE_STREAM_WAIT_MS=str(int(WAIT_S * 1000)),
-                       REQUEST_DEADLINE_MS="4000")
+                       NODE_MAX_OPEN_STREAMS=str(OPEN_STREAMS), REQUEST_DEADLINE_MS=str(DEADLINE_S * 1000))
     service.start()
     yield service
     service.stop()
@@ -190,6 +193,30 @@ def test_clients_that_stop_reading_hold_no_slot(node, files):
     assert elapsed < WAIT_S, elapsed
 
 
+def test_streams_past_the_open_cap_wait_their_turn_then_are_503(node, files):
+    """NODE_MAX_OPEN_STREAMS bounds the responses under way, stalled ones
+    included (each holds up to a batch in memory): one more waits within its
+    deadline for a place, then gets the 503; /health does not wait; a place
+    given back serves the next request whole."""
+    with ExitStack() as holders:
+        stalled = [holders.enter_context(held_stream(node.port)) for _ in range(OPEN_STREAMS)]
+        started = time.monotonic()
+        assert requests.get(f"{node.url}/health", timeout=5).status_code == 200
+        assert time.monotonic() - started < 1
+        response, elapsed = get(node, SMALL)
+        assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+        assert DEADLINE_S * 0.9 < elapsed < DEADLINE_S + 1.5, elapsed
+        assert f"no place of NODE_MAX_OPEN_STREAMS ({OPEN_STREAMS}) free" in node.log()
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(get, node, SMALL)
+            time.sleep(0.3)
+            assert not waiting.done(), "a request past the cap did not wait"
+            reset(stalled[0])  # its client gives up: its place goes to the waiter
+            response, elapsed = waiting.result()
+    assert response.status_code == 200 and response.content == files[SMALL]
+    assert elapsed < DEADLINE_S, elapsed
+
+
 def test_a_waiter_that_leaves_takes_no_slot(node, ferretdb, files):
     with ThreadPoolExecutor(1) as pool:
         with held_slots(node, ferretdb, MAX_STREAMS):
@@ -235,7 +262,7 @@ def test_sequential_downloads_after_clients_left_mid_body_all_succeed(node, file
 
 @pytest.mark.parametrize("variable, value", [
     ("NODE_MAX_STREAMS", "0"), ("NODE_MAX_STREAMS", "-3"), ("NODE_MAX_STREAMS", "many"),
-    ("NODE_MAX_STREAMS", "2.5"), ("NODE_STREAM_WAIT_MS", "5s"), ("NODE_STREAM_WAIT_MS", "9999999999"),
+    ("NODE_MAX_STREAMS", "2.5"), ("NODE_MAX_OPEN_STREAMS", "0"), ("NODE_STREAM_WAIT_MS", "5s"), ("NODE_STREAM_WAIT_MS", "9999999999"),
     ("SEND_TIMEOUT_MS", "0"), ("SEND_TIMEOUT_MS", "60s"),
 ])
 def test_a_bad_setting_stops_the_process_at_start(mongo_uri, variable, value):

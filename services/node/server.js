@@ -71,9 +71,15 @@ const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.cont
 // A stream between reads holds what is left of its batch plus one chunk in
 // the pipeline, for as long as its client reads, or one to two
 // SEND_TIMEOUT_MS when it stops: 1.5 to 1.6 MiB of resident memory per
-// stalled client measured (tests/test_slow_readers.py). How many streams
-// there are is the clients' to say: no cap here.
+// stalled client measured (tests/test_slow_readers.py); MAX_OPEN_STREAMS
+// bounds how many there are.
 const MAX_STREAMS = positiveIntegerFromEnv('NODE_MAX_STREAMS', 32);
+// Responses under way at once, from the lookup to the body's end, whether
+// their clients read or stall: 200 x 1.6 MiB = 320 MiB, inside TARGET_MEM's
+// 512 MiB with node's own ~60 MiB, where clients left uncounted would not be
+// (gevent's workers cap their connections alike). A request past it waits
+// its turn within its deadline, then gets the 503.
+const MAX_OPEN_STREAMS = positiveIntegerFromEnv('NODE_MAX_OPEN_STREAMS', 200);
 // How long a request waits for a slot before its 503: nginx-gridfs's
 // gridfs_queue_timeout, so that both paths shed load alike, and well below
 // the load generators' 30 s client timeout. (2^31 - 1: setTimeout's limit.)
@@ -120,9 +126,17 @@ function beforeDeadline(promise, deadline) {
 }
 const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+// The statuses after which nginx closes the connection (its special
+// response handler turns keep-alive off for them): a client that sent a
+// malformed request is not read further.
+const CLOSING_STATUSES = new Set([400, 413, 414, 500, 501, 505]);
+
 function sendText(res, status, text, headers = {}) {
   const body = `${text}\n`;
-  res.writeHead(status, { ...headers, 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
+  const closing = CLOSING_STATUSES.has(status) ? { Connection: 'close' } : {};
+  res.writeHead(status, {
+    ...headers, ...closing, 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body),
+  });
   res.end(body);
 }
 
@@ -392,17 +406,17 @@ class Semaphore {
 }
 
 const mongoSlots = new Semaphore(MAX_STREAMS);
+const openStreams = new Semaphore(MAX_OPEN_STREAMS);
 
-// A slot to use MongoDB for this response's head (its lookup and first
-// chunk batch), in turn: its release function, called at the latest when
-// the response closes, or null when none freed within waitMs or the client
-// left while waiting (it leaves the queue).
-async function takeMongoSlot(res, waitMs) {
+// A place in `slots` for this response, in turn: its release function,
+// called at the latest when the response closes, or null when none freed
+// within waitMs or the client left while waiting (it leaves the queue).
+async function takeSlot(slots, res, waitMs) {
   if (res.destroyed) return null;
   const clientGone = new AbortController();
   const abort = () => clientGone.abort();
   res.once('close', abort);
-  const release = await mongoSlots.acquire(waitMs, clientGone.signal);
+  const release = await slots.acquire(waitMs, clientGone.signal);
   res.off('close', abort);
   if (release === null) return null;
   if (res.destroyed) { // granted after the client left
@@ -430,6 +444,17 @@ async function serveFile(req, res) {
     return;
   }
 
+  // A place among the open streams, held until the response closes (one
+  // that never gets its body, a 404 or a 304, gives it back at once).
+  const streamWaitMs = Math.max(1, deadline - Date.now());
+  if (await takeSlot(openStreams, res, streamWaitMs) === null) {
+    if (res.destroyed) return;
+    log(`no place of NODE_MAX_OPEN_STREAMS (${MAX_OPEN_STREAMS}) free within REQUEST_DEADLINE_MS `
+      + `(${REQUEST_DEADLINE_MS} ms) for ${JSON.stringify(name)}: 503`);
+    sendUnavailable(res);
+    return;
+  }
+
   // A slot before the lookup: every request that uses MongoDB takes one,
   // so the driver's pool is never queued deep with lookups that chunk reads
   // then wait behind (at 1000 clients on 1 MB, not one body came whole).
@@ -437,7 +462,7 @@ async function serveFile(req, res) {
   // out (an answer without a body releases it as it closes, at once): a
   // client that stops reading holds no slot.
   const waitMs = Math.max(1, Math.min(STREAM_WAIT_MS, deadline - Date.now()));
-  const release = await takeMongoSlot(res, waitMs);
+  const release = await takeSlot(mongoSlots, res, waitMs);
   if (release === null) {
     if (res.destroyed) return; // the client left while waiting
     log(`no slot of ${MAX_STREAMS} free within ${waitMs} ms (NODE_STREAM_WAIT_MS ${STREAM_WAIT_MS}, `
@@ -620,8 +645,14 @@ app.set('query parser', false);
 // Node 18 does not), repeated (Node keeps the first) or malformed, or a
 // malformed absolute-form authority (400; RFC 9112 3.2). HTTP/0.9, which
 // nginx still answers with the body alone, is refused (400): Node's
-// response always has a status line.
+// response always has a status line. A transfer coding other than chunked
+// alone ("gzip, chunked", which Node reads as chunked) is nginx's 501.
 app.use((req, res, next) => {
+  const coding = req.headers['transfer-encoding'];
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+    sendText(res, 501, 'transfer coding not implemented');
+    return;
+  }
   if (req.httpVersionMajor !== 1) {
     if (req.httpVersionMajor > 1) sendText(res, 505, 'HTTP version not supported');
     else sendText(res, 400, 'HTTP/0.9 not supported');

@@ -9,7 +9,8 @@ bad encodings) only need to be refused safely: never a server error, never a
 hang, and a 2xx only where nginx also answers 2xx, with nginx's bytes.
 Bad input that HTTP defines an answer for (repeated or malformed Host,
 absolute-form targets, HTTP versions, an HTTP/0.9 request line) must get
-nginx's status, and nginx's bytes where it serves the file.
+nginx's status, and nginx's bytes where it serves the file. Message
+framing (checks/framing.py) must end each request where nginx ends it.
 
 Run on its own:  python -m bench.checks.conformance --reference URL --target URL [--files-dir DIR]
 """
@@ -405,8 +406,10 @@ def bad_input_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseRes
 
 
 def check(reference_url: str, target_url: str, files: list[dict]) -> list[CaseResult]:
+    from .framing import framing_cases  # built on this module's Server and CaseResult
     ref, tgt = Server(reference_url), Server(target_url)
-    return functional_cases(ref, tgt, files) + hostile_cases(ref, tgt, files) + bad_input_cases(ref, tgt, files)
+    return (functional_cases(ref, tgt, files) + hostile_cases(ref, tgt, files) + bad_input_cases(ref, tgt, files)
+            + framing_cases(ref, tgt, files))
 
 
 def main(argv=None) -> int:

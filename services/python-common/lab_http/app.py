@@ -52,15 +52,20 @@ def unavailable() -> Response:
     return text_response(503, "storage unavailable", {"Retry-After": "1"})
 
 
-def closing_after_505(wsgi_app):
-    """WSGI middleware: the connection closes after a 505, as nginx closes
-    it (a client speaking another HTTP version is not to be kept). gunicorn
-    drops an app's Connection header, so its response object (the bound
-    owner of start_response) is asked to close; another server is left to
-    its own keep-alive."""
+# The statuses after which nginx closes the connection (its special
+# response handler turns keep-alive off for them): a client that sent a
+# malformed request is not read further.
+CLOSING_STATUSES = ("400 ", "413 ", "414 ", "500 ", "501 ", "505 ")
+
+
+def closing_as_nginx(wsgi_app):
+    """WSGI middleware: the connection closes after the statuses nginx
+    closes it after. gunicorn drops an app's Connection header, so its
+    response object (the bound owner of start_response) is asked to close;
+    another server is left to its own keep-alive."""
     def app(environ, start_response):
         def start(status: str, headers, exc_info=None):
-            if status.startswith("505 "):
+            if status.startswith(CLOSING_STATUSES):
                 force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
                 if callable(force_close):
                     force_close()
@@ -69,12 +74,33 @@ def closing_after_505(wsgi_app):
     return app
 
 
+def framing_refusal(environ: dict, deadline: float) -> Response | None:
+    """What nginx answers a request's body framing with, before the app
+    answers the request: 501 for a transfer coding other than chunked alone
+    (gunicorn reads "gzip, chunked" as chunked), and the body read and
+    passed over first, so that a broken one (a bad chunk size) is a 400 on
+    its own, never a 400 after the file's answer."""
+    coding = environ.get("HTTP_TRANSFER_ENCODING")
+    if coding is not None and coding.strip().lower() != "chunked":
+        return text_response(501, "transfer coding not implemented")
+    if coding is None and environ.get("CONTENT_LENGTH") in (None, "", "0"):
+        return None
+    body = environ["wsgi.input"]
+    try:
+        with before_deadline(deadline):
+            while body.read(65536):
+                pass
+    except Exception:  # the server's parse error, a dropped client or the deadline
+        return text_response(400, "bad request body")
+    return None
+
+
 def create_app(store: FileStore, service: str) -> Flask:
     """service names the path in log lines (e.g. "gridfs-lab-flask")."""
     app = Flask(service)
     deadline_seconds = request_deadline_seconds()
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
-    app.wsgi_app = closing_after_505(app.wsgi_app)
+    app.wsgi_app = closing_as_nginx(app.wsgi_app)
 
     def log(message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
@@ -101,7 +127,7 @@ def create_app(store: FileStore, service: str) -> Flask:
         authority = split_absolute_form(environ.get("RAW_URI", ""))[0]
         if not all(valid_host(value) for value in (host, authority) if value is not None):
             return text_response(400, "bad host")
-        return None
+        return framing_refusal(environ, time.monotonic() + deadline_seconds)
 
     @app.get("/health")
     def health():
