@@ -120,6 +120,25 @@ def test_every_container_ran_unprivileged_or_says_why(lab):
     assert {(p.stat().st_uid, p.stat().st_gid) for p in [run_dir, *run_dir.iterdir()]} == {owner}
 
 
+def test_gridfs_fuse_serves_as_nobody_with_no_capability(lab):
+    """The one path that starts as root (for its mount): what still runs as
+    root in it is only the entrypoint that waits on the two servers."""
+    _, _, _, env = lab
+    container = compose("ps", "-q", "gridfs-fuse", env=env, timeout=60).stdout.strip()
+    top = subprocess.run(["docker", "top", container, "-eo", "pid,comm"], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()[1:]
+    processes = {int(pid): comm for pid, comm in (line.split(None, 1) for line in top)}
+    status = {pid: dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                        if ":\t" in line) for pid in processes}
+    servers = {pid for pid, comm in processes.items() if comm.strip() in ("gridfs-fuse", "nginx")}
+    assert {processes[p].strip() for p in servers} == {"gridfs-fuse", "nginx"}, processes
+    for pid in servers:
+        uids = status[pid]["Uid"].split()
+        assert set(uids) == {"65534"} and int(status[pid]["CapEff"], 16) == 0, (processes[pid], status[pid])
+        assert int(status[pid]["CapPrm"], 16) == 0, (processes[pid], status[pid])
+    assert {processes[p].strip() for p in set(processes) - servers} == {"entrypoint.sh"}, processes
+
+
 def test_every_target_conforms_to_nginx_static(lab):
     _, data, _, _ = lab
     for target in data["targets"]:

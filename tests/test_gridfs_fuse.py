@@ -105,8 +105,9 @@ class GridFSMount:
         deadline = time.monotonic() + 15
         while not is_mounted(self.path):
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = self.log()  # before stop() removes it
                 self.stop()
-                raise RuntimeError(f"gridfs-fuse did not mount {self.path}; log:\n{self.log()}")
+                raise RuntimeError(f"gridfs-fuse did not mount {self.path}; log:\n{log}")
             time.sleep(0.05)
         return self
 
@@ -346,6 +347,42 @@ def test_paused_mongodb_is_eio_within_the_timeout(mount, ferretdb, files):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if ":\t" in line)
+
+
+def test_the_daemon_serves_as_fuse_run_as_with_no_capability(fuse_binary, mongo_uri, files):
+    """Root for mount(2) only: then nobody, every capability gone, and the
+    files still read (the kernel's channel is an open descriptor)."""
+    m = GridFSMount(fuse_binary, mongo_uri, DB_NAME, FUSE_RUN_AS="nobody").start()
+    try:
+        deadline = time.monotonic() + 10
+        while "serving as nobody" not in m.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = proc_status(m.proc.pid)
+        assert set(status["Uid"].split()) == {"65534"} and set(status["Gid"].split()) == {"65534"}, status
+        assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0, status
+        assert status["Groups"].strip() == ""
+        for name, data in files.items():
+            assert sha256((m.path / name).read_bytes()) == sha256(data), name
+        assert "serving as nobody (uid 65534, gid 65534), no capabilities" in m.log()
+        m.proc.terminate()
+        assert m.proc.wait(10) == 0, m.log()  # no longer allowed to unmount: leaves it to its owner
+    finally:
+        m.stop()
+    assert not is_mounted(m.path)
+
+
+@pytest.mark.parametrize("run_as", ["root", "no-such-user-here"])
+def test_a_bad_fuse_run_as_is_refused_before_mounting(fuse_binary, mongo_uri, run_as):
+    m = GridFSMount(fuse_binary, mongo_uri, DB_NAME, FUSE_RUN_AS=run_as)
+    with pytest.raises(RuntimeError, match="did not mount") as refused:
+        m.start()
+    assert m.proc.returncode == 2
+    assert f'configuration: FUSE_RUN_AS="{run_as}"' in str(refused.value) and not is_mounted(m.path)
 
 
 def test_mount_started_while_mongodb_is_down_recovers(fuse_binary, ferretdb, mongo_uri, files):

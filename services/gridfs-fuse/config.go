@@ -21,10 +21,13 @@ type config struct {
 	EntryTimeout    time.Duration
 	MongoTimeout    time.Duration
 	ReadaheadChunks int
+	// RunAs is the user the daemon becomes once mounted ("": stays as it
+	// started; the container sets nobody).
+	RunAs string
 }
 
 const usage = "usage: gridfs-fuse MOUNTPOINT (settings from MONGO_URI, GRIDFS_DB, GRIDFS_BUCKET, " +
-	"FUSE_KERNEL_CACHE, FUSE_ATTR_TIMEOUT, FUSE_ENTRY_TIMEOUT, MONGO_TIMEOUT, FUSE_READAHEAD_CHUNKS)"
+	"FUSE_KERNEL_CACHE, FUSE_ATTR_TIMEOUT, FUSE_ENTRY_TIMEOUT, MONGO_TIMEOUT, FUSE_READAHEAD_CHUNKS, FUSE_RUN_AS)"
 
 // loadConfig reads the settings; an error names the variable and the cause.
 func loadConfig(args []string, getenv func(string) string) (config, error) {
@@ -42,6 +45,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		MongoURI:   env("MONGO_URI", "mongodb://mongo:27017"),
 		Database:   env("GRIDFS_DB", "lab"),
 		Bucket:     env("GRIDFS_BUCKET", "fs"),
+		RunAs:      env("FUSE_RUN_AS", ""),
 	}
 	if !strings.HasPrefix(c.MongoURI, "mongodb://") && !strings.HasPrefix(c.MongoURI, "mongodb+srv://") {
 		return c, fmt.Errorf("MONGO_URI=%q: not a mongodb:// or mongodb+srv:// URI", redactURI(c.MongoURI))
@@ -98,6 +102,7 @@ func (c config) summary() string {
 		"gridfs_bucket": c.Bucket, "fuse_kernel_cache": cache,
 		"fuse_attr_timeout_s": c.AttrTimeout.Seconds(), "fuse_entry_timeout_s": c.EntryTimeout.Seconds(),
 		"mongo_timeout_s": c.MongoTimeout.Seconds(), "fuse_readahead_chunks": c.ReadaheadChunks,
+		"fuse_run_as": c.RunAs,
 	})
 	return string(out)
 }

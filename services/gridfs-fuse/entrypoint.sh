@@ -1,12 +1,14 @@
 #!/bin/bash
 # Starts gridfs-fuse on /data/gridfs, waits until the mount answers, then
 # nginx on it. If either process dies the container exits non-zero, so that
-# compose shows a failed path rather than a half-working one.
+# compose shows a failed path rather than a half-working one. Only this
+# script stays root: the daemon drops to FUSE_RUN_AS once mounted, and nginx
+# starts as nobody with no capabilities (its workers need none).
 set -uo pipefail
 mountpoint=/data/gridfs
 say() { printf 'entrypoint: %s\n' "$*" >&2; }
 
-gridfs-fuse "$mountpoint" &
+FUSE_RUN_AS=${FUSE_RUN_AS:-nobody} gridfs-fuse "$mountpoint" &
 fuse_pid=$!
 # The mount answers once the kernel sees it and a stat of its root returns
 # (the root needs no MongoDB, so this works while the database is down).
@@ -27,7 +29,10 @@ fi
 
 # worker_processes from .env, as in nginx-static: `auto` would count the
 # host's cores, not the container's cpuset.
-nginx -e stderr -g "daemon off; worker_processes ${NGINX_WORKERS:-1};" &
+# setpriv: a uid change from root clears every capability, and
+# no-new-privileges (compose.yaml) keeps them from coming back.
+setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all \
+  nginx -e stderr -g "daemon off; worker_processes ${NGINX_WORKERS:-1};" &
 nginx_pid=$!
 
 stop() {

@@ -27,6 +27,13 @@ func main() {
 		logger.Printf("configuration: %v", err)
 		os.Exit(2)
 	}
+	var runAs identity
+	if cfg.RunAs != "" {
+		if runAs, err = lookupIdentity(cfg.RunAs); err != nil {
+			logger.Printf("configuration: %v", err)
+			os.Exit(2)
+		}
+	}
 	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger}
 	negative := cfg.EntryTimeout
 	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
@@ -55,11 +62,25 @@ func main() {
 		os.Exit(1)
 	}
 	logger.Printf("mounted GridFS %s.%s on %s", cfg.Database, cfg.Bucket, cfg.Mountpoint)
+	if cfg.RunAs != "" {
+		if err := become(runAs); err != nil {
+			logger.Printf("dropping root for FUSE_RUN_AS=%s: %v", cfg.RunAs, err)
+			server.Unmount()
+			os.Exit(1)
+		}
+		logger.Printf("serving as %s (uid %d, gid %d), no capabilities", runAs.Name, runAs.UID, runAs.GID)
+	}
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		sig := <-signals
+		if cfg.RunAs != "" {
+			// No longer allowed to unmount: the mount ends with its mount
+			// namespace (the container), or its owner unmounts it.
+			logger.Printf("%v: exiting; %s stays mounted until its owner unmounts it", sig, cfg.Mountpoint)
+			os.Exit(0)
+		}
 		logger.Printf("%v: unmounting %s", sig, cfg.Mountpoint)
 		if err := server.Unmount(); err != nil {
 			// Busy (a reader still has a file open): detach now, the
