@@ -5,13 +5,15 @@ broken page; results/index.html over a results directory; run.py's
 write_pages never raising."""
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from browser_check import check_page, chromium_binary
 from bench import run as bench_run
-from bench.report.html import render_html, write_page
+from bench.report.html import LINKED, render_html, write_page
+from bench.report.markdown import BASELINE_MARK, MARKS
 from bench.report.run_index import render_index, write_index
 from bench.results import Results
 
@@ -65,12 +67,22 @@ def test_the_checker_catches_a_broken_page(tmp_path):
     assert f"('nginx-static', '{first['file']}', {top}) rps: page shows '1'" in problems
 
 
+def test_every_flag_mark_has_a_glyph_in_debian_s_default_font():
+    """Chromium with Debian's fonts (DejaVu, fontconfig's first choice)
+    drew the stopwatch and hourglass marks as empty boxes: no emoji font."""
+    for flag, mark in [*MARKS.items(), ("baseline flagged", BASELINE_MARK)]:
+        fonts = subprocess.run(["fc-list", f":family=DejaVu Sans:charset={ord(mark):x}", "family"],
+                               capture_output=True, text=True, timeout=30, check=True).stdout
+        assert fonts.strip(), f"{flag}: {mark!r} (U+{ord(mark):04X}) has no glyph in DejaVu Sans"
+
+
 def test_committed_example_page_is_the_renderer_output():
     """results/example/index.html is committed: it must be what the renderer
     makes of results/example/results.json today."""
     results = Results.load(EXAMPLE / "results.json")
     doc = json.loads((EXAMPLE / "results.json").read_text())
-    assert (EXAMPLE / "index.html").read_text() == render_html(results, doc, ("report.md", "results.json"), False), (
+    linked = tuple(name for name in LINKED if (EXAMPLE / name).exists())
+    assert (EXAMPLE / "index.html").read_text() == render_html(results, doc, linked, False), (
         "re-render it (and index.png): cd loadgen && python -c \"import sys; sys.path.insert(0, '../tests'); "
         "from pathlib import Path; from bench.report.html import write_page; from browser_check import check_page; "
         "p = Path('../results/example'); print(check_page(write_page(p, all_runs=False), screenshot=p / 'index.png'))\"")

@@ -18,8 +18,10 @@ from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 NONCONFORMING = "nonconforming"
 
 # One mark per flag, the same in every table; the legend says what each means.
-MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⧗", SHORT_WINDOW: "◌",
-         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗", BEHIND_SCHEDULE: "⏱", FEW_SAMPLES: "ⁿ",
+# Each is in DejaVu Sans (Debian's default font), so that a page without emoji
+# fonts shows it rather than an empty box.
+MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⊘", SHORT_WINDOW: "◌",
+         FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗", BEHIND_SCHEDULE: "⇣", FEW_SAMPLES: "ⁿ",
          DISTURBED: "⚠", LINK_BOUND: "⇄"}
 BASELINE_MARK = "†"
 LEGEND = {
