@@ -70,7 +70,7 @@ def test_every_service_is_unprivileged_or_says_why(env_files):
     # the exceptions are these, each for a reason it states
     rooted = {name for name, s in services.items() if (s.get("labels") or {}).get(ROOT_REASON)}
     assert rooted == {"gridfs-fuse", "mongo", "postgres", "cadvisor"}
-    assert services["gridfs-fuse"]["cap_add"] == ["SYS_ADMIN", "SETUID", "SETGID"]
+    assert services["gridfs-fuse"]["cap_add"] == ["SYS_ADMIN", "SETUID", "SETGID", "KILL"]
     assert services["gridfs-fuse"]["cap_drop"] == ["ALL"] and services["gridfs-fuse"]["read_only"]
 
 
