@@ -198,10 +198,14 @@ def create_app(store: FileStore, service: str) -> Flask:
 
     def stored_body(store: FileStore, stored, start: int, end: int):
         pieces = store.read(stored, start, end)
+        started = False  # a failure before the first piece is the caller's 503, logged there
         try:
-            yield from pieces
+            for piece in pieces:
+                yield piece
+                started = True
         except StoreError as error:
-            log(f"{store.kind} failed midway through a body: {error!r}")
+            if started:
+                log(f"{store.kind} failed midway through a body: {error!r}")
             raise
         finally:
             pieces.close()
