@@ -43,6 +43,9 @@ def test_what_is_not_an_answer_stops_the_reading():
     assert statuses_in(b"garbage\r\n\r\n") == []
     assert statuses_in(b"HTTP/1.1 200 OK\r\nContent-Le") == []  # a head cut short
     assert statuses_in(b"HTTP/1.1 200 OK\r\n\r\nclose-delimited HTTP/1.1 200 OK\r\n\r\n") == [200]
+    # what a server under test sends is untrusted: a bad length or chunk size ends the reading
+    assert statuses_in(b"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nHTTP/1.1 200 OK\r\n\r\n") == [200]
+    assert statuses_in(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n") == [200]
 
 
 def test_every_case_asks_for_the_file_again_after_its_request():

@@ -45,9 +45,9 @@ def statuses_in(data: bytes) -> list[int]:
             data = rest
         elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
             data = _after_chunks(rest)
-        elif b"content-length" in headers:
+        elif headers.get(b"content-length", b"").isdigit():
             data = rest[int(headers[b"content-length"]):]
-        else:  # close-delimited: the rest is this body
+        else:  # close-delimited (or a length that is no number): the rest is this body
             break
     return statuses
 
@@ -57,7 +57,10 @@ def _after_chunks(data: bytes) -> bytes:
         size_line, found, data = data.partition(b"\r\n")
         if not found:
             return b""
-        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        try:
+            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        except ValueError:  # not chunks after all: nothing more to read
+            return b""
         if size == 0:
             _, _, data = data.partition(b"\r\n")  # no trailers in the lab's answers
             return data
