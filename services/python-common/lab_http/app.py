@@ -11,7 +11,7 @@ from itertools import chain
 from urllib.parse import quote
 
 import gevent
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 from werkzeug.http import http_date
 
 from .hosts import split_absolute_form, valid_host
@@ -107,6 +107,9 @@ def create_app(store: FileStore, service: str) -> Flask:
 
     @app.before_request
     def check_version_and_host():
+        # One deadline per request, from its arrival: reading a body it sent
+        # and the store's lookup and first piece all fit in it.
+        g.deadline = time.monotonic() + deadline_seconds
         environ = request.environ
         protocol = environ.get("SERVER_PROTOCOL", "HTTP/1.0")
         # gunicorn hands on every HTTP/<digit>.<digit> (gunicorn.conf.py), so
@@ -127,7 +130,7 @@ def create_app(store: FileStore, service: str) -> Flask:
         authority = split_absolute_form(environ.get("RAW_URI", ""))[0]
         if not all(valid_host(value) for value in (host, authority) if value is not None):
             return text_response(400, "bad host")
-        return framing_refusal(environ, time.monotonic() + deadline_seconds)
+        return framing_refusal(environ, g.deadline)
 
     @app.get("/health")
     def health():
@@ -135,7 +138,7 @@ def create_app(store: FileStore, service: str) -> Flask:
 
     @app.route("/files/<path:_name>", methods=["GET", "HEAD"], provide_automatic_options=False)
     def serve_file(_name):
-        deadline = time.monotonic() + deadline_seconds
+        deadline = g.deadline
         environ = request.environ
         # The raw target, so that decoding is ours (strict, once) and not the
         # server's; the fallback re-encodes what another WSGI server decoded.
