@@ -131,7 +131,7 @@ def native_nginx_config(source: Path, prefix: Path, replacements: dict[str, str]
     if "pid /tmp/nginx.pid;" not in text:
         raise RuntimeError(f"{source} no longer keeps its pid under /tmp")
     text = text.replace(" /tmp/", f" {prefix}/")
-    replacements = {**replacements, "error_log /dev/stderr warn;": f"error_log {prefix}/error.log warn;"}
+    replacements = {**replacements, "error_log stderr warn;": f"error_log {prefix}/error.log warn;"}
     for old, new in replacements.items():
         if old not in text:
             raise RuntimeError(f"{source} no longer contains {old!r}")
