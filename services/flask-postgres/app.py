@@ -19,7 +19,7 @@ import os
 
 import psycopg
 
-from lab_http import StoredFile, create_app
+from lab_http import StoredFile, before_deadline, create_app
 from lab_http.chunks import checked_file, chunk_span, read_plan, slice_chunks
 from pool import Pool
 
@@ -65,6 +65,11 @@ class PostgresStore:
 
     def __init__(self, pool: Pool):
         self.pool = pool
+
+    def within(self, deadline: float):
+        # The pool closes a connection a timeout interrupted and gives its
+        # slot back, so gevent's timeout may land anywhere in it.
+        return before_deadline(deadline)
 
     def find(self, name: str) -> StoredFile | None:
         rows = self.pool.query(FIND_FILE, (name,))

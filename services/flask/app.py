@@ -8,7 +8,9 @@ Hot path per request: one find on <bucket>.files, then one cursor on
 """
 import os
 import re
+import time
 
+import pymongo
 from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
@@ -47,6 +49,16 @@ class GridFSStore:
                              connectTimeoutMS=2000, socketTimeoutMS=5000)
         self.files = client[db][f"{bucket}.files"]
         self.chunks = client[db][f"{bucket}.chunks"]
+
+    def within(self, deadline: float):
+        """pymongo's own deadline (CSOT) for the driver calls in the block:
+        a wait for a pooled connection, a server or an answer ends in a
+        PyMongoError (StoreUnavailable here) and a connection left midway is
+        dropped. A gevent.Timeout thrown into the driver instead could land
+        while it held its pool's lock: 500s ("Semaphore released too many
+        times") on a frozen database. Calls after the block (a body's later
+        chunks) are bounded by socketTimeoutMS alone."""
+        return pymongo.timeout(max(deadline - time.monotonic(), 0.001))
 
     def find(self, name: str) -> StoredFile | None:
         try:

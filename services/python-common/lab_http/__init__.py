@@ -5,7 +5,7 @@ store. A path supplies a FileStore (store.py) and calls create_app (app.py).
 Modules: names (strict file names, content types), preconditions (304/412,
 If-Range), ranges (the Range header), chunks (GridFS-style chunk slicing),
 store (the store interface), app (the Flask app)."""
-from .app import create_app
+from .app import before_deadline, create_app
 from .store import CorruptFile, FileStore, StoreError, StoredFile, StoreUnavailable
 
-__all__ = ["create_app", "CorruptFile", "FileStore", "StoreError", "StoredFile", "StoreUnavailable"]
+__all__ = ["before_deadline", "create_app", "CorruptFile", "FileStore", "StoreError", "StoredFile", "StoreUnavailable"]

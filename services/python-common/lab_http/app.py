@@ -38,8 +38,10 @@ def request_deadline_seconds() -> float:
 def before_deadline(deadline: float) -> gevent.Timeout:
     """A block that must end by `deadline` (time.monotonic()'s scale), or
     DeadlinePassed is raised where it waits: the paths run in gevent
-    workers, so a wait on a socket or a pool is where the timeout lands,
-    and the store's drivers drop the connection it left midway."""
+    workers, so a wait on a socket or a pool is where the timeout lands.
+    Only around code that can be interrupted anywhere (reading a request's
+    body, flask-postgres's pool): a driver with its own deadline gets that
+    instead (FileStore.within)."""
     return gevent.Timeout(max(deadline - time.monotonic(), 0.001),
                           DeadlinePassed("REQUEST_DEADLINE_MS passed before the head"))
 
@@ -148,7 +150,7 @@ def create_app(store: FileStore, service: str) -> Flask:
             return text_response(status, "bad file name" if status == 400 else "not found")
 
         try:
-            with before_deadline(deadline):
+            with store.within(deadline):
                 stored = store.find(name)
         except StoreError as error:
             log(f"{store.kind} unavailable looking up {name!r}: {error!r}")
@@ -189,7 +191,7 @@ def create_app(store: FileStore, service: str) -> Flask:
         # cut the connection short (Content-Length tells the client).
         body = stored_body(store, stored, start, end)
         try:
-            with before_deadline(deadline):
+            with store.within(deadline):
                 first_piece = next(body)
         except StoreError as error:
             body.close()

@@ -1,6 +1,6 @@
 """The interface between the shared HTTP code and a path's store."""
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, ContextManager, Iterator, Protocol
 
 
 class StoreError(Exception):
@@ -33,3 +33,9 @@ class FileStore(Protocol):
     def read(self, stored: StoredFile, start: int, end: int) -> Iterator[bytes]:
         """Bytes [start, end) chunk by chunk, reading only the chunks that
         hold them; raises StoreError (also midway)."""
+
+    def within(self, deadline: float) -> ContextManager:
+        """A block whose waits on the store (a connection, a server, an
+        answer) end by `deadline` (time.monotonic()'s scale) with a
+        StoreError, the connection left midway dropped: the store's own
+        driver deadline where it has one."""
