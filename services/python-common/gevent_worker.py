@@ -1,7 +1,15 @@
-"""gunicorn's gevent worker with nginx's send_timeout, for the Python serving
-paths (gunicorn.conf.py names it): a response whose client takes nothing
-for SEND_TIMEOUT_MS (default 60000, nginx's 60 s) is closed, so that a
-stalled reader does not pin its response's memory for ever.
+"""gunicorn's gevent worker with two of nginx's connection rules, for the
+Python serving paths (gunicorn.conf.py names it):
+- send_timeout: a response whose client takes nothing for SEND_TIMEOUT_MS
+  (default 60000, nginx's 60 s) is closed, so that a stalled reader does
+  not pin its response's memory for ever;
+- at the connection cap (worker_connections), connections are not kept
+  alive: a response then says "Connection: close", and idle kept-alive
+  connections are closed, as nginx drains its reusable ones when it runs
+  out. gunicorn stops accepting at the cap, so a client's idle connections
+  held every place and a new connection waited in the backlog for the
+  keep-alive timeout (75 s; answers held 30 s while the database was
+  frozen).
 
 Outside lab_http: gunicorn's master imports the worker class before any
 worker has monkey-patched the standard library, and lab_http imports Flask.
@@ -9,6 +17,8 @@ worker has monkey-patched the standard library, and lab_http imports Flask.
 import os
 import sys
 
+import gevent
+from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
 
@@ -48,8 +58,68 @@ class ProgressTimedSocket:
         return getattr(self._sock, name)
 
 
+class IdleAtTheCap(NoMoreData):
+    """Ends a kept-alive connection's wait for its next request (gunicorn
+    closes the connection quietly on NoMoreData)."""
+
+    def __init__(self):
+        super().__init__(b"")
+
+
 class SendTimeoutWorker(GeventWorker):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.open_connections = 0
+        self.kept_alive = set()  # greenlets whose connection served a request
+        self.idle = set()        # those of them waiting for the next one
+
+    def at_cap(self) -> bool:
+        return self.open_connections >= self.worker_connections
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        app = self.wsgi
+
+        def closing_at_cap(environ, start_response):
+            if self.at_cap():
+                # gunicorn's response object owns start_response: its
+                # force_close sends "Connection: close".
+                force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
+                if callable(force_close):
+                    force_close()
+            return app(environ, start_response)
+        self.wsgi = closing_at_cap
+
+    def handle(self, listener, client, addr):
+        self.open_connections += 1
+        if self.at_cap():  # the server accepts no more: free the idle places
+            for greenlet in list(self.idle):
+                # As gevent's kill: thrown from the hub, and only if it
+                # still waits when the hub gets there.
+                gevent.get_hub().loop.run_callback(self.close_if_idle, greenlet)
+        try:
+            return super().handle(listener, client, addr)
+        finally:
+            self.open_connections -= 1
+            self.kept_alive.discard(gevent.getcurrent())
+
+    def close_if_idle(self, greenlet) -> None:
+        if greenlet in self.idle:
+            self.idle.discard(greenlet)
+            greenlet.throw(IdleAtTheCap())
+
+    def timeout_ctx(self):
+        """The wait for a connection's next request (gunicorn's keepalive
+        timer): an idle kept-alive connection at the cap closes at once."""
+        current = gevent.getcurrent()
+        if current not in self.kept_alive:
+            return super().timeout_ctx()
+        if self.at_cap():
+            raise IdleAtTheCap()
+        return IdleWait(self, current, super().timeout_ctx())
+
     def handle_request(self, listener_name, req, sock, addr):
+        self.kept_alive.add(gevent.getcurrent())
         # The timeout bounds each wait for room to write; between requests
         # the socket is blocking again, and keepalive's timer applies.
         sock.settimeout(SEND_TIMEOUT)
@@ -63,3 +133,20 @@ class SendTimeoutWorker(GeventWorker):
             raise StopIteration() from None
         finally:
             sock.settimeout(None)
+
+
+class IdleWait:
+    """The keepalive timer, with the greenlet marked idle while it waits."""
+
+    __slots__ = ("worker", "greenlet", "timer")
+
+    def __init__(self, worker: SendTimeoutWorker, greenlet, timer):
+        self.worker, self.greenlet, self.timer = worker, greenlet, timer
+
+    def __enter__(self):
+        self.worker.idle.add(self.greenlet)
+        return self.timer.__enter__()
+
+    def __exit__(self, *exc_info):
+        self.worker.idle.discard(self.greenlet)
+        return self.timer.__exit__(*exc_info)

@@ -1,0 +1,129 @@
+"""The Python paths' connection cap (gunicorn's worker_connections,
+services/python-common/gevent_worker.py) against real FerretDB and the real
+gunicorn: at the cap, idle kept-alive connections are closed, as nginx
+drains its reusable ones, so a new client is served at once instead of
+waiting in the listen backlog for the keep-alive timeout (75 s); below the
+cap, keep-alive is kept."""
+import socket
+import time
+
+import gridfs
+import pytest
+from pymongo import MongoClient
+
+from service_processes import flask_service
+
+DB_NAME = "lab_connection_cap_test"
+NAME = "small.bin"
+BODY = b"c" * 1000
+BIG = "big.bin"  # 3 MiB: more than a stalled client's socket buffers take
+CAP = 8
+
+
+@pytest.fixture(scope="module")
+def flask(mongo_uri):
+    client = MongoClient(mongo_uri)
+    client.drop_database(DB_NAME)
+    bucket = gridfs.GridFSBucket(client[DB_NAME])
+    bucket.upload_from_stream(NAME, BODY)
+    bucket.upload_from_stream(BIG, b"b" * (3 * 1024 * 1024))
+    client.close()
+    service = flask_service(mongo_uri, DB_NAME)
+    service.env.update(GUNICORN_WORKER_CONNECTIONS=str(CAP))
+    service.start()
+    yield service
+    service.stop()
+
+
+REQUEST = f"GET /files/{NAME} HTTP/1.1\r\nHost: lab\r\n\r\n".encode()
+
+
+def get_on(connection: socket.socket) -> bytes:
+    """One request on a kept-alive connection; the whole answer, or b"" if
+    the server had closed the connection."""
+    connection.sendall(REQUEST)
+    answer = b""
+    while not answer.endswith(BODY):
+        data = connection.recv(65536)
+        if not data:
+            return answer
+        answer += data
+    return answer
+
+
+def kept_alive_connections(service, count: int) -> list[socket.socket]:
+    connections = []
+    for _ in range(count):
+        connection = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+        assert get_on(connection).startswith(b"HTTP/1.1 200 ")
+        connections.append(connection)
+    return connections
+
+
+def closed_by_server(connection: socket.socket) -> bool:
+    connection.settimeout(2)
+    try:
+        return connection.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_below_the_cap_connections_stay_kept_alive(flask):
+    connections = kept_alive_connections(flask, CAP // 2)
+    try:
+        for connection in connections:
+            assert get_on(connection).startswith(b"HTTP/1.1 200 "), "closed below the cap"
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_at_the_cap_idle_connections_close_so_a_new_client_is_served(flask):
+    connections = kept_alive_connections(flask, CAP)
+    try:
+        started = time.monotonic()
+        newcomer = socket.create_connection(("127.0.0.1", flask.port), timeout=10)
+        try:
+            answer = get_on(newcomer)
+        except TimeoutError:
+            answer = b"(nothing in 10 s)"
+        finally:
+            newcomer.close()
+        waited = time.monotonic() - started
+        closed = sum(closed_by_server(connection) for connection in connections)
+    finally:
+        for connection in connections:
+            connection.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:40]
+    assert waited < 2, waited
+    assert closed >= 1
+    assert "Traceback" not in flask.log()
+
+
+def test_at_the_cap_an_answer_says_it_closes(flask):
+    """CAP - 1 connections busy with answers their clients do not read (not
+    idle: nothing to drain), then one more: its answer says it closes."""
+    stalled = []
+    try:
+        for _ in range(CAP - 1):
+            connection = socket.socket()
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            connection.settimeout(10)
+            connection.connect(("127.0.0.1", flask.port))
+            connection.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+            assert connection.recv(1024).startswith(b"HTTP/1.1 200 ")
+            stalled.append(connection)
+        last = socket.create_connection(("127.0.0.1", flask.port), timeout=10)
+        try:
+            answer = get_on(last)
+            closed = closed_by_server(last)
+        finally:
+            last.close()
+    finally:
+        for connection in stalled:
+            connection.close()
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 200 ") and b"\r\nconnection: close" in head, head
+    assert closed
