@@ -7,6 +7,7 @@ import hashlib
 import http.client
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -405,3 +406,38 @@ def test_keep_alive_connections_are_held_while_threads_cover_the_clients(site):
         assert int(fields["Keep-Alive requests"]) >= 4000 - 8 * 2, result.stdout
     finally:
         server.stop()
+
+
+def wrk_socket_errors(url: str, clients: int) -> tuple[int, int]:
+    """(requests, socket errors) of wrk's 8 s at `clients` keep-alive clients."""
+    from bench.clients.wrk_output import parse
+    result = subprocess.run(["wrk", "--latency", "-t", "2", "-c", str(clients), "-d", "8s", "--timeout", "30s", url],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    summary = parse(result.stdout)
+    return summary.requests, summary.socket_errors
+
+
+def test_threads_below_the_clients_cut_keep_alive_connections_and_enough_threads_do_not(site):
+    """The same rule at make overload's size, scaled down: 64 wrk clients on
+    1MB against 16 threads get read errors (the event MPM closes kept-alive
+    connections while they send), against 64 threads none; .env gives
+    httpd as many threads as the overload check's 1000 clients (at 256,
+    1205 read errors in 30 s)."""
+    url_of = "{}/files/1MB.bin".format
+    few = HttpdStatic(site[0], servers=1, threads=16).start()
+    try:
+        answered, errors = wrk_socket_errors(url_of(few.url), 64)
+    finally:
+        few.stop()
+    assert answered > 0 and errors > 0, "the rule no longer bites: revisit HTTPD_THREADS"
+    enough = HttpdStatic(site[0], servers=1, threads=64).start()
+    try:
+        answered, errors = wrk_socket_errors(url_of(enough.url), 64)
+    finally:
+        enough.stop()
+    assert answered > 0 and errors == 0, errors
+    env = dict(line.split("=", 1) for line in (REPO / ".env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    overload_clients = int(re.search(r'"OVERLOAD_CLIENTS", "(\d+)"', (REPO / "tools" / "overload.py").read_text())[1])
+    assert int(env["HTTPD_SERVERS"]) * int(env["HTTPD_THREADS"]) >= overload_clients

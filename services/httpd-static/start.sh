@@ -9,7 +9,7 @@
 # configuration.
 set -eu
 servers=${HTTPD_SERVERS:-1}
-threads=${HTTPD_THREADS:-256}
+threads=${HTTPD_THREADS:-1000}
 for var in HTTPD_SERVERS HTTPD_THREADS; do
   eval "value=\${$var:-}"
   case $value in
