@@ -109,10 +109,11 @@ def proxy(ferretdb):
     p.close()
 
 
-def start_nginx(uri: str, sanitize: bool) -> Nginx:
+def start_nginx(uri: str, sanitize: bool, http_extra: str = "") -> Nginx:
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
     (prefix / "files").mkdir()
-    return Nginx(build_module(sanitize), uri, prefix / "files", prefix, DB, sanitize=sanitize)
+    return Nginx(build_module(sanitize), uri, prefix / "files", prefix, DB, sanitize=sanitize,
+                 http_extra=http_extra)
 
 
 def stop_nginx(server: Nginx) -> None:
@@ -282,5 +283,67 @@ def test_ferretdbs_backend_down_is_503_not_500(stored, postgres, mongo_uri, sani
         while requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).status_code != 200:
             assert time.monotonic() < deadline, "not served again once PostgreSQL was back"
             time.sleep(0.2)
+    finally:
+        stop_nginx(server)
+
+
+DEADLINE_S = 0.5
+
+
+def timed_get(url: str) -> tuple[requests.Response, float]:
+    started = time.monotonic()
+    response = requests.get(url, timeout=TIMEOUT)
+    return response, time.monotonic() - started
+
+
+@pytest.mark.parametrize("held", ["lookup", "first window"])
+def test_the_deadline_answers_503_whatever_the_query_waits_for(stored, proxy, sanitize, held):
+    """gridfs_deadline 500ms, a socket timeout of 10 s, and the query held
+    2 s by the proxy (the lookup, or the first window's chunks): 20
+    requests at once each get their 503 by the deadline, the connection
+    closed after it; the held queries then end, and the worker serves on
+    (one process, no sanitizer report). Before, an answer waited for its
+    query: the socket timeout, or a thread (answers held 8-10 s while
+    FerretDB was frozen)."""
+    from concurrent.futures import ThreadPoolExecutor
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/?socketTimeoutMS=10000", sanitize,
+                         http_extra=f"gridfs_deadline {int(DEADLINE_S * 1000)}ms;")
+    try:
+        assert requests.get(server.url("/files/cond.bin"), timeout=TIMEOUT).content == DATA["cond.bin"]
+        workers = server.worker_pids()
+        if held == "lookup":
+            url = server.url("/files/slow.bin")
+        else:
+            proxy.keys.append(stored["cond.bin"].binary)
+            url = server.url("/files/cond.bin")
+        with ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(lambda _: timed_get(url), range(20)))
+        assert proxy.held >= 1
+        assert [r.status_code for r, _ in answers] == [503] * 20
+        slowest = max(took for _, took in answers)
+        assert DEADLINE_S * 0.9 < slowest < DEADLINE_S + 0.7, slowest
+        for r, _ in answers:
+            assert r.headers.get("Retry-After") == "1" and r.headers.get("Connection") == "close"
+            assert "ETag" not in r.headers
+        time.sleep(HOLD + 0.5)  # the held queries end
+        proxy.keys.clear()
+        r = requests.get(server.url("/files/cond.bin"), timeout=TIMEOUT)
+        assert r.status_code == 200 and r.content == DATA["cond.bin"]
+        assert server.worker_pids() == workers
+        assert "took longer than gridfs_deadline" in server.log()
+    finally:
+        stop_nginx(server)
+
+
+def test_the_deadline_never_cuts_a_body(stored, proxy, sanitize):
+    """A 10 MB body read over about 3 s, six times the deadline, arrives
+    whole: the deadline covers the answer's start only."""
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/", sanitize,
+                         http_extra=f"gridfs_deadline {int(DEADLINE_S * 1000)}ms;")
+    try:
+        streamed = {}
+        slow_read(server.url("/files/10MB.bin"), streamed)
+        assert streamed.get("status") == 200 and "error" not in streamed, streamed.get("error")
+        assert streamed["body"] == DATA["10MB.bin"]
     finally:
         stop_nginx(server)

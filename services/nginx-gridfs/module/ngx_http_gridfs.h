@@ -159,6 +159,7 @@ typedef struct {
     ngx_str_t                    mongo;
     ngx_str_t                    thread_pool_name;
     ngx_msec_t                   queue_timeout;
+    ngx_msec_t                   deadline;        /* 0: none */
     size_t                       buffer_size;
 
     ngx_thread_pool_t           *thread_pool;
@@ -243,6 +244,11 @@ typedef struct {
     ngx_thread_task_t           *task;
     ngx_http_gridfs_job_t       *job;
     ngx_http_gridfs_state_e      state;
+
+    /* gridfs_deadline: the 503 goes out when it passes before the
+     * headers; the request is then held (its count) till the job ends */
+    ngx_event_t                  deadline;
+    unsigned                     past_deadline:1;
 
     bson_t                      *file;
     bson_value_t                 files_id;

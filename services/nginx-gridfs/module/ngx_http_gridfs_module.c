@@ -32,7 +32,9 @@
  * this worker; requests then answer 503 at once, without queueing, while a
  * background ping finds out when it is back.  A job that waited in the
  * thread pool's queue longer than gridfs_queue_timeout, or whose client has
- * gone, answers without querying.
+ * gone, answers without querying.  A response whose headers are not out by
+ * gridfs_deadline after the request arrived is a 503 at once, on the loop,
+ * whatever its job waits for (libmongoc has no deadline per operation).
  *
  * Conditional requests and ranges are left to nginx's own not_modified and
  * range filters; the handler only predicts what they will do: whether the
@@ -119,6 +121,13 @@ static ngx_command_t  ngx_http_gridfs_commands[] = {
       ngx_conf_set_msec_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_gridfs_loc_conf_t, queue_timeout),
+      NULL },
+
+    { ngx_string("gridfs_deadline"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_gridfs_loc_conf_t, deadline),
       NULL },
 
     { ngx_string("gridfs_buffer_size"),
@@ -237,6 +246,10 @@ ngx_http_gridfs_handler(ngx_http_request_t *r)
 
     if (ngx_http_gridfs_post(r, ctx) != NGX_OK) {
         return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
+    }
+
+    if (glcf->deadline) {
+        ngx_http_gridfs_start_deadline(r, ctx, glcf->deadline);
     }
 
     r->main->count++;
@@ -610,6 +623,7 @@ ngx_http_gridfs_create_loc_conf(ngx_conf_t *cf)
     }
 
     conf->queue_timeout = NGX_CONF_UNSET_MSEC;
+    conf->deadline = NGX_CONF_UNSET_MSEC;
     conf->buffer_size = NGX_CONF_UNSET_SIZE;
 
     return conf;
@@ -628,6 +642,7 @@ ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                              "default");
     ngx_conf_merge_msec_value(conf->queue_timeout, prev->queue_timeout,
                               NGX_HTTP_GRIDFS_QUEUE_MS);
+    ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 0);
     ngx_conf_merge_size_value(conf->buffer_size, prev->buffer_size,
                               NGX_HTTP_GRIDFS_WINDOW);
 

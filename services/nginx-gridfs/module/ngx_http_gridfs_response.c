@@ -14,6 +14,7 @@
 
 
 static void ngx_http_gridfs_test_reading(ngx_http_request_t *r);
+static void ngx_http_gridfs_deadline_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_wake_handler(ngx_http_request_t *r);
 static void ngx_http_gridfs_job_done(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
@@ -131,6 +132,91 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 }
 
 
+/* gridfs_deadline, counted from the request's arrival as the other
+ * paths count theirs: if the headers are not out by then, the answer is a
+ * 503 at once, whatever the job in flight is waiting for (a thread, a
+ * pooled client, a frozen server: libmongoc has no deadline per
+ * operation, only the socket timeout) */
+
+void
+ngx_http_gridfs_start_deadline(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx, ngx_msec_t deadline)
+{
+    ngx_time_t      *tp;
+    ngx_msec_int_t   elapsed;
+
+    tp = ngx_timeofday();
+
+    elapsed = (ngx_msec_int_t) ((tp->sec - r->start_sec) * 1000
+                                + (tp->msec - r->start_msec));
+    elapsed = ngx_max(elapsed, 0);
+
+    ctx->deadline.handler = ngx_http_gridfs_deadline_handler;
+    ctx->deadline.data = r;
+    ctx->deadline.log = r->connection->log;
+
+    /* a worker shutting down gracefully does not wait for it */
+    ctx->deadline.cancelable = 1;
+
+    ngx_add_timer(&ctx->deadline, (ngx_msec_t) elapsed < deadline
+                                  ? deadline - (ngx_msec_t) elapsed : 1);
+}
+
+
+static void
+ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
+{
+    ngx_connection_t            *c;
+    ngx_http_request_t          *r;
+    ngx_http_gridfs_ctx_t       *ctx;
+    ngx_http_gridfs_loc_conf_t  *glcf;
+
+    r = ev->data;
+    c = r->connection;
+
+    ngx_http_set_log_request(c->log, r);
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
+
+    /* only a job in flight before the headers: otherwise the response
+     * has answered, or is answering, by itself */
+    if (ctx == NULL
+        || !r->aio
+        || c->error
+        || ctx->job->abandoned
+        || (ctx->state != NGX_HTTP_GRIDFS_LOOKUP
+            && ctx->state != NGX_HTTP_GRIDFS_READ_AHEAD))
+    {
+        return;
+    }
+
+    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+
+    ngx_log_error(NGX_LOG_INFO, c->log, 0,
+                  "gridfs: %s \"%V\" took longer than gridfs_deadline "
+                  "(%M ms): 503",
+                  ctx->state == NGX_HTTP_GRIDFS_LOOKUP ? "looking up"
+                                                       : "reading",
+                  &r->uri, glcf->deadline);
+
+    /* a job not started yet skips its query; one under way ends by the
+     * socket timeout, and the request is held for it till then (its
+     * completion event releases this count) */
+    ctx->job->abandoned = 1;
+    ctx->past_deadline = 1;
+    r->main->count++;
+
+    /* no window is in the output chain yet: the 503 may go out while the
+     * job runs, and the connection closes after it */
+    r->aio = 0;
+    r->keepalive = 0;
+
+    ngx_http_finalize_request(r, ngx_http_gridfs_error(r,
+                                             NGX_HTTP_SERVICE_UNAVAILABLE));
+    ngx_http_run_posted_requests(c);
+}
+
+
 /* the deployment is marked unavailable: answer 503 at once, and let a
  * single background ping find out when it is back */
 
@@ -214,8 +300,14 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 
 #endif
 
+    if (ctx && ctx->past_deadline) {
+        /* its 503 went out at the deadline: the request was held for this
+         * job alone */
+        ngx_http_finalize_request(r, NGX_DONE);
+
     /* not our handler if the request was terminated meanwhile */
-    if (ctx && r->write_event_handler == ngx_http_gridfs_wake_handler) {
+    } else if (ctx && r->write_event_handler == ngx_http_gridfs_wake_handler)
+    {
         ngx_http_gridfs_job_done(r, ctx);
 
     } else {
@@ -437,6 +529,11 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     r->headers_out.content_offset = ctx->range_start;
 
     ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
+
+    /* the deadline covers the answer's start, never its body */
+    if (ctx->deadline.timer_set) {
+        ngx_del_timer(&ctx->deadline);
+    }
 
     rc = ngx_http_send_header(r);
 
@@ -978,6 +1075,10 @@ void
 ngx_http_gridfs_cleanup(void *data)
 {
     ngx_http_gridfs_ctx_t  *ctx = data;
+
+    if (ctx->deadline.timer_set) {
+        ngx_del_timer(&ctx->deadline);
+    }
 
     if (ctx->file) {
         bson_destroy(ctx->file);
