@@ -66,6 +66,9 @@ func inodeNumber(info fileInfo) uint64 {
 // fail logs why a kernel request failed and answers EIO: a MongoDB outage
 // or a damaged file must never look like a missing one.
 func (r *gridRoot) fail(op, name string, err error) syscall.Errno {
+	if errors.Is(err, errDown) {
+		return syscall.EIO // the store logged the outage as it began
+	}
 	if errors.Is(err, errUnavailable) {
 		r.logger.Printf("%s %q: %v", op, name, err) // err starts "MongoDB unavailable"
 	} else {

@@ -22,7 +22,7 @@ func main() {
 		os.Exit(2)
 	}
 	logger.Printf("settings %s", cfg.summary())
-	st, err := openStore(cfg)
+	st, err := openStore(cfg, logger)
 	if err != nil {
 		logger.Printf("configuration: %v", err)
 		os.Exit(2)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -26,20 +29,35 @@ func (f fileInfo) layout() layout { return layout{length: f.Length, chunkSize: f
 // errUnavailable wraps every failure to reach MongoDB in time.
 var errUnavailable = errors.New("MongoDB unavailable")
 
+// errDown is a call refused at once while MongoDB is known to be down.
+var errDown = fmt.Errorf("%w: it did not answer recently, retrying in the background", errUnavailable)
+
+// pingInterval is how often a down MongoDB is pinged: the mount serves
+// again within about this much of its return.
+const pingInterval = 250 * time.Millisecond
+
 // store reads one GridFS bucket. Every call has a deadline (MONGO_TIMEOUT),
 // and server selection gives up sooner, so a MongoDB outage turns into a
-// quick error instead of a hung kernel request.
+// quick error instead of a hung kernel request. A call that could not
+// reach MongoDB marks it down: calls then fail at once, until a background
+// ping answers. Without that, a frozen MongoDB held answers 18-30 s: the
+// kernel runs one lookup of a name at a time, and each waited its deadline.
 type store struct {
 	client  *mongo.Client
 	files   *mongo.Collection
 	chunks  *mongo.Collection
 	timeout time.Duration
+	logger  *log.Logger
+
+	down    atomic.Bool
+	mu      sync.Mutex // guards probing
+	probing bool
 }
 
 var fileProjection = bson.D{{Key: "filename", Value: 1}, {Key: "length", Value: 1},
 	{Key: "chunkSize", Value: 1}, {Key: "uploadDate", Value: 1}}
 
-func openStore(c config) (*store, error) {
+func openStore(c config, logger *log.Logger) (*store, error) {
 	selection := min(c.MongoTimeout, time.Second)
 	opts := options.Client().ApplyURI(c.MongoURI).
 		SetServerSelectionTimeout(selection).
@@ -57,11 +75,59 @@ func openStore(c config) (*store, error) {
 		return nil, fmt.Errorf("GRIDFS_BUCKET=%q: %v", c.Bucket, err)
 	}
 	return &store{client: client, files: bucket.GetFilesCollection(),
-		chunks: bucket.GetChunksCollection(), timeout: c.MongoTimeout}, nil
+		chunks: bucket.GetChunksCollection(), timeout: c.MongoTimeout, logger: logger}, nil
 }
 
-func (s *store) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.timeout)
+// begin gives a call its deadline, or errDown at once while MongoDB is
+// known to be down.
+func (s *store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if s.down.Load() {
+		return nil, nil, errDown
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+// failed classifies a call's error (unavailable) and marks MongoDB down
+// when it could not be reached (not when the kernel withdrew the request).
+func (s *store) failed(err error) error {
+	canceled := errors.Is(err, context.Canceled)
+	err = unavailable(err)
+	if errors.Is(err, errUnavailable) && !canceled {
+		s.markDown(err)
+	}
+	return err
+}
+
+func (s *store) markDown(cause error) {
+	s.down.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.probing {
+		s.probing = true
+		s.logger.Printf("%v; calls fail at once until a ping answers (every %v)", cause, pingInterval)
+		go s.probe()
+	}
+}
+
+// probe pings until MongoDB answers, then lets calls through again. A
+// ping is cheap: a slow query under load marks MongoDB down only until
+// the first ping returns.
+func (s *store) probe() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
+		err := s.client.Ping(ctx, nil)
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.down.Store(false)
+			s.probing = false
+			s.mu.Unlock()
+			s.logger.Printf("MongoDB answers again")
+			return
+		}
+		time.Sleep(pingInterval)
+	}
 }
 
 // unavailable classifies a driver error: reaching the server failed
@@ -79,16 +145,19 @@ func unavailable(err error) error {
 
 // lookup finds the newest revision of name; nil when there is none.
 func (s *store) lookup(ctx context.Context, name string) (*fileInfo, error) {
-	ctx, cancel := s.withDeadline(ctx)
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
 	var info fileInfo
-	err := s.files.FindOne(ctx, bson.D{{Key: "filename", Value: name}},
+	err = s.files.FindOne(ctx, bson.D{{Key: "filename", Value: name}},
 		options.FindOne().SetSort(bson.D{{Key: "uploadDate", Value: -1}}).SetProjection(fileProjection)).Decode(&info)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	return &info, nil
 }
@@ -96,15 +165,18 @@ func (s *store) lookup(ctx context.Context, name string) (*fileInfo, error) {
 // exists tells whether the files document with this _id is still there:
 // one small indexed query, which also shows that MongoDB answers.
 func (s *store) exists(ctx context.Context, id bson.RawValue) (bool, error) {
-	ctx, cancel := s.withDeadline(ctx)
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return false, err
+	}
 	defer cancel()
-	err := s.files.FindOne(ctx, bson.D{{Key: "_id", Value: id}},
+	err = s.files.FindOne(ctx, bson.D{{Key: "_id", Value: id}},
 		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil
 	}
 	if err != nil {
-		return false, unavailable(err)
+		return false, s.failed(err)
 	}
 	return true, nil
 }
@@ -112,15 +184,18 @@ func (s *store) exists(ctx context.Context, id bson.RawValue) (bool, error) {
 // list returns every files document (name, length, dates); the caller
 // keeps the newest per name.
 func (s *store) list(ctx context.Context) ([]fileInfo, error) {
-	ctx, cancel := s.withDeadline(ctx)
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
 	cursor, err := s.files.Find(ctx, bson.D{}, options.Find().SetProjection(fileProjection))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	var all []fileInfo
 	if err := cursor.All(ctx, &all); err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	return all, nil
 }
@@ -128,14 +203,17 @@ func (s *store) list(ctx context.Context) ([]fileInfo, error) {
 // chunkRange returns the data of chunks first..last of one file, in order;
 // a missing chunk is errCorrupt.
 func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last int64) ([][]byte, error) {
-	ctx, cancel := s.withDeadline(ctx)
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
 	filter := bson.D{{Key: "files_id", Value: id}, {Key: "n", Value: bson.D{{Key: "$gte", Value: first}, {Key: "$lte", Value: last}}}}
 	cursor, err := s.chunks.Find(ctx, filter, options.Find().
 		SetSort(bson.D{{Key: "n", Value: 1}}).
 		SetProjection(bson.D{{Key: "n", Value: 1}, {Key: "data", Value: 1}}))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	defer cursor.Close(context.Background())
 	out := make([][]byte, 0, last-first+1)
@@ -153,7 +231,7 @@ func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last in
 		out = append(out, chunk.Data)
 	}
 	if err := cursor.Err(); err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	if int64(len(out)) != last-first+1 {
 		return nil, fmt.Errorf("%w: chunk %d missing", errCorrupt, first+int64(len(out)))
