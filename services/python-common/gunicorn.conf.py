@@ -33,6 +33,10 @@ timeout = 30
 # Any HTTP/<digit>.<digit> reaches the app, which answers a major version
 # above 1 with 505 as nginx does (gunicorn itself would answer 400).
 permit_unconventional_http_version = True
+# No runtime control socket (gunicorn 25.1+): the lab sets everything by
+# environment, a socket would be one more way in, and gunicorn makes it in
+# $HOME/.gunicorn, on the images' read-only root an ERROR line at each start.
+control_socket_disable = True
 accesslog = None  # per-request logging would be measured as well
 errorlog = "-"
 loglevel = "warning"

@@ -1,11 +1,13 @@
-"""The Python paths' connection cap (gunicorn's worker_connections,
-services/python-common/gevent_worker.py) against real FerretDB and the real
-gunicorn: at the cap, idle kept-alive connections are closed, as nginx
+"""The Python paths' gunicorn (services/python-common: gunicorn.conf.py,
+gevent_worker.py) against real FerretDB: at the connection cap
+(worker_connections), idle kept-alive connections are closed, as nginx
 drains its reusable ones, so a new client is served at once instead of
 waiting in the listen backlog for the keep-alive timeout (75 s); below the
-cap, keep-alive is kept."""
+cap, keep-alive is kept; and no control socket is made."""
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import gridfs
 import pytest
@@ -29,7 +31,8 @@ def flask(mongo_uri):
     bucket.upload_from_stream(BIG, b"b" * (3 * 1024 * 1024))
     client.close()
     service = flask_service(mongo_uri, DB_NAME)
-    service.env.update(GUNICORN_WORKER_CONNECTIONS=str(CAP))
+    service.home = Path(tempfile.mkdtemp(prefix="lab-gunicorn-home-"))
+    service.env.update(GUNICORN_WORKER_CONNECTIONS=str(CAP), HOME=str(service.home), XDG_RUNTIME_DIR="")
     service.start()
     yield service
     service.stop()
@@ -127,3 +130,19 @@ def test_at_the_cap_an_answer_says_it_closes(flask):
     head = answer.split(b"\r\n\r\n", 1)[0].lower()
     assert head.startswith(b"http/1.1 200 ") and b"\r\nconnection: close" in head, head
     assert closed
+
+
+def test_no_control_socket_is_made(flask):
+    """gunicorn 25.1+ makes $HOME/.gunicorn/gunicorn.ctl unless told not to
+    (on the images' read-only root: an ERROR line at each start)."""
+    assert requests_get_ok(flask)
+    assert not (flask.home / ".gunicorn").exists(), sorted(p.name for p in flask.home.iterdir())
+    assert "Control server" not in flask.log()
+
+
+def requests_get_ok(service) -> bool:
+    connection = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+    try:
+        return get_on(connection).startswith(b"HTTP/1.1 200 ")
+    finally:
+        connection.close()
