@@ -8,7 +8,8 @@ LARGE_CLIENTS (50) clients at once, every byte verified, inside a LARGE_MEM
 from its cgroup on the host, v1 or v2), and whether every answer was whole
 or a clean error. Run from the host, which drives Docker, in a compose
 project of its own (taken down after); writes results/overload-<UTC
-time>/results.json (an `overload` section) and report.md.
+time>/results.json (an `overload` section), report.md, and what each path
+logged during each case (<check>-<path>.log).
 
 Environment (each checked before anything starts): OVERLOAD_ENV_FILE
 (default local.env), OVERLOAD_PROJECT (gridfs-lab-overload),
@@ -37,6 +38,7 @@ BUILD_TIMEOUT_S = 3600
 SEED_TIMEOUT_S = 1800
 WRK_TIMEOUT_S = 30        # an answer slower than this is a client timeout
 LARGE_TIMEOUT_S = 3600    # 50 x 100 MB from FerretDB's ~30 MB/s takes minutes
+LOG_LINES = 200           # of each path's log per case, kept in the results
 
 
 def say(text: str) -> None:
@@ -155,6 +157,7 @@ def main() -> int:
                             f"restarting the paths with TARGET_MEM={s['large_mem']}")
             for i, path in enumerate(paths):
                 say(f"{check} {i + 1}/{len(paths)}: {path}")
+                began = time.time()
                 try:
                     result = case(base, check_env, s, path)
                     row = result[0] if isinstance(result, tuple) else result
@@ -166,6 +169,7 @@ def main() -> int:
                     doc["overload"].append(row.to_dict())
                     say(f"{path}: {row.whole} whole, {row.clean_errors} clean errors, peak {row.peak_mib} MiB "
                         f"of {row.limit_mib}: {row.verdict}")
+                keep_log(base, check_env, out, f"{check}-{path}", path, began)
                 save(out, doc)
                 # a killed path comes back for the next check
                 compose_run(base, ["up", "-d", "--no-deps", path], check_env, 300, f"bringing {path} back")
@@ -173,6 +177,17 @@ def main() -> int:
         print(f"overload: error: {e}", file=sys.stderr)
         doc["failed"].append({"check": "-", "path": "-", "error": str(e)})
     return finish("overload", base, env, out, doc, render)
+
+
+def keep_log(base: list[str], env: dict, out: Path, name: str, path: str, since: float) -> None:
+    """What the path logged during its case (its last LOG_LINES lines), kept
+    beside the results: a cut answer or a restart is read there."""
+    try:
+        text = compose_run(base, ["logs", "--no-color", "--no-log-prefix", "--since", f"{since:.0f}",
+                                  "--tail", str(LOG_LINES), path], env, 60, f"{path}'s log")
+    except LabError as e:
+        text = f"(no log: {e})\n"
+    (out / f"{name}.log").write_text(text)
 
 
 def row_check(check: str) -> str:
