@@ -26,7 +26,7 @@ import postgres_store
 import seed as seed_mod
 from bench.checks.conformance import Server, check
 from processes import PostgresServer, wait_for_port
-from service_processes import NginxStatic, flask_postgres_service, postgres_database
+from service_processes import REPO, NginxStatic, flask_postgres_service, postgres_database
 
 DB = "lab_flask_postgres_test"
 CHUNK = postgres_store.CHUNK_SIZE
@@ -342,3 +342,39 @@ def test_a_statement_that_does_not_finish_is_cut_short(own_postgres):
         assert wait_for_200(service).status_code == 200
     finally:
         service.stop()
+
+
+def test_a_query_waits_for_a_busy_pool_longer_than_one_statement(own_postgres):
+    """The pool's one connection busy with two statements of 0.8 s in turn,
+    each within the 1 s statement timeout: a third query waits about 1.6 s
+    for it and is answered. (The wait was the statement timeout: mid-body,
+    a stream that waited longer was cut short, 13-18 of 50 bodies of 100 MB
+    in make overload; before the head, the request's deadline bounds it.)"""
+    sys.path[:0] = [str(REPO / "services" / "flask-postgres"), str(REPO / "services" / "python-common")]
+    try:
+        from pool import Pool
+    finally:
+        del sys.path[:2]
+    _, url = own_postgres
+    pool = Pool(url, size=1, connect_timeout=2, statement_timeout=1.0, application_name="lab-pool-test")
+    outcomes = {}
+
+    def query(name: str, sql: str) -> None:
+        started = time.monotonic()
+        try:
+            outcomes[name] = (pool.query(sql, ()), time.monotonic() - started)
+        except Exception as error:  # noqa: BLE001 (the outcome is the test's)
+            outcomes[name] = (error, time.monotonic() - started)
+
+    holders = [threading.Thread(target=query, args=(f"holder {i}", "SELECT pg_sleep(0.8)")) for i in range(2)]
+    for holder in holders:
+        holder.start()
+        time.sleep(0.05)  # in this order at the pool
+    query("waiter", "SELECT 1")
+    for holder in holders:
+        holder.join(10)
+    pool.close_idle()
+    rows, waited = outcomes["waiter"]
+    assert rows == [(1,)], rows
+    assert waited > 1.2, waited
+    assert all(not isinstance(outcomes[f"holder {i}"][0], Exception) for i in range(2)), outcomes
