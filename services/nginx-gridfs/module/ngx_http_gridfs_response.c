@@ -301,9 +301,19 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 #endif
 
     if (ctx && ctx->past_deadline) {
-        /* its 503 went out at the deadline: the request was held for this
-         * job alone */
-        ngx_http_finalize_request(r, NGX_DONE);
+        /* its 503 went out at the deadline, the request held for this job */
+
+        if (r->main->count == 1) {
+            /* the 503 is sent: the hold is the last reference */
+            ngx_http_finalize_request(r, NGX_DONE);
+
+        } else {
+            /* the 503 still going out (ngx_http_writer), or the request
+             * terminated meanwhile (ngx_http_request_finalizer): they end
+             * it */
+            r->main->count--;
+            r->write_event_handler(r);
+        }
 
     /* not our handler if the request was terminated meanwhile */
     } else if (ctx && r->write_event_handler == ngx_http_gridfs_wake_handler)
