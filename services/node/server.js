@@ -427,6 +427,18 @@ async function takeSlot(slots, res, waitMs) {
   return release;
 }
 
+// Socket errors the driver lets through unwrapped: a command written to a
+// connection the server closed as it stopped is a plain Error ("This socket
+// has been ended by the other party", EPIPE), which answered 500 once in
+// make resilience's restarts. MongoDB is not there, as with a MongoError.
+const NETWORK_ERROR_CODES = new Set(['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'ETIMEDOUT',
+  'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function storeFailed(error) {
+  return error instanceof MongoError || error instanceof DeadlinePassed
+    || (error instanceof Error && NETWORK_ERROR_CODES.has(error.code));
+}
+
 function sendUnavailable(res) {
   sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
 }
@@ -480,7 +492,7 @@ async function serveFile(req, res) {
       });
     })(), deadline);
   } catch (error) {
-    if (!(error instanceof MongoError || error instanceof DeadlinePassed)) throw error;
+    if (!storeFailed(error)) throw error;
     log(`MongoDB unavailable looking up ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;
@@ -575,7 +587,7 @@ async function serveFile(req, res) {
   } catch (error) {
     release();
     cursor.close().catch(() => {});
-    if (!(error instanceof MongoError || error instanceof CorruptFile || error instanceof DeadlinePassed)) throw error;
+    if (!(storeFailed(error) || error instanceof CorruptFile)) throw error;
     log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;
