@@ -198,6 +198,21 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
     raise LabError(f"{what}: not within {timeout:g} s")
 
 
+LOG_LINES = 200  # of a path's log per case, kept beside the results
+
+
+def keep_log(base: list[str], env: dict, out: Path, name: str, service: str, since: float) -> None:
+    """What `service` logged since `since` (its last LOG_LINES lines), kept
+    as out/<name>.log: a cut answer, a 500 or a restart is read there after
+    the project is gone."""
+    try:
+        text = compose_run(base, ["logs", "--no-color", "--no-log-prefix", "--since", f"{since:.0f}",
+                                  "--tail", str(LOG_LINES), service], env, 60, f"{service}'s log")
+    except LabError as e:
+        text = f"(no log: {e})\n"
+    (out / f"{name}.log").write_text(text)
+
+
 def save(out: Path, doc: dict) -> None:
     (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
 

@@ -29,7 +29,8 @@ from bench.faults.overload import ContainerAfter, clients_row, large_file_row  #
 from bench.report.overload import render  # noqa: E402
 from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
 from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,  # noqa: E402
-                         inspect, known_targets, now_iso, number, oom_events, open_lab, results_dir, save)
+                         inspect, keep_log, known_targets, now_iso, number, oom_events, open_lab, results_dir,
+                         save)
 
 CHECKS = ("clients", "large")
 SIZE = re.compile(r"\d+(KB|MB|GB)")
@@ -38,7 +39,6 @@ BUILD_TIMEOUT_S = 3600
 SEED_TIMEOUT_S = 1800
 WRK_TIMEOUT_S = 30        # an answer slower than this is a client timeout
 LARGE_TIMEOUT_S = 3600    # 50 x 100 MB from FerretDB's ~30 MB/s takes minutes
-LOG_LINES = 200           # of each path's log per case, kept in the results
 
 
 def say(text: str) -> None:
@@ -177,17 +177,6 @@ def main() -> int:
         print(f"overload: error: {e}", file=sys.stderr)
         doc["failed"].append({"check": "-", "path": "-", "error": str(e)})
     return finish("overload", base, env, out, doc, render)
-
-
-def keep_log(base: list[str], env: dict, out: Path, name: str, path: str, since: float) -> None:
-    """What the path logged during its case (its last LOG_LINES lines), kept
-    beside the results: a cut answer or a restart is read there."""
-    try:
-        text = compose_run(base, ["logs", "--no-color", "--no-log-prefix", "--since", f"{since:.0f}",
-                                  "--tail", str(LOG_LINES), path], env, 60, f"{path}'s log")
-    except LabError as e:
-        text = f"(no log: {e})\n"
-    (out / f"{name}.log").write_text(text)
 
 
 def row_check(check: str) -> str:

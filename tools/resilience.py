@@ -5,7 +5,7 @@ restarted, then, in a second run, paused. Run from the host, which drives
 Docker; the load comes from a bench container (`python -m bench
 resilience-load`), which has no Docker socket. Writes
 results/resilience-<UTC time>/results.json (a `resilience` section),
-report.md and each case's answers as CSV.
+report.md, each case's answers as CSV and what its path logged meanwhile (.log).
 
 Environment (each checked before anything starts):
   RESILIENCE_ENV_FILE  the lab's env file (default local.env: the local images)
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.report.resilience import render  # noqa: E402
 from bench.faults.resilience import RATE_BACK_HOLD, Fault, ResilienceRow, analyse, summarise  # noqa: E402
 from bench.clients.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
-from lab_compose import (LabError, compose_run, compose_services, finish, known_targets, now_iso,  # noqa: E402
+from lab_compose import (LabError, compose_run, compose_services, finish, keep_log, known_targets, now_iso,  # noqa: E402
                          number, open_lab, results_dir, save)
 
 FAULTS = ("restart", "pause")
@@ -209,9 +209,11 @@ def main() -> int:
             fault_at = round(s["fault_at"] + random.Random(f"{run_id}:{path}:{kind}:{trial}").uniform(0, JITTER_S), 2)
             say(f"{i + 1}/{len(cases)} {path}: {kind} {database} {fault_at:g} s into {s['seconds']} s "
                 f"at {s['rate']:g}/s, trial {trial} (about {left // 60} min {left % 60} s left)")
+            began = time.time()
             try:
                 header, answers, fault = one_case(base, env, {**s, "fault_at": fault_at}, path, database, kind)
             except LabError as e:
+                keep_log(base, env, out, f"{path}-{kind}-t{trial}", path, began)
                 say(f"{path} {kind}: not measured: {e}")
                 doc["failed"].append({"path": path, "database": database, "fault": kind, "trial": trial,
                                       "error": str(e)})
@@ -221,6 +223,7 @@ def main() -> int:
             row = replace(analyse(path, s["rate"], answers, header["expected_sha256"], fault), trial=trial,
                           fault_at_s=fault_at)
             write_answers(out, f"{path}-{kind}-t{trial}", answers, header["expected_sha256"])
+            keep_log(base, env, out, f"{path}-{kind}-t{trial}", path, began)
             doc["resilience"].append(row.to_dict())
             doc["summary"] = summarise([ResilienceRow.from_dict(r) for r in doc["resilience"]])
             say(f"{path} {kind} trial {trial}: {row.errors} errors of {row.requests}; {row.verdict}")
