@@ -38,8 +38,8 @@ const pingInterval = 250 * time.Millisecond
 
 // store reads one GridFS bucket. Every call has a deadline (MONGO_TIMEOUT),
 // and server selection gives up sooner, so a MongoDB outage turns into a
-// quick error instead of a hung kernel request. A call that could not
-// reach MongoDB marks it down: calls then fail at once, until a background
+// quick error instead of a hung kernel request. A call that ran out of
+// time marks MongoDB down: calls then fail at once, until a background
 // ping answers. Without that, a frozen MongoDB held answers 18-30 s: the
 // kernel runs one lookup of a name at a time, and each waited its deadline.
 type store struct {
@@ -89,11 +89,15 @@ func (s *store) begin(ctx context.Context) (context.Context, context.CancelFunc,
 }
 
 // failed classifies a call's error (unavailable) and marks MongoDB down
-// when it could not be reached (not when the kernel withdrew the request).
+// when the call ran out of time (its deadline, or no server selected in
+// time): the calls that would each wait as long are refused instead. An
+// error that came at once (a connection refused or reset, as a restarted
+// server's pooled connections give) marks nothing: it cost no wait, and
+// the next call may well succeed.
 func (s *store) failed(err error) error {
-	canceled := errors.Is(err, context.Canceled)
+	timedOut := mongo.IsTimeout(err) && !errors.Is(err, context.Canceled)
 	err = unavailable(err)
-	if errors.Is(err, errUnavailable) && !canceled {
+	if errors.Is(err, errUnavailable) && timedOut {
 		s.markDown(err)
 	}
 	return err
