@@ -79,7 +79,7 @@ BAD = [
     ("RESULTS_OWNER", "0:0"), ("RESULTS_OWNER", "1000"), ("RESULTS_OWNER", "me:me"), ("RESULTS_OWNER", ""),
     ("RESULTS_OWNER", "1000:0"), ("RESULTS_OWNER", "1000:1000 2"),
     ("NGINX_WORKERS", "1 2"), ("NGINX_WORKERS", "0"), ("NGINX_WORKERS", "auto"), ("GUNICORN_WORKERS", "1.5"),
-    ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "1001"),
+    ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "2001"),
     ("REQUEST_DEADLINE_MS", "3s"), ("REQUEST_DEADLINE_MS", "0"), ("REQUEST_DEADLINE_MS", "600001"),
     # an A/B run's (make ab sets them), judged together
     ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_THRESHOLD", "0"),

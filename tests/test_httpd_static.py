@@ -421,9 +421,9 @@ def wrk_socket_errors(url: str, clients: int) -> tuple[int, int]:
 def test_threads_below_the_clients_cut_keep_alive_connections_and_enough_threads_do_not(site):
     """The same rule at make overload's size, scaled down: 64 wrk clients on
     1MB against 16 threads get read errors (the event MPM closes kept-alive
-    connections while they send), against 64 threads none; .env gives
-    httpd as many threads as the overload check's 1000 clients (at 256,
-    1205 read errors in 30 s)."""
+    connections while they send), against 80 threads none; .env gives
+    httpd a quarter more threads than the overload check's 1000 clients (at
+    256, 3304 read errors in 30 s; at 1000, every thread busy at times, 14)."""
     url_of = "{}/files/1MB.bin".format
     few = HttpdStatic(site[0], servers=1, threads=16).start()
     try:
@@ -431,7 +431,7 @@ def test_threads_below_the_clients_cut_keep_alive_connections_and_enough_threads
     finally:
         few.stop()
     assert answered > 0 and errors > 0, "the rule no longer bites: revisit HTTPD_THREADS"
-    enough = HttpdStatic(site[0], servers=1, threads=64).start()
+    enough = HttpdStatic(site[0], servers=1, threads=80).start()
     try:
         answered, errors = wrk_socket_errors(url_of(enough.url), 64)
     finally:
@@ -440,4 +440,4 @@ def test_threads_below_the_clients_cut_keep_alive_connections_and_enough_threads
     env = dict(line.split("=", 1) for line in (REPO / ".env").read_text().splitlines()
                if line and not line.startswith("#"))
     overload_clients = int(re.search(r'"OVERLOAD_CLIENTS", "(\d+)"', (REPO / "tools" / "overload.py").read_text())[1])
-    assert int(env["HTTPD_SERVERS"]) * int(env["HTTPD_THREADS"]) >= overload_clients
+    assert int(env["HTTPD_SERVERS"]) * int(env["HTTPD_THREADS"]) >= 1.25 * overload_clients

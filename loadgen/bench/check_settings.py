@@ -37,7 +37,7 @@ WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
 # Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/config.go).
 WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None,
                  # httpd-static's start.sh refuses more than one pinned core can use
-                 "HTTPD_SERVERS": 64, "HTTPD_THREADS": 1000}
+                 "HTTPD_SERVERS": 64, "HTTPD_THREADS": 2000}
 FUSE_KNOBS = ("FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT")
 # flask, flask-postgres and node: one deadline per request (queueing and the
 # database), in ms; past it a 503 (lab_http/app.py, node/server.js)

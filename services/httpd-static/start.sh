@@ -9,7 +9,7 @@
 # configuration.
 set -eu
 servers=${HTTPD_SERVERS:-1}
-threads=${HTTPD_THREADS:-1000}
+threads=${HTTPD_THREADS:-1250}
 for var in HTTPD_SERVERS HTTPD_THREADS; do
   eval "value=\${$var:-}"
   case $value in
@@ -17,8 +17,8 @@ for var in HTTPD_SERVERS HTTPD_THREADS; do
     *[!0-9]* | 0*) echo "httpd-static: $var=$value is not a whole number of at least 1" >&2; exit 2 ;;
   esac
 done
-if [ "$threads" -gt 1000 ] || [ "$servers" -gt 64 ]; then
-  echo "httpd-static: HTTPD_SERVERS=$servers x HTTPD_THREADS=$threads is beyond what one pinned core can use (at most 64 x 1000)" >&2
+if [ "$threads" -gt 2000 ] || [ "$servers" -gt 64 ]; then
+  echo "httpd-static: HTTPD_SERVERS=$servers x HTTPD_THREADS=$threads is beyond what one pinned core can use (at most 64 x 2000)" >&2
   exit 2
 fi
 if [ -n "${HTTPD_FOREGROUND:-}" ]; then
