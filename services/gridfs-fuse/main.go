@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -22,6 +23,10 @@ func main() {
 		os.Exit(2)
 	}
 	logger.Printf("settings %s", cfg.summary())
+	if limit := softMemoryLimit(os.Getenv, os.ReadFile); limit > 0 {
+		debug.SetMemoryLimit(limit)
+		logger.Printf("memory: the Go runtime's soft limit is %d MiB, three quarters of the container's", limit>>20)
+	}
 	st, err := openStore(cfg, logger)
 	if err != nil {
 		logger.Printf("configuration: %v", err)
