@@ -80,6 +80,7 @@ class SendTimeoutWorker(GeventWorker):
         self.open_connections = 0
         self.kept_alive = set()  # greenlets whose connection served a request
         self.idle = {}           # those of them waiting for the next one: since when
+        self.draining = set()    # idle ones whose close is scheduled
 
     def at_cap(self) -> bool:
         return self.open_connections >= self.worker_connections
@@ -103,7 +104,9 @@ class SendTimeoutWorker(GeventWorker):
         if self.at_cap():  # the server accepts no more: free idle places
             now = time.monotonic()
             for greenlet, since in list(self.idle.items()):
-                gevent.spawn_later(max(0.0, since + IDLE_AT_CAP_S - now), self.drain, greenlet, since)
+                if greenlet not in self.draining:  # once per idle spell, however many arrive
+                    self.draining.add(greenlet)
+                    gevent.spawn_later(max(0.0, since + IDLE_AT_CAP_S - now), self.drain, greenlet, since)
         try:
             return super().handle(listener, client, addr)
         finally:
@@ -116,6 +119,7 @@ class SendTimeoutWorker(GeventWorker):
         gevent.get_hub().loop.run_callback(self.close_if_idle, greenlet, since)
 
     def close_if_idle(self, greenlet, since: float) -> None:
+        self.draining.discard(greenlet)
         if self.idle.get(greenlet) == since and self.at_cap():
             del self.idle[greenlet]
             greenlet.throw(IdleAtTheCap())
