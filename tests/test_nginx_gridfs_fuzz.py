@@ -5,21 +5,25 @@ bounded time (FUZZ_SECONDS, 25 by default). The harness,
 tests/fuzz/gridfs_fuzz.c, checks properties on every input: a window never
 leaves the range or the file and fits its buffer, offsets are never
 negative, a chunk of the wrong size, non-binary data or a bad n is refused,
-nothing is read or written out of bounds."""
+nothing is read or written out of bounds. Inputs that found a bug once
+(tests/fuzz/regressions/) start the corpus, so each is run every time."""
 import base64
 import os
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 from nginx_gridfs_build import build_fuzzer
 
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "25"))
+REGRESSIONS = Path(__file__).parent / "fuzz" / "regressions"
 
 
 def test_fuzz_the_window_arithmetic_and_chunk_checks(tmp_path):
     fuzzer = build_fuzzer()
     corpus = tmp_path / "corpus"
-    corpus.mkdir()
+    shutil.copytree(REGRESSIONS, corpus)
     result = subprocess.run([str(fuzzer), f"-max_total_time={SECONDS}", "-rss_limit_mb=2048",
                              "-print_final_stats=1", f"-artifact_prefix={tmp_path}/", str(corpus)],
                             capture_output=True, text=True, timeout=SECONDS + 120)

@@ -107,6 +107,14 @@ ngx_fuzz_int(ngx_fuzz_in_t *in, int64_t limit)
 }
 
 
+/* n + 1 where n may be any value the input gives */
+static int64_t
+ngx_fuzz_next(int64_t n)
+{
+    return (n < INT64_MAX) ? n + 1 : n;
+}
+
+
 /* a * b, or the largest value a valid document has when that overflows
  * or a factor is not positive */
 
@@ -297,7 +305,8 @@ ngx_fuzz_chunk_values(ngx_fuzz_in_t *in, ngx_fuzz_chunk_t *c)
 {
     c->n = ngx_fuzz_int(in, NGX_HTTP_GRIDFS_MAX_CHUNKS);
     c->chunk_size = ngx_fuzz_int(in, NGX_HTTP_GRIDFS_MAX_CHUNK);
-    c->length = ngx_fuzz_int(in, ngx_fuzz_limit(c->chunk_size, c->n + 1));
+    c->length = ngx_fuzz_int(in, ngx_fuzz_limit(c->chunk_size,
+                                                ngx_fuzz_next(c->n)));
     c->from = ngx_fuzz_int(in, c->length);
     c->to = ngx_fuzz_int(in, c->length);
 }
@@ -364,7 +373,8 @@ ngx_fuzz_chunk(ngx_fuzz_in_t *in)
 
     bson_init(&doc);
 
-    v = (ngx_fuzz_raw(in, 1) % 2) ? c.n : ngx_fuzz_int(in, c.n + 1);
+    v = (ngx_fuzz_raw(in, 1) % 2) ? c.n
+                                   : ngx_fuzz_int(in, ngx_fuzz_next(c.n));
 
     switch (ngx_fuzz_raw(in, 1) % 6) {
     case 0:
