@@ -275,11 +275,20 @@ ngx_http_gridfs_chunk_part(const bson_t *doc, int64_t n, int64_t length,
     bson_subtype_t   subtype;
     const uint8_t   *data;
 
+    /* first, so that n is in range for the messages below */
+    if (ngx_http_gridfs_check_file(length, chunk_size) != NGX_OK
+        || n < 0 || n >= NGX_HTTP_GRIDFS_MAX_CHUNKS)
+    {
+        bson_set_error(error, 0, 0, "chunk %" PRId64 " is past the end of "
+                       "the file", n);
+        return NGX_ERROR;
+    }
+
     if (!bson_iter_init_find(&iter, doc, "n")
         || ngx_http_gridfs_integer(&iter, &doc_n) != NGX_OK)
     {
-        bson_set_error(error, 0, 0, "chunk without an integer n after chunk "
-                       "%" PRId64, n - 1);
+        bson_set_error(error, 0, 0, "chunk without an integer n where "
+                       "chunk %" PRId64 " was expected", n);
         return NGX_ERROR;
     }
 
@@ -297,14 +306,6 @@ ngx_http_gridfs_chunk_part(const bson_t *doc, int64_t n, int64_t length,
     }
 
     bson_iter_binary(&iter, &subtype, &len, &data);
-
-    if (ngx_http_gridfs_check_file(length, chunk_size) != NGX_OK
-        || n < 0 || n >= NGX_HTTP_GRIDFS_MAX_CHUNKS)
-    {
-        bson_set_error(error, 0, 0, "chunk %" PRId64 " is past the end of "
-                       "the file", n);
-        return NGX_ERROR;
-    }
 
     /* no overflow: checked above */
     chunk_start = n * chunk_size;
