@@ -95,7 +95,9 @@ def test_vegeta_report_parses_latency_rate_and_failures():
     assert ok.requests == 400 and ok.successes == 400 and ok.rate == pytest.approx(200, rel=0.01)
     assert 0 < ok.p50_ms <= ok.p90_ms <= ok.p99_ms <= ok.max_ms
     missing = vegeta_measurement((VEGETA / "nginx-404-rate50.json").read_text(), 50)
-    assert missing.failed == 50 and missing.rps == 0
+    assert (missing.failed, missing.refused, missing.rps, missing.status_codes) == (0, 50, 0, {"404": 50})
+    no_answer = vegeta_measurement((VEGETA / "refused-rate20.json").read_text(), 20)
+    assert no_answer.failed == no_answer.requests > 0 and no_answer.refused == 0
     refused = parse_vegeta((VEGETA / "refused-rate20.json").read_text())
     assert refused.successes == 0 and "connection refused" in refused.errors[0]
     with pytest.raises(VegetaOutputError):

@@ -85,7 +85,7 @@ def test_report_lists_failed_cases():
     results = sample()
     results.runs[1].status, results.runs[1].error = "failed", "7 failed requests over 3 repetitions"
     md = render_markdown(results)
-    assert "| flask | 1KB | 5 | failed | - | - | - | - | - | 0 | 7 failed requests over 3 repetitions |" in md
+    assert "| flask | 1KB | 5 | failed | - | - | - | - | - | 0 | 0 | 7 failed requests over 3 repetitions |" in md
 
 
 def test_report_shows_conformance_and_failed_cases():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
 from .measure.bottleneck import bottleneck
-from .measure.usage import CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, THROTTLED
+from .measure.usage import CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, REFUSED, THROTTLED
 
 NOISY = "noisy"        # the repetitions' median absolute deviation is over stats.NOISY_MAD of their median
 
@@ -43,7 +43,7 @@ class Run:
     status: str = OK
     error: str | None = None
     requests: int = 0    # completed in the row's repetition
-    failed: int = 0      # failed requests over every repetition (ab's failed plus non-2xx)
+    failed: int = 0      # over every repetition: requests with no answer, or a 2xx answer cut short
     seconds: float = 0.0  # the row's repetition, by ab's own timer
     rps: float = 0.0
     time_per_request_ms: float = 0.0  # ab's mean across all concurrent requests: 1000 / rps
@@ -74,6 +74,10 @@ class Run:
     variant: str | None = None
     # The resource that bound the row (bench.measure.bottleneck); None for a failed row
     bottleneck: str | None = None
+    # Over every repetition: answers that were not 2xx (flagged refused; rps
+    # counts the 2xx ones), beside the answers in all
+    refused: int = 0
+    answers: int = 0
 
     @property
     def ok(self) -> bool:
@@ -82,6 +86,10 @@ class Run:
     @property
     def noisy(self) -> bool:
         return bool(self.spread and self.spread.get("noisy"))
+
+    @property
+    def refused_share(self) -> float:
+        return self.refused / self.answers if self.answers else 0.0
 
 
 def median_repetition(reps: list[dict]) -> dict:
@@ -103,17 +111,24 @@ def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps
     row = median_repetition(reps)
     spread = spread_of([r["rps"] for r in reps])
     failed = sum(r["failed"] for r in reps)
+    refused = sum(r.get("refused") or 0 for r in reps)
     run = Run(target, file, size_bytes, concurrency, OK, None, row["requests"], failed, row["seconds"],
               row["rps"], row["time_per_request_ms"], row["transfer_kbps"], row["p50_ms"], row["p90_ms"],
               row["p99_ms"], row["raw_output"], cpu=row.get("cpu"), flags=list(row.get("flags") or []),
-              cpu_window=row.get("cpu_window"), repetitions=reps, spread=spread, duration_s=duration_s)
+              cpu_window=row.get("cpu_window"), repetitions=reps, spread=spread, duration_s=duration_s,
+              refused=refused, answers=sum(r["requests"] for r in reps))
     run.flags += [f for f in FLAGS_OF_ANY_REPETITION
                   if f not in run.flags and any(f in (r.get("flags") or ()) for r in reps)]
     if run.noisy and len(reps) > 1:
         run.flags.append(NOISY)
+    if refused:
+        run.flags.append(REFUSED)
     run.bottleneck = bottleneck(run.flags, run.cpu, target)
     if failed:
         run.status, run.error = FAILED, f"{failed} failed requests over {len(reps)} repetitions"
+    elif any(r["requests"] and r["requests"] == (r.get("refused") or 0) for r in reps):
+        run.status, run.error = FAILED, f"every answer of a repetition was refused ({refused} of {run.answers} " \
+                                        f"over {len(reps)} repetitions were not 2xx)"
     return run
 
 
@@ -136,13 +151,16 @@ class ToolResult:
     spread: dict         # of rps: {median, min, max, half_range, noisy}
     repetitions: list[dict] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # "loadgen-bound" when the tool was at its CPU limit
+    refused: int = 0     # answers not 2xx over every repetition (rps counts the 2xx ones)
 
     @classmethod
     def of(cls, reps: list[dict], flags: list[str] = ()) -> "ToolResult":
         row = median_repetition(reps)
+        refused = sum(r.get("refused") or 0 for r in reps)
         return cls(row["tool"], row["rps"], row["p50_ms"], row["p90_ms"], row["p99_ms"], row["max_ms"],
                    failed=sum(r["failed"] for r in reps), spread=spread_of([r["rps"] for r in reps]),
-                   repetitions=reps, flags=list(flags))
+                   repetitions=reps, flags=list(flags) + ([REFUSED] if refused and REFUSED not in flags else []),
+                   refused=refused)
 
 
 @dataclass
@@ -205,6 +223,8 @@ class OpenLoop:
     max_workers: int = 0
     bottleneck: str | None = None  # bench.measure.bottleneck, from the run's flags and CPU
     share: float = 0.0   # of capacity (0 in runs from before it was recorded: the headline's)
+    refused: int = 0     # answers whose status was not 2xx or 3xx
+    status_codes: dict | None = None  # vegeta's count of answers by status ("0": no answer)
 
     @property
     def ok(self) -> bool:
@@ -227,6 +247,7 @@ class SweepPoint:
     loadgen_cores: float
     raw_output: str | None
     flags: list[str] = field(default_factory=list)
+    refused: int = 0     # answers not 2xx (rps counts the 2xx ones)
 
 
 WRITE, READ = "write", "read"

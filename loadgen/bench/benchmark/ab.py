@@ -54,18 +54,21 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
     """One window's figures over the answers served whole: req/s, the path's
     CPU ms per request, and the total over the path and what it leans on
     (None where not measured). A 503 from a deadline is quick and cheap: a
-    B that sheds more must not read as faster or cheaper, so failed answers
-    count in neither (their CPU is charged to the whole ones)."""
-    requests, failed = rep.get("requests"), rep.get("failed") or 0
-    whole = (requests - failed) / requests if requests else 1.0
+    B that sheds more must not read as faster or cheaper, so neither a
+    refused nor a failed answer counts (their CPU is charged to the whole
+    ones). rep["rps"] already leaves the refused ones out."""
+    requests, failed, refused = rep.get("requests") or 0, rep.get("failed") or 0, rep.get("refused") or 0
+    whole = requests - refused - failed
+    of_answers = whole / requests if requests else 1.0
+    of_served = (whole / (requests - refused) if requests > refused else 0.0) if requests else 1.0
     cpu = rep.get("cpu") or {}
     own = (cpu.get(target) or {}).get("cpu_ms_per_request")
     total = None
     if own is not None:
         total = own + sum((cpu.get(role) or {}).get("cpu_ms_per_request") or 0.0 for role in supporting)
-    per_whole = (lambda ms: ms / whole if ms is not None and whole > 0 else None)
-    return {"rps": rep["rps"] * whole, "cpu_path": per_whole(own), "cpu_total": per_whole(total),
-            "failed": failed}
+    per_whole = (lambda ms: ms / of_answers if ms is not None and of_answers > 0 else None)
+    return {"rps": rep["rps"] * of_served, "cpu_path": per_whole(own), "cpu_total": per_whole(total),
+            "failed": failed + refused}
 
 
 class AbRun:

@@ -353,7 +353,8 @@ class Timer:
                     bound = tool_bound(m.loadgen_cores, m.threads, self.allowance)
                     points.append(SweepPoint(target.name, f["name"], f["size"], c, m.tool, m.requests, m.failed,
                                              m.rps, m.p50_ms, m.p99_ms, round(m.loadgen_cores, 4), m.raw_output,
-                                             [LOADGEN_BOUND] if bound else []))
+                                             ([LOADGEN_BOUND] if bound else []) + ([usage.REFUSED] if m.refused else []),
+                                             refused=m.refused))
                 say(f"{name}: " + ", ".join(f"{m.tool} {m.rps:.0f} req/s" for m in ms))
                 self.progress.report(f"{name} done")
         return points
@@ -400,6 +401,7 @@ def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
     latency = rep.get("latency") or {}
     result.sent_rate = round(rep["sent_rate"], 3) if rep.get("sent_rate") is not None else 0.0
     result.requests, result.failed = rep["requests"], rep["failed"]
+    result.refused, result.status_codes = rep.get("refused") or 0, rep.get("status_codes")
     result.p50_ms, result.p90_ms, result.p99_ms, result.max_ms = (rep[k] for k in ("p50_ms", "p90_ms", "p99_ms",
                                                                                      "max_ms"))
     result.p999_ms = latency.get("p999_ms", 0.0)
@@ -411,6 +413,8 @@ def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
         result.flags.append(BEHIND_SCHEDULE)  # out of workers or CPU: the requests' waits went unrecorded
     if result.requests < OPEN_LOOP_REQUESTS:
         result.flags.append(FEW_SAMPLES)
+    if result.refused:
+        result.flags.append(usage.REFUSED)
     result.bottleneck = bottleneck(result.flags, rep.get("cpu"), result.target)
     if result.failed:
         result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
@@ -428,6 +432,8 @@ def describe(run: Run) -> str:
     spread = f" ±{run.spread['half_range']:.1%}" if run.spread and len(run.repetitions) > 1 else ""
     if run.cache:
         note += f"; cache hit ratio {run.cache['hit_ratio']}"
+    if run.refused:
+        note += f"; {run.refused} of {run.answers} answers not 2xx ({run.refused_share:.0%}: shed)"
     return (f"{case_name(run.target, run.file, run.concurrency)}: {run.rps:.0f} req/s{spread} over "
             f"{len(run.repetitions)} x {run.duration_s or 0:.1f} s, p99 {run.p99_ms:.1f} ms{note}"
             + (f" [{', '.join(run.flags)}]" if run.flags else ""))

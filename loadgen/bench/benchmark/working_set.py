@@ -2,7 +2,8 @@
 sizes) requested in random order by wrk (working_set.lua) from every serving
 path, at the highest concurrency, repetitions rotating through the targets
 like every case. Each path first serves a sample of the set byte for byte;
-wrk then counts any answer that is not 2xx as a failed request."""
+wrk then counts any answer that is not 2xx as refused (a row all refused
+fails), as in every timed case."""
 import http.client
 import random
 import tempfile

@@ -20,6 +20,19 @@ class AbSummary:
     document_length: int
     seconds: float
     body_bytes: int      # "HTML transferred": the bodies of every answer, whole or not
+    # The failed requests' kinds, printed under "Failed requests" when there
+    # are any. A length failure is an answer whose body's length differs from
+    # the first answer's, whatever its status: a 503's short body is one.
+    failed_connect: int = 0
+    failed_receive: int = 0
+    failed_length: int = 0
+    failed_exceptions: int = 0
+
+    @property
+    def socket_failures(self) -> int:
+        """Requests that got no answer: a connection refused, a read error or
+        an exception. Length failures are judged by short_answers instead."""
+        return self.failed_connect + self.failed_receive + self.failed_exceptions
 
 
 def _field(text: str, pattern: str, convert=float, required: bool = True):
@@ -36,9 +49,15 @@ def parse_summary(text: str) -> AbSummary:
     while every answer is still arriving): they read as 0."""
     complete = _field(text, r"^Complete requests:\s+(\d+)", int)
     rates = complete > 0
+    failed = _field(text, r"^Failed requests:\s+(\d+)", int)
+    kinds = re.search(r"^\s+\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)$", text,
+                      re.MULTILINE)
+    if failed and kinds is None:
+        raise AbOutputError("ab output counts failed requests but lacks their kinds (Connect, Receive, ...)")
+    connect, receive, length, exceptions = (int(k) for k in kinds.groups()) if kinds else (0, 0, 0, 0)
     return AbSummary(
         complete=complete,
-        failed=_field(text, r"^Failed requests:\s+(\d+)", int),
+        failed=failed,
         non_2xx=_field(text, r"^Non-2xx responses:\s+(\d+)", int, required=False) or 0,
         rps=_field(text, r"^Requests per second:\s+([\d.]+)", required=rates) or 0.0,
         time_per_request_concurrent_ms=_field(text, r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$",
@@ -49,17 +68,21 @@ def parse_summary(text: str) -> AbSummary:
         document_length=_field(text, r"^Document Length:\s+(\d+) bytes", int),
         seconds=_field(text, r"^Time taken for tests:\s+([\d.]+) seconds"),
         body_bytes=_field(text, r"^HTML transferred:\s+(\d+) bytes", int),
+        failed_connect=connect, failed_receive=receive, failed_length=length, failed_exceptions=exceptions,
     )
 
 
 def short_answers(summary: AbSummary, expected_size: int) -> int:
-    """Completed requests whose bodies cannot all have been the whole file.
-    ab counts an answer as complete when the server closes the connection,
-    even with no response at all, and checks lengths only against the first
-    answer's: the bytes it read are the check it cannot fool."""
+    """2xx answers whose bodies cannot all have been the whole file. ab
+    counts an answer as complete when the server closes the connection, even
+    with no response at all, and checks lengths only against the first
+    answer's: the bytes it read are the check it cannot fool. The bodies of
+    answers that were not 2xx (a 503's page) are in those bytes too and are
+    taken as none: a cut 2xx body is missed only where the refused answers'
+    pages add up to a whole file."""
     if expected_size <= 0:
         return 0
-    return max(0, summary.complete - summary.body_bytes // expected_size)
+    return max(0, summary.complete - summary.non_2xx - summary.body_bytes // expected_size)
 
 
 def parse_percentiles(csv_text: str, complete: int | None = None) -> dict[int, float]:

@@ -41,9 +41,12 @@ class Measurement:
     """One run of one tool against one URL at one concurrency (or rate)."""
     tool: str
     requests: int        # completed
-    failed: int          # ab: failed + non-2xx; wrk: socket errors + non-2xx/3xx; vegeta: not 2xx
+    # Requests that got no answer, or a 2xx answer shorter than the file:
+    # ab: connect, receive and exceptions, plus short_answers; wrk: socket
+    # errors; vegeta: answers with no status (a transport error)
+    failed: int
     seconds: float       # the tool's own timer
-    rps: float
+    rps: float           # 2xx answers per second: a refused answer is no work served
     time_per_request_ms: float  # mean across all concurrent requests: 1000 / rps
     transfer_kbps: float
     p50_ms: float
@@ -71,6 +74,12 @@ class Measurement:
     # BENCH_LOADGENS > 1: each ab worker's concurrency, requests, rate and
     # own CPU (its rusage), the figures above being their merge
     workers: list[dict] | None = None
+    # Complete answers whose status was not 2xx (wrk: nor 3xx). Every lab
+    # path answers 503 when a request's deadline passes before its answer
+    # starts, so past a path's capacity these are load shed. ab and wrk do
+    # not say which status; vegeta does (status_codes).
+    refused: int = 0
+    status_codes: dict[str, int] | None = None
 
     @property
     def wall_seconds(self) -> float:
@@ -181,6 +190,7 @@ def merged_ab(parts: list[Measurement], gnuplot_texts: list[str], concurrencies:
     completions = completion_bins([c for text in gnuplot_texts for c in parse_completions(text)], started, ended)
     return Measurement(
         tool=parts[0].tool, requests=sum(p.requests for p in parts), failed=sum(p.failed for p in parts),
+        refused=sum(p.refused for p in parts),
         seconds=max(p.seconds for p in parts), rps=round(rps, 3),
         time_per_request_ms=1000 / rps if rps else 0.0, transfer_kbps=sum(p.transfer_kbps for p in parts),
         p50_ms=summary.get("p50_ms", 0.0), p90_ms=summary.get("p90_ms", 0.0), p99_ms=summary.get("p99_ms", 0.0),
@@ -202,10 +212,11 @@ def ab_measurement(stdout: str, csv_text: str | None, keepalive: bool = False, c
     whatever ab counted."""
     s = parse_summary(stdout)
     pct = parse_percentiles(csv_text, s.complete) if csv_text is not None else {50: 0.0, 90: 0.0, 99: 0.0, 100: 0.0}
+    rps = served_rate(s.rps, s.complete, s.non_2xx)
     return Measurement(
         tool=AB_KEEPALIVE if keepalive else AB, requests=s.complete,
-        failed=max(s.failed + s.non_2xx, short_answers(s, expected_size)),
-        seconds=s.seconds, rps=s.rps, time_per_request_ms=s.time_per_request_ms, transfer_kbps=s.transfer_kbps,
+        failed=s.socket_failures + short_answers(s, expected_size), refused=s.non_2xx,
+        seconds=s.seconds, rps=rps, time_per_request_ms=1000 / rps if rps else 0.0, transfer_kbps=s.transfer_kbps,
         p50_ms=pct[50], p90_ms=pct[90], p99_ms=pct[99], max_ms=pct[100], threads=1,
         loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
         completions=completion_bins(parse_completions(gnuplot_text), started_ns, ended_ns) if gnuplot_text else None)
@@ -215,9 +226,10 @@ def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0, raw_out
                     started_ns: int = 0, ended_ns: int = 0) -> Measurement:
     """Pure: wrk's --latency report as a Measurement."""
     s = parse_wrk(stdout)
+    rps = served_rate(s.rps, s.requests, s.non_2xx_3xx)
     return Measurement(
-        tool=WRK, requests=s.requests, failed=s.socket_errors + s.non_2xx_3xx, seconds=s.seconds, rps=s.rps,
-        time_per_request_ms=1000 / s.rps if s.rps else 0.0, transfer_kbps=s.transfer_bytes_per_s / 1024,
+        tool=WRK, requests=s.requests, failed=s.socket_errors, refused=s.non_2xx_3xx, seconds=s.seconds, rps=rps,
+        time_per_request_ms=1000 / rps if rps else 0.0, transfer_kbps=s.transfer_bytes_per_s / 1024,
         p50_ms=s.p50_ms, p90_ms=s.p90_ms, p99_ms=s.p99_ms, max_ms=s.latency_max_ms, threads=threads,
         loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
 
@@ -238,12 +250,20 @@ def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, 
         if summary["samples"]:
             pct = {k: summary[k] for k in pct}
         completions = completion_bins(completion_times(answers), started_ns, ended_ns)
+    no_status = s.status_codes.get("0", 0)
     return Measurement(
-        tool=VEGETA, requests=s.requests, failed=s.requests - s.successes, seconds=s.seconds, rps=s.throughput,
+        tool=VEGETA, requests=s.requests, failed=no_status, refused=s.requests - s.successes - no_status,
+        status_codes=s.status_codes, seconds=s.seconds, rps=s.throughput,
         time_per_request_ms=1000 / s.throughput if s.throughput else 0.0,
         transfer_kbps=s.bytes_in / 1024 / s.seconds if s.seconds else 0.0, **pct, threads=os.cpu_count() or 1,
         loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
         rate=rate, sent_rate=s.rate, latency=summary, completions=completions)
+
+
+def served_rate(rps: float, answers: int, refused: int) -> float:
+    """A tool's rate over every answer, as the rate of those that were not
+    refused: a fast 503 must not read as work served."""
+    return round(rps * (answers - refused) / answers, 3) if answers else 0.0
 
 
 def _seconds(seconds: float) -> str:

@@ -22,6 +22,7 @@ BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: request
 FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
 DISTURBED = "disturbed"           # work outside the lab's containers took over DISTURBED_CORES during the run
 LINK_BOUND = "link-bound"         # the answers crossed the link between two hosts at 90% of its measured rate
+REFUSED = "refused"               # some answers were not 2xx: past its capacity, a path sheds with 503
 LOADGEN_BOUND_SHARE = 0.9
 # Every client starts at once, so no answer comes before the first round
 # ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.

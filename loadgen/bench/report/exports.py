@@ -1,5 +1,6 @@
 """Beside results.json, the run's figures in the forms other tools read:
-results.csv (a row per case and tool, the headline's columns), Bencher's
+results.csv (a row per case and tool, the headline's columns, `refused`:
+the answers that were not 2xx over its repetitions), Bencher's
 Metric Format (bencher.json) and github-action-benchmark's custom formats
 (github-benchmark-bigger.json, github-benchmark-smaller.json). Failed cases
 have no number: a row in the CSV with its error, nothing in the JSONs."""
@@ -16,7 +17,7 @@ BENCHER = "bencher.json"
 BIGGER, SMALLER = "github-benchmark-bigger.json", "github-benchmark-smaller.json"
 COLUMNS = ["target", "store", "size", "file", "concurrency", "tool", "status", "rps", "rps_min", "rps_max",
            "rps_ratio_to_nginx_static", "cpu_ms_per_request", "cpu_ratio_to_nginx_static", "p50_ms", "p99_ms",
-           "open_loop_rate", "open_loop_p99_ms", "flags", "error"]
+           "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
 AB_KEEPALIVE = "ab-k"
 
 
@@ -32,7 +33,8 @@ def rows(results: Results) -> list[dict]:
         base = base if base is not None and base.ok else None
         loop = open_loop_for(results, r.target, r.file)
         row = dict(target=r.target, store=store_of(r.target), size=size_label(r.file), file=r.file,
-                   concurrency=r.concurrency, tool="ab", status=r.status, flags=" ".join(r.flags), error=r.error or "")
+                   concurrency=r.concurrency, tool="ab", status=r.status, refused=r.refused, flags=" ".join(r.flags),
+                   error=r.error or "")
         if r.ok:
             spread = r.spread or {}
             row |= dict(rps=r.rps, rps_min=spread.get("min", r.rps), rps_max=spread.get("max", r.rps),
@@ -52,7 +54,7 @@ def rows(results: Results) -> list[dict]:
                             concurrency=c.concurrency, tool=name, status="failed" if tool.failed else "ok",
                             rps=tool.rps, rps_min=spread.get("min", tool.rps), rps_max=spread.get("max", tool.rps),
                             rps_ratio_to_nginx_static=_ratio(tool.rps, base_tool.rps if base_tool else None),
-                            p50_ms=tool.p50_ms, p99_ms=tool.p99_ms, flags=" ".join(tool.flags),
+                            p50_ms=tool.p50_ms, p99_ms=tool.p99_ms, refused=tool.refused, flags=" ".join(tool.flags),
                             error=f"{tool.failed} failed requests" if tool.failed else ""))
     return out
 

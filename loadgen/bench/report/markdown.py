@@ -12,7 +12,7 @@ from ..results import NOISY, Results, Run, StorePass
 from ..measure.stats import NOISY_MAD, TOOLS_DISAGREE
 from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, DISTURBED,
                              DISTURBED_CORES, FEW_ROUNDS, FEW_SAMPLES, LINK_BOUND, LOADGEN, LOADGEN_BOUND,
-                             LOADGEN_BOUND_SHARE, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
+                             LOADGEN_BOUND_SHARE, REFUSED, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 NONCONFORMING = "nonconforming"
@@ -22,7 +22,7 @@ NONCONFORMING = "nonconforming"
 # fonts shows it rather than an empty box.
 MARKS = {LOADGEN_BOUND: "⚑", CORE_SATURATED: "▲", NOISY: "~", THROTTLED: "⊘", SHORT_WINDOW: "◌",
          FEW_ROUNDS: "◔", CACHE_MISSED: "◇", NONCONFORMING: "✗", BEHIND_SCHEDULE: "⇣", FEW_SAMPLES: "ⁿ",
-         DISTURBED: "⚠", LINK_BOUND: "⇄"}
+         DISTURBED: "⚠", LINK_BOUND: "⇄", REFUSED: "↯"}
 BASELINE_MARK = "†"
 LEGEND = {
     LOADGEN_BOUND: f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance (its own CPU "
@@ -46,6 +46,11 @@ LEGEND = {
                 "of the rate iperf3 measured on it before timing: the link, not the path, set the figure",
     DISTURBED: f"work outside the lab's containers (another program on the machine) used more than "
                f"{DISTURBED_CORES:g} of a core while the run was timed: the figure shares the machine with it",
+    REFUSED: "some answers were not 2xx (their count and share are in Every case). Every lab path answers 503 "
+             "with Retry-After when a request's deadline (REQUEST_DEADLINE_MS) passes before its answer starts, so "
+             "past its capacity a path sheds load this way. Requests per second count the 2xx answers only; "
+             "latency and CPU per request take in the refused ones too. ab and wrk do not say which status; "
+             "vegeta's report counts them by status",
     FEW_SAMPLES: f"the open-loop run held fewer than {OPEN_LOOP_REQUESTS:,} requests (it stops at "
                  f"{OPEN_LOOP_MAX_S:g} s): its p99.9 rests on few answers, see its count",
 }
@@ -446,7 +451,7 @@ def _agreement(results: Results) -> list[str]:
         rows.append([c.target, _size(c.file), str(c.concurrency), _tool_cell(a), _tool_cell(w), verdict,
                      f"{a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f}",
                      f"{w.p50_ms:.2f} / {w.p90_ms:.2f} / {w.p99_ms:.2f} / {w.max_ms:.0f}",
-                     str(a.failed + w.failed)])
+                     str(a.failed + w.failed), str(a.refused + w.refused)])
     free = [c for c in results.comparisons if not c.bound]
     agree_free = sum(not c.disagree for c in free)
     seen = {f for c in results.comparisons for t in (c.ab_keepalive, c.wrk) for f in t.flags}
@@ -457,7 +462,7 @@ def _agreement(results: Results) -> list[str]:
             f"Difference: |ab -k - wrk| / their mean, of the median repetitions; **differ**: over "
             f"{TOOLS_DISAGREE:.0%}. Latency: p50 / p90 / p99 / max ms (closed loop: queueing included).", "",
             *_table(["target", "size", "concurrency", "ab -k req/s", "wrk req/s", "difference",
-                     "ab -k latency ms", "wrk latency ms", "failed"], rows), "",
+                     "ab -k latency ms", "wrk latency ms", "failed", "refused"], rows), "",
             f"{agree_free} of {len(free)} cases with neither tool at its CPU limit agree within "
             f"{TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit.", "",
             *_legend(seen)]
@@ -496,18 +501,23 @@ def _every_case(results: Results) -> list[str]:
     for r in results.runs:
         if not r.ok:
             rows.append([r.target, _size(r.file), str(r.concurrency), "failed", "-", "-", "-", "-", "-",
-                         str(r.failed), (r.error or "").replace("|", "\\|")])
+                         str(r.failed), _refused(r.refused, r.answers), (r.error or "").replace("|", "\\|")])
             continue
         rps = r.spread or {}
         rows.append([r.target, _size(r.file), str(r.concurrency), f"{r.rps:.0f}",
                      f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
                      f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed),
-                     " ".join(r.flags)])
+                     _refused(r.refused, r.answers), " ".join(r.flags)])
     return ["## Every case", "",
-            "The row's repetition (the median by requests per second) with the range of all of them; "
-            "`failed` counts failed requests over every repetition.", "",
+            "The row's repetition (the median by requests per second, of 2xx answers) with the range of all of "
+            "them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
+            "`refused` the answers that were not 2xx, with their share of all answers.", "",
             *_table(["target", "size", "concurrency", "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms",
-                     "KB/s", "failed", "flags / error"], rows), ""]
+                     "KB/s", "failed", "refused", "flags / error"], rows), ""]
+
+
+def _refused(refused: int, answers: int) -> str:
+    return f"{refused} ({refused / answers:.0%})" if refused and answers else str(refused)
 
 
 def _phases(results: Results) -> list[str]:
