@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.report.resilience import render  # noqa: E402
-from bench.faults.resilience import Fault, analyse, outcome  # noqa: E402
+from bench.faults.resilience import Fault, analyse, answering_again, outcome  # noqa: E402
 from bench.clients.vegeta_output import Answer, VegetaOutputError, parse_results  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "vegeta"
@@ -137,7 +137,7 @@ def test_report_has_a_row_per_case_and_names_the_stand_in():
            "resilience": [row.to_dict()], "failed": [{"path": "node", "database": "mongo", "fault": "restart",
                                                       "error": "node: no answer within 240 s"}]}
     text = render(doc)
-    assert "| nginx-gridfs | mongo | pause | 1 | - | 10.0 s | 3000 | 990 | 990 x 503, 10 x 200 |" in text
+    assert "| nginx-gridfs | mongo | pause | 1 | - | not probed | 10.0 s | 3000 | 990 | 990 x 503, 10 x 200 |" in text
     assert "| node | mongo | restart |" in text and "not measured: node: no answer" in text
     assert "FerretDB standing in for MongoDB" in text
 
@@ -191,4 +191,37 @@ def test_trials_are_summarised_by_median_and_maximum():
                         "jitter_s": 3.0},
            "resilience": [r.to_dict() for r in rows], "summary": [line], "failed": []}
     text = render(doc)
-    assert "## Over 3 trials each" in text and "| flask | mongo | pause | 3 | 2 | 2.00 / 9.00 s | 2.00 / 3.00 s | 3 / 3 ms |" in text
+    assert "## Over 3 trials each" in text
+    assert "| flask | mongo | pause | 3 | 2 | not probed | 2.00 / 9.00 s | 2.00 / 3.00 s | 3 / 3 ms |" in text
+
+
+def test_the_database_has_returned_when_it_answers_not_when_start_returns():
+    """flask-postgres, restart trial 5 of resilience-20261126T093334Z:
+    503s went on 1.4 s past `docker compose start`, which read "recovered in
+    5 s". PostgreSQL accepted connections only then; the probe's changes
+    say when, and the path's recovery is timed from it."""
+    restart = Fault(kind="restart", database="postgres", began=1010.0, down=1010.5, back=1011.6)
+    events = [("answering", 1000.2), ("silent", 1010.3), ("answering", 1013.0)]
+    assert answering_again(events, restart.began) == 1013.0
+    assert answering_again([("answering", 1000.2)], restart.began) is None  # never seen silent: not probed
+    assert answering_again([("silent", 1010.3)], restart.began) is None  # never back within the run
+
+    def answer(sent):
+        if restart.began <= sent < 1013.05:
+            return 0.003, 503, "b" * 64, "503 Service Unavailable"
+        return 0.002, 200, GOOD, ""
+    answers = steady(1000.0, 30, 100, answer)
+    by_command = analyse("flask-postgres", 100, answers, GOOD, restart)
+    assert by_command.errors_after_back == 145 and by_command.recovered_s == 3.0
+    probed = analyse("flask-postgres", 100, answers, GOOD, Fault(**{**restart.__dict__, "answering": 1013.0}))
+    assert probed.answering_after_s == pytest.approx(1.4)
+    assert probed.outage_s == pytest.approx(3.0) and probed.errors_after_back == 5
+    assert probed.first_good_s == pytest.approx(0.052, abs=0.001)
+    assert probed.recovered_s == 2.0 and probed.verdict.startswith("recovered in 2 s")
+    text = render({"run_id": "r", "env_file": "local.env", "started": "a", "finished": "b",
+                   "settings": {"file": "1KB.bin", "rate": 100, "seconds": 30, "fault_at": 10, "pause_s": 10},
+                   "resilience": [probed.to_dict()], "failed": []})
+    assert "| flask-postgres | postgres | restart | 1 | - | 1.40 s | 3.0 s |" in text
+    # a database that answers before the command returns: the command's return counts
+    early = Fault(**{**restart.__dict__, "answering": 1011.0})
+    assert early.returned == restart.back

@@ -50,6 +50,9 @@ def test_every_path_with_a_database_is_measured_under_both_faults(run):
         assert r["good"] + r["errors"] == r["requests"]
         assert 0 < r["outage_s"] < 30, r
         assert sum(r["outage_answers"].values()) > 0, r
+        # the load's probe saw the database go silent and answer again (a paused one may answer a moment
+        # before `unpause` returns); the outage runs to the later of the two
+        assert r["answering_after_s"] is not None and -1 < r["answering_after_s"] < 30, r
 
 
 def test_each_fault_is_felt_and_every_path_serves_again_within_5_s(run):

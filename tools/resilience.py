@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.report.resilience import render  # noqa: E402
-from bench.faults.resilience import RATE_BACK_HOLD, Fault, ResilienceRow, analyse, summarise  # noqa: E402
+from bench.faults.resilience import (RATE_BACK_HOLD, Fault, ResilienceRow, analyse, answering_again,  # noqa: E402
+                                     summarise)
 from bench.clients.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
 from lab_compose import (LabError, compose_run, compose_services, finish, keep_log, known_targets, now_iso,  # noqa: E402
                          number, open_lab, results_dir, save)
@@ -115,16 +116,22 @@ def take_away(base: list[str], env: dict, kind: str, database: str, pause_s: int
 
 
 def one_case(base: list[str], env: dict, s: dict, path: str, database: str, kind: str) -> tuple:
-    """Load on path, the fault in its middle; returns (header, answers, fault)."""
+    """Load on path, the fault in its middle; returns (header, answers,
+    fault), the fault with when the load's probe saw the database answer again."""
     url = f"http://{path}:8080/files/{s['file']}"
     cmd = base + ["run", "--rm", "--no-deps", "-T", "bench", "resilience-load", url, s["file"],
-                  f"{s['rate']:g}", str(s["seconds"])]
+                  f"{s['rate']:g}", str(s["seconds"]), database]
     lines: list[str] = []
+    probed: list[tuple[str, float]] = []
     first_answer = threading.Event()
     with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:
         def pump():
             for line in proc.stdout:
+                if line.startswith('{"database":'):
+                    event = json.loads(line)
+                    probed.append((event["database"], float(event["at"])))
+                    continue
                 lines.append(line)
                 if len(lines) == 2:  # the header, then the first answer: the load is on
                     first_answer.set()
@@ -157,7 +164,7 @@ def one_case(base: list[str], env: dict, s: dict, path: str, database: str, kind
         answers = parse_results("".join(lines[1:]))
     except (IndexError, ValueError, VegetaOutputError) as e:
         raise LabError(f"{path}: the load's output is not what resilience-load prints: {e}") from None
-    return header, answers, fault
+    return header, answers, replace(fault, answering=answering_again(probed, fault.began))
 
 
 def write_answers(out: Path, name: str, answers, expected_sha256: str) -> None:
@@ -226,7 +233,9 @@ def main() -> int:
             keep_log(base, env, out, f"{path}-{kind}-t{trial}", path, began)
             doc["resilience"].append(row.to_dict())
             doc["summary"] = summarise([ResilienceRow.from_dict(r) for r in doc["resilience"]])
-            say(f"{path} {kind} trial {trial}: {row.errors} errors of {row.requests}; {row.verdict}")
+            answering = ("" if row.answering_after_s is None else
+                         f"{database} answering {row.answering_after_s:.2f} s after it was brought back; ")
+            say(f"{path} {kind} trial {trial}: {row.errors} errors of {row.requests}; {answering}{row.verdict}")
             save(out, doc)
     except LabError as e:
         print(f"resilience: error: {e}", file=sys.stderr)

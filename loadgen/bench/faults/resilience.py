@@ -10,7 +10,13 @@ hang (an answer slower than BOUND_S), a truncated 200, or no recovery.
 Recovered means the rate before the fault holds again with no error for
 RATE_BACK_HOLD seconds, not one good answer: a path still failing four
 requests in five after the database returned is not recovered, whenever
-its first good answer came."""
+its first good answer came.
+
+The database has returned when it answers again (the load container probes
+it on fresh connections), or when the command that brought it back returned
+if that is later: `docker compose start` returns before a restarted server
+accepts connections, and a path cannot serve before its database does. The
+outage, and every recovery figure, are timed from that return."""
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -29,6 +35,23 @@ class Fault:
     began: float    # Unix seconds: the command that took it away was issued
     down: float     # ... it returned: the database is gone (stopped) or frozen (paused)
     back: float     # the command that brought it back returned
+    answering: float | None = None  # the database answered the load container's probe again (None: not probed)
+
+    @property
+    def returned(self) -> float:
+        """When the path could first have served again."""
+        return max(self.back, self.answering) if self.answering is not None else self.back
+
+
+def answering_again(events: list[tuple[str, float]], began: float) -> float | None:
+    """From the probe's changes [(state, Unix seconds)] in order: when the
+    database answered again after the fault took it away (the first
+    "answering" after the last "silent" since the fault began), or None if
+    the probe never saw it silent then."""
+    silent = [i for i, (state, at) in enumerate(events) if state == "silent" and at >= began - 1]
+    if not silent:
+        return None
+    return next((at for state, at in events[silent[-1]:] if state == "answering"), None)
 
 
 @dataclass(frozen=True)
@@ -41,17 +64,20 @@ class ResilienceRow:
     good: int                     # 200s carrying the file's exact bytes
     errors: int                   # every other answer, over the whole run
     truncated: int                # 200s whose body is not the file
-    outage_s: float               # from began to back
-    outage_answers: dict          # what requests sent during the outage (began to back) got: status or error -> count
+    outage_s: float               # from began to the database's return (Fault.returned)
+    outage_answers: dict          # what requests sent during the outage got: status or error -> count
     outage_slowest_ms: float | None
     level_before: float | None    # good answers/s before the fault
-    first_good_s: float | None    # from back to the first good answer to a request sent after it
-    rate_back_s: float | None     # from back to the end of the first second of RATE_BACK_HOLD at the level
+    first_good_s: float | None    # from the return to the first good answer to a request sent after it
+    rate_back_s: float | None     # from the return to the end of the first second of RATE_BACK_HOLD at the level
     verdict: str
     errors_after_back: int = 0    # answers to requests sent after the database was back that were not good
     recovered_s: float | None = None  # ... to the end of the first second of RATE_BACK_HOLD at the level, no error
     trial: int = 1                # of RESILIENCE_TRIALS, each with its fault at another moment
     fault_at_s: float | None = None  # seconds into the load the fault began (jittered per trial)
+    # from the command that brought the database back to its answering the probe
+    # (None: not probed); the figures above count from the later of the two
+    answering_after_s: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,16 +137,16 @@ def errors_per_second(answers: list[Answer], expected_sha256: str, start: float,
 
 def rate_back_after(answers: list[Answer], expected_sha256: str, fault: Fault, level: float | None,
                     clean: bool = False) -> float | None:
-    """Seconds from back to the end of the first whole second from which good
+    """Seconds from the database's return to the end of the first whole second from which good
     answers/s stay at RATE_BACK_SHARE of the level for RATE_BACK_HOLD seconds
     (clean: and no request sent in those seconds failed); None when that never
     happens before the load ends."""
     if level is None or not answers:
         return None
     last_sent = max(a.sent for a in answers)
-    seconds = int(last_sent - fault.back)
-    counts = good_per_second(answers, expected_sha256, fault.back, seconds)
-    errors = errors_per_second(answers, expected_sha256, fault.back, seconds) if clean else [0] * len(counts)
+    seconds = int(last_sent - fault.returned)
+    counts = good_per_second(answers, expected_sha256, fault.returned, seconds)
+    errors = errors_per_second(answers, expected_sha256, fault.returned, seconds) if clean else [0] * len(counts)
     floor = RATE_BACK_SHARE * level
     for i in range(len(counts) - RATE_BACK_HOLD + 1):
         held = range(i, i + RATE_BACK_HOLD)
@@ -160,26 +186,28 @@ def verdict(row_outage: Counter, slowest_ms: float | None, truncated: int, first
 def analyse(path: str, rate: float, answers: list[Answer], expected_sha256: str, fault: Fault) -> ResilienceRow:
     outcomes = [outcome(a, expected_sha256) for a in answers]
     # from the command that took it away: requests in flight as it goes are the telling ones
-    during = [a for a in answers if fault.began <= a.sent < fault.back]
+    returned = fault.returned
+    during = [a for a in answers if fault.began <= a.sent < returned]
     outage = Counter(outcome(a, expected_sha256) for a in during)
     slowest = max((a.latency for a in during), default=None)
-    first_good = min((a.done for a, o in zip(answers, outcomes) if o == "200" and a.sent >= fault.back),
+    first_good = min((a.done for a, o in zip(answers, outcomes) if o == "200" and a.sent >= returned),
                      default=None)
-    first_good_s = None if first_good is None else first_good - fault.back
+    first_good_s = None if first_good is None else first_good - returned
     level = level_before(answers, expected_sha256, fault)
     truncated = outcomes.count("200 truncated")
     slowest_ms = None if slowest is None else slowest * 1000
-    after = [o for a, o in zip(answers, outcomes) if a.sent >= fault.back]
+    after = [o for a, o in zip(answers, outcomes) if a.sent >= returned]
     errors_after = sum(1 for o in after if o != "200")
     recovered = rate_back_after(answers, expected_sha256, fault, level, clean=True)
     return ResilienceRow(
         path=path, fault=fault.kind, database=fault.database, rate=rate, requests=len(answers),
         good=outcomes.count("200"), errors=len(answers) - outcomes.count("200"), truncated=truncated,
-        outage_s=fault.back - fault.began, outage_answers=dict(sorted(outage.items())),
+        outage_s=returned - fault.began, outage_answers=dict(sorted(outage.items())),
         outage_slowest_ms=slowest_ms, level_before=level, first_good_s=first_good_s,
         rate_back_s=rate_back_after(answers, expected_sha256, fault, level),
         verdict=verdict(outage, slowest_ms, truncated, first_good_s, recovered, errors_after, len(after)),
-        errors_after_back=errors_after, recovered_s=recovered)
+        errors_after_back=errors_after, recovered_s=recovered,
+        answering_after_s=None if fault.answering is None else round(fault.answering - fault.back, 3))
 
 
 def _median(values: list[float]) -> float | None:
@@ -203,6 +231,7 @@ def summarise(rows: list[ResilienceRow]) -> list[dict]:
         recovered = [r.recovered_s for r in trials if r.recovered_s is not None]
         first = [r.first_good_s for r in trials if r.first_good_s is not None]
         slowest = [r.outage_slowest_ms for r in trials if r.outage_slowest_ms is not None]
+        answering = [r.answering_after_s for r in trials if r.answering_after_s is not None]
         never = len(trials) - len(recovered)
         verdict = (f"right in all {len(trials)} trials" if len(ok) == len(trials) else
                    f"wrong in {len(trials) - len(ok)} of {len(trials)} trials"
@@ -211,5 +240,6 @@ def summarise(rows: list[ResilienceRow]) -> list[dict]:
                     "right": len(ok), "first_good_median_s": _median(first), "first_good_max_s": max(first, default=None),
                     "recovered_median_s": _median(recovered), "recovered_max_s": max(recovered, default=None),
                     "slowest_outage_median_ms": _median(slowest), "slowest_outage_max_ms": max(slowest, default=None),
+                    "answering_median_s": _median(answering), "answering_max_s": max(answering, default=None),
                     "verdict": verdict})
     return out

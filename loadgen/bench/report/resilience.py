@@ -7,9 +7,9 @@ def _seconds(value: float | None, missing: str = "never") -> str:
     return missing if value is None else f"{value:.2f} s"
 
 
-def _pair(median: float | None, most: float | None, unit: str) -> str:
+def _pair(median: float | None, most: float | None, unit: str, missing: str = "never") -> str:
     if median is None:
-        return "never"
+        return missing
     return f"{median:.2f} / {most:.2f} {unit}" if unit == "s" else f"{median:.0f} / {most:.0f} {unit}"
 
 
@@ -49,39 +49,45 @@ def render(doc: dict) -> str:
         lines += [
             f"## Over {max(r['trials'] for r in summary)} trials each (the fault {s.get('jitter_s', 0):g} s "
             "later at most, seeded, so it falls at another point of the drivers' heartbeat cycles)", "",
-            "| path | database | fault | trials | right | first good answer, median / max "
+            "| path | database | fault | trials | right | database answering, median / max "
+            "| first good answer, median / max "
             "| back with no error, median / max | slowest outage answer, median / max | verdict |",
-            "|---|---|---|--:|--:|--:|--:|--:|---|"]
+            "|---|---|---|--:|--:|--:|--:|--:|--:|---|"]
         for r in summary:
             lines.append(
                 f"| {r['path']} | {r['database']} | {r['fault']} | {r['trials']} | {r['right']} "
+                f"| {_pair(r.get('answering_median_s'), r.get('answering_max_s'), 's', 'not probed')} "
                 f"| {_pair(r['first_good_median_s'], r['first_good_max_s'], 's')} "
                 f"| {_pair(r['recovered_median_s'], r['recovered_max_s'], 's')} "
                 f"| {_pair(r['slowest_outage_median_ms'], r['slowest_outage_max_ms'], 'ms')} | {r['verdict']} |")
         lines += ["", "## Every trial", ""]
     lines += [
-        "| path | database | fault | trial | fault at | outage | requests | errors "
+        "| path | database | fault | trial | fault at | database answering | outage | requests | errors "
         "| answers to requests sent during the outage "
         "| slowest of those | first good answer after return | errors after return | rate back after "
         "| back with no error after | verdict |",
-        "|---|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|",
     ]
     for r in rows:
         slowest = "-" if r.outage_slowest_ms is None else f"{r.outage_slowest_ms:.0f} ms"
         lines.append(
             f"| {r.path} | {r.database} | {r.fault} | {r.trial} "
-            f"| {'-' if r.fault_at_s is None else f'{r.fault_at_s:.2f} s'} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
+            f"| {'-' if r.fault_at_s is None else f'{r.fault_at_s:.2f} s'} "
+            f"| {_seconds(r.answering_after_s, 'not probed')} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
             f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} | {r.errors_after_back} "
             f"| {_seconds(r.rate_back_s, 'not within the run')} "
             f"| {_seconds(r.recovered_s, 'not within the run')} | {r.verdict} |")
     for f in doc.get("failed", []):
         lines.append(f"| {f['path']} | {f.get('database', '?')} | {f['fault']} | {f.get('trial', '-')} | - | - | - "
-                     f"| - | - | - | - | - | - | - | not measured: {f['error']} |")
+                     f"| - | - | - | - | - | - | - | - | not measured: {f['error']} |")
     lines += [
         "",
-        "- **outage**: from the command that took the database away (stop, or pause) being issued to the one "
-        "that brought it back (start, or unpause) returning; requests sent in it include those in flight as "
-        "the database went.",
+        "- **database answering**: from the command that brought the database back (start, or unpause) "
+        "returning to the database answering again, probed every 0.1 s on a fresh connection from the load's "
+        "container (a restarted server accepts connections some time after `start` returns).",
+        "- **outage**: from the command that took the database away (stop, or pause) being issued to the "
+        "database's return: the later of that command returning and the database answering. Requests sent in "
+        "it include those in flight as the database went; every figure after the return counts from it.",
         "- **errors**: every answer of the run that was not a 200 with the file's exact bytes.",
         f"- **verdict**: right is 503 (or a whole 200) to every request sent during the outage, each within "
         f"{BOUND_S:g} s, no truncated 200, and a good answer within {BOUND_S:g} s of the database's return. "
