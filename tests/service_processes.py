@@ -1,6 +1,7 @@
 """Serving paths run natively for tests: the Flask paths (GridFS, PostgreSQL)
-under gunicorn, the Node path under node, and nginx's static module over a
-directory, each on a free 127.0.0.1 port and stopped afterwards."""
+under gunicorn, the Node path under node, nginx's static module over a
+directory, and the GridFS module with the lab's own nginx.conf, each on a
+free 127.0.0.1 port and stopped afterwards."""
 import os
 import shutil
 import subprocess
@@ -166,6 +167,42 @@ class NginxStatic:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.port, "nginx", self.proc)
         return self
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        shutil.rmtree(self.prefix, ignore_errors=True)
+
+
+class LabNginxGridFS:
+    """The module with services/nginx-gridfs/nginx.conf as the lab runs it
+    (its thread pool, queue timeout, buffer size, cap on responses, log
+    level), natively in a temporary prefix: the figures are of the
+    configuration people run. changes: more of native_nginx_config's
+    replacements, each of which must still match the lab's file."""
+
+    def __init__(self, mongo_uri: str, db: str, files_dir: Path, changes: dict[str, str] | None = None):
+        from nginx_gridfs_build import build_module
+        self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+        self.prefix.chmod(0o755)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        (self.prefix / "gridfs-env.conf").write_text(
+            f'mongo "{mongo_uri}";\ngridfs "{db}" "root_collection=fs" field=filename type=string;\n')
+        (self.prefix / "nginx.conf").write_text(native_nginx_config(
+            SERVICES / "nginx-gridfs" / "nginx.conf", self.prefix, {
+                "load_module /usr/lib/nginx/modules/ngx_http_gridfs_module.so;": f"load_module {build_module()};",
+                "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
+                "alias /data/files/;": f"alias {files_dir}/;", **(changes or {})}))
+        self.proc = None
+
+    def start(self) -> "LabNginxGridFS":
+        self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, "nginx-gridfs", self.proc)
+        return self
+
+    def log(self) -> str:
+        return (self.prefix / "error.log").read_text(errors="replace") if (self.prefix / "error.log").exists() else ""
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -24,10 +24,8 @@ import gridfs
 import pymongo
 import pytest
 
-from nginx_gridfs_build import build_module
 from perf_profile import breakdown, perf_report
-from processes import free_port, stop_process, wait_for_port
-from service_processes import NGINX, SERVICES, NginxStatic, flask_service, native_nginx_config, node_service
+from service_processes import LabNginxGridFS, NginxStatic, flask_service, node_service
 
 DB = "module_floor"
 SIZES = {"1KB.bin": 1024, "1MB.bin": 1 << 20}
@@ -37,39 +35,6 @@ FLOOR_THREADS = 16  # the module's thread pool in services/nginx-gridfs/nginx.co
 SERVER_CORE, LOAD_CORE = "1", "0"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FLOOR_SOURCE = Path(__file__).parent / "module_floor" / "gridfs_floor.c"
-
-
-class LabNginxGridFS:
-    """The module with services/nginx-gridfs/nginx.conf as the lab runs it
-    (its thread pool, queue timeout, buffer size, log level), natively in a
-    temporary prefix: the figures are of the configuration people run."""
-
-    def __init__(self, mongo_uri: str, db: str, files_dir: Path):
-        self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
-        self.prefix.chmod(0o755)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        (self.prefix / "gridfs-env.conf").write_text(
-            f'mongo "{mongo_uri}";\ngridfs "{db}" "root_collection=fs" field=filename type=string;\n')
-        (self.prefix / "nginx.conf").write_text(native_nginx_config(
-            SERVICES / "nginx-gridfs" / "nginx.conf", self.prefix, {
-                "load_module /usr/lib/nginx/modules/ngx_http_gridfs_module.so;": f"load_module {build_module()};",
-                "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
-                "alias /data/files/;": f"alias {files_dir}/;"}))
-        self.proc = None
-
-    def start(self) -> "LabNginxGridFS":
-        self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port, "nginx-gridfs", self.proc)
-        return self
-
-    def log(self) -> str:
-        return (self.prefix / "error.log").read_text(errors="replace") if (self.prefix / "error.log").exists() else ""
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        shutil.rmtree(self.prefix, ignore_errors=True)
 
 
 def tree(pid: int) -> list[int]:

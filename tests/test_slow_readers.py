@@ -17,6 +17,7 @@ log lines must agree."""
 import hashlib
 import os
 import random
+import re
 import runpy
 import select
 import shutil
@@ -39,8 +40,8 @@ from pymongo import MongoClient
 
 import postgres_store
 from nginx_gridfs_build import Nginx, build_module
-from service_processes import (GUNICORN_CONF, NginxStatic, flask_postgres_service, flask_service, node_service,
-                               postgres_database)
+from service_processes import (GUNICORN_CONF, SERVICES, LabNginxGridFS, NginxStatic, flask_postgres_service,
+                               flask_service, node_service, postgres_database)
 from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary  # noqa: F401 (a fixture)
 from test_httpd_static import HttpdStatic
 from test_nginx_cache import NginxCache
@@ -379,3 +380,49 @@ def test_a_bad_send_timeout_stops_gunicorn_at_start(value):
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [
         f"SEND_TIMEOUT_MS must be a positive whole number of milliseconds, got {value!r}"], result.stderr
+
+
+NGINX_GRIDFS_CAP = "limit_conn gridfs_responses 180;"
+
+
+def test_nginx_gridfs_caps_its_responses_under_way_within_its_memory(mongo_uri, gridfs_db, files_dir, content):
+    """services/nginx-gridfs/nginx.conf caps the responses under way
+    (nginx's limit_conn), since each stalled one holds about 2 MiB until
+    send_timeout: without the cap about 230 of them fill the 512 MiB limit
+    and the kernel kills nginx. The lab's file, its cap set to 8 here: 8
+    stalled clients, and the 9th request is a 503 at once while /health is
+    served; once a stalled client goes, the next request is served whole.
+    The lab's cap times what a stalled response holds fits the limit."""
+    digest = hashlib.sha256(content).hexdigest()
+    server = LabNginxGridFS(mongo_uri, DB_NAME, files_dir, {NGINX_GRIDFS_CAP: "limit_conn gridfs_responses 8;"})
+    server.start()
+    stalled = []
+    try:
+        idle = rss_mib([server.proc.pid])
+        stalled = [stalled_client(server.port) for _ in range(8)]
+        pending, began = list(stalled), time.monotonic()
+        while pending:
+            assert time.monotonic() - began < 15, f"{len(pending)} stalled requests never answered\n{server.log()}"
+            ready = select.select(pending, [], [], 1)[0]
+            pending = [sock for sock in pending if sock not in ready]
+        refused, elapsed = timed_get(server)
+        assert refused.status_code == 503 and elapsed < 1, (refused.status_code, elapsed)
+        assert requests.get(f"{server.url}/health", timeout=5).status_code == 200
+        each = (rss_mib([server.proc.pid]) - idle) / len(stalled)
+        gone = stalled.pop()
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()
+        deadline = time.monotonic() + 5
+        while (answer := timed_get(server)[0]).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert answer.status_code == 200 and hashlib.sha256(answer.content).hexdigest() == digest
+    finally:
+        for sock in stalled:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        server.stop()
+    lab_conf = (SERVICES / "nginx-gridfs" / "nginx.conf").read_text()
+    cap = int(re.search(r"limit_conn gridfs_responses (\d+);", lab_conf)[1])
+    print(f"nginx-gridfs: {each:.2f} MiB per stalled response; the lab's cap of {cap} holds {cap * each:.0f} MiB")
+    assert idle + cap * PER_STALLED_MIB["nginx-gridfs"] < TARGET_MEM_MIB, (idle, cap)
+    assert each < PER_STALLED_MIB["nginx-gridfs"], each
