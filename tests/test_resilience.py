@@ -225,3 +225,7 @@ def test_the_database_has_returned_when_it_answers_not_when_start_returns():
     # a database that answers before the command returns: the command's return counts
     early = Fault(**{**restart.__dict__, "answering": 1011.0})
     assert early.returned == restart.back
+    shown = render({"run_id": "r", "env_file": "local.env", "started": "a", "finished": "b",
+                    "settings": {"file": "1KB.bin", "rate": 100, "seconds": 30, "fault_at": 10, "pause_s": 10},
+                    "resilience": [analyse("flask-postgres", 100, answers, GOOD, early).to_dict()], "failed": []})
+    assert "| restart | 1 | - | 0.00 s |" in shown  # "at once", not a negative time

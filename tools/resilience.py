@@ -234,7 +234,7 @@ def main() -> int:
             doc["resilience"].append(row.to_dict())
             doc["summary"] = summarise([ResilienceRow.from_dict(r) for r in doc["resilience"]])
             answering = ("" if row.answering_after_s is None else
-                         f"{database} answering {row.answering_after_s:.2f} s after it was brought back; ")
+                         f"{database} answering {max(row.answering_after_s, 0.0):.2f} s after it was brought back; ")
             say(f"{path} {kind} trial {trial}: {row.errors} errors of {row.requests}; {answering}{row.verdict}")
             save(out, doc)
     except LabError as e:

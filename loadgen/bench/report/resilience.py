@@ -7,6 +7,11 @@ def _seconds(value: float | None, missing: str = "never") -> str:
     return missing if value is None else f"{value:.2f} s"
 
 
+def _at_once(seconds: float | None) -> float | None:
+    """A paused database may answer a moment before `unpause` returns: at once."""
+    return None if seconds is None else max(seconds, 0.0)
+
+
 def _pair(median: float | None, most: float | None, unit: str, missing: str = "never") -> str:
     if median is None:
         return missing
@@ -54,9 +59,10 @@ def render(doc: dict) -> str:
             "| back with no error, median / max | slowest outage answer, median / max | verdict |",
             "|---|---|---|--:|--:|--:|--:|--:|--:|---|"]
         for r in summary:
+            answering = _pair(_at_once(r.get("answering_median_s")), _at_once(r.get("answering_max_s")), "s",
+                              "not probed")
             lines.append(
-                f"| {r['path']} | {r['database']} | {r['fault']} | {r['trials']} | {r['right']} "
-                f"| {_pair(r.get('answering_median_s'), r.get('answering_max_s'), 's', 'not probed')} "
+                f"| {r['path']} | {r['database']} | {r['fault']} | {r['trials']} | {r['right']} | {answering} "
                 f"| {_pair(r['first_good_median_s'], r['first_good_max_s'], 's')} "
                 f"| {_pair(r['recovered_median_s'], r['recovered_max_s'], 's')} "
                 f"| {_pair(r['slowest_outage_median_ms'], r['slowest_outage_max_ms'], 'ms')} | {r['verdict']} |")
@@ -73,7 +79,7 @@ def render(doc: dict) -> str:
         lines.append(
             f"| {r.path} | {r.database} | {r.fault} | {r.trial} "
             f"| {'-' if r.fault_at_s is None else f'{r.fault_at_s:.2f} s'} "
-            f"| {_seconds(r.answering_after_s, 'not probed')} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
+            f"| {_seconds(_at_once(r.answering_after_s), 'not probed')} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
             f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} | {r.errors_after_back} "
             f"| {_seconds(r.rate_back_s, 'not within the run')} "
             f"| {_seconds(r.recovered_s, 'not within the run')} | {r.verdict} |")
