@@ -51,7 +51,7 @@ def test_every_path_with_a_database_is_measured_under_both_faults(run):
         assert 0 < r["outage_s"] < 30, r
         assert sum(r["outage_answers"].values()) > 0, r
         # the load's probe saw the database go silent and answer again (a paused one may answer a moment
-        # before `unpause` returns); the outage runs to the later of the two
+        # before `unpause` returns)
         assert r["answering_after_s"] is not None and -1 < r["answering_after_s"] < 30, r
 
 

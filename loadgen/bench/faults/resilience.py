@@ -12,11 +12,12 @@ RATE_BACK_HOLD seconds, not one good answer: a path still failing four
 requests in five after the database returned is not recovered, whenever
 its first good answer came.
 
-The database has returned when it answers again (the load container probes
-it on fresh connections), or when the command that brought it back returned
-if that is later: `docker compose start` returns before a restarted server
-accepts connections, and a path cannot serve before its database does. The
-outage, and every recovery figure, are timed from that return."""
+Every figure counts from the return of the command that brought the
+database back. Beside them, when the database answered again (the load
+container probes it on fresh connections): a server that starts slowly
+explains a slow recovery, but a probe can also be late (PostgreSQL's was,
+by about 4 s, in a run where flask-postgres served within 0.1 s), so it
+moves no figure and cannot make a path look faster."""
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -36,11 +37,6 @@ class Fault:
     down: float     # ... it returned: the database is gone (stopped) or frozen (paused)
     back: float     # the command that brought it back returned
     answering: float | None = None  # the database answered the load container's probe again (None: not probed)
-
-    @property
-    def returned(self) -> float:
-        """When the path could first have served again."""
-        return max(self.back, self.answering) if self.answering is not None else self.back
 
 
 def answering_again(events: list[tuple[str, float]], began: float) -> float | None:
@@ -64,19 +60,19 @@ class ResilienceRow:
     good: int                     # 200s carrying the file's exact bytes
     errors: int                   # every other answer, over the whole run
     truncated: int                # 200s whose body is not the file
-    outage_s: float               # from began to the database's return (Fault.returned)
+    outage_s: float               # from began to back
     outage_answers: dict          # what requests sent during the outage got: status or error -> count
     outage_slowest_ms: float | None
     level_before: float | None    # good answers/s before the fault
-    first_good_s: float | None    # from the return to the first good answer to a request sent after it
-    rate_back_s: float | None     # from the return to the end of the first second of RATE_BACK_HOLD at the level
+    first_good_s: float | None    # from back to the first good answer to a request sent after it
+    rate_back_s: float | None     # from back to the end of the first second of RATE_BACK_HOLD at the level
     verdict: str
     errors_after_back: int = 0    # answers to requests sent after the database was back that were not good
     recovered_s: float | None = None  # ... to the end of the first second of RATE_BACK_HOLD at the level, no error
     trial: int = 1                # of RESILIENCE_TRIALS, each with its fault at another moment
     fault_at_s: float | None = None  # seconds into the load the fault began (jittered per trial)
     # from the command that brought the database back to its answering the probe
-    # (None: not probed); the figures above count from the later of the two
+    # (None: not probed); shown beside the figures above, which count from back
     answering_after_s: float | None = None
 
     def to_dict(self) -> dict:
@@ -137,16 +133,16 @@ def errors_per_second(answers: list[Answer], expected_sha256: str, start: float,
 
 def rate_back_after(answers: list[Answer], expected_sha256: str, fault: Fault, level: float | None,
                     clean: bool = False) -> float | None:
-    """Seconds from the database's return to the end of the first whole second from which good
+    """Seconds from back to the end of the first whole second from which good
     answers/s stay at RATE_BACK_SHARE of the level for RATE_BACK_HOLD seconds
     (clean: and no request sent in those seconds failed); None when that never
     happens before the load ends."""
     if level is None or not answers:
         return None
     last_sent = max(a.sent for a in answers)
-    seconds = int(last_sent - fault.returned)
-    counts = good_per_second(answers, expected_sha256, fault.returned, seconds)
-    errors = errors_per_second(answers, expected_sha256, fault.returned, seconds) if clean else [0] * len(counts)
+    seconds = int(last_sent - fault.back)
+    counts = good_per_second(answers, expected_sha256, fault.back, seconds)
+    errors = errors_per_second(answers, expected_sha256, fault.back, seconds) if clean else [0] * len(counts)
     floor = RATE_BACK_SHARE * level
     for i in range(len(counts) - RATE_BACK_HOLD + 1):
         held = range(i, i + RATE_BACK_HOLD)
@@ -186,23 +182,23 @@ def verdict(row_outage: Counter, slowest_ms: float | None, truncated: int, first
 def analyse(path: str, rate: float, answers: list[Answer], expected_sha256: str, fault: Fault) -> ResilienceRow:
     outcomes = [outcome(a, expected_sha256) for a in answers]
     # from the command that took it away: requests in flight as it goes are the telling ones
-    returned = fault.returned
-    during = [a for a in answers if fault.began <= a.sent < returned]
+    back = fault.back
+    during = [a for a in answers if fault.began <= a.sent < back]
     outage = Counter(outcome(a, expected_sha256) for a in during)
     slowest = max((a.latency for a in during), default=None)
-    first_good = min((a.done for a, o in zip(answers, outcomes) if o == "200" and a.sent >= returned),
+    first_good = min((a.done for a, o in zip(answers, outcomes) if o == "200" and a.sent >= back),
                      default=None)
-    first_good_s = None if first_good is None else first_good - returned
+    first_good_s = None if first_good is None else first_good - back
     level = level_before(answers, expected_sha256, fault)
     truncated = outcomes.count("200 truncated")
     slowest_ms = None if slowest is None else slowest * 1000
-    after = [o for a, o in zip(answers, outcomes) if a.sent >= returned]
+    after = [o for a, o in zip(answers, outcomes) if a.sent >= back]
     errors_after = sum(1 for o in after if o != "200")
     recovered = rate_back_after(answers, expected_sha256, fault, level, clean=True)
     return ResilienceRow(
         path=path, fault=fault.kind, database=fault.database, rate=rate, requests=len(answers),
         good=outcomes.count("200"), errors=len(answers) - outcomes.count("200"), truncated=truncated,
-        outage_s=returned - fault.began, outage_answers=dict(sorted(outage.items())),
+        outage_s=back - fault.began, outage_answers=dict(sorted(outage.items())),
         outage_slowest_ms=slowest_ms, level_before=level, first_good_s=first_good_s,
         rate_back_s=rate_back_after(answers, expected_sha256, fault, level),
         verdict=verdict(outage, slowest_ms, truncated, first_good_s, recovered, errors_after, len(after)),

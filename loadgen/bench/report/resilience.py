@@ -90,10 +90,11 @@ def render(doc: dict) -> str:
         "",
         "- **database answering**: from the command that brought the database back (start, or unpause) "
         "returning to the database answering again, probed every 0.1 s on a fresh connection from the load's "
-        "container (a restarted server accepts connections some time after `start` returns).",
-        "- **outage**: from the command that took the database away (stop, or pause) being issued to the "
-        "database's return: the later of that command returning and the database answering. Requests sent in "
-        "it include those in flight as the database went; every figure after the return counts from it.",
+        "container. Beside the figures, which it does not move: a slow start explains a slow recovery, but a "
+        "probe can be late too.",
+        "- **outage**: from the command that took the database away (stop, or pause) being issued to the one "
+        "that brought it back (start, or unpause) returning; requests sent in it include those in flight as "
+        "the database went.",
         "- **errors**: every answer of the run that was not a 200 with the file's exact bytes.",
         f"- **verdict**: right is 503 (or a whole 200) to every request sent during the outage, each within "
         f"{BOUND_S:g} s, no truncated 200, and a good answer within {BOUND_S:g} s of the database's return. "
