@@ -13,7 +13,7 @@ import pytest
 from bench.benchmark.cases import open_loop_capacity, open_loop_figures, open_loop_seconds
 from bench.clients.timing import TIMEOUT_S, vegeta_max_workers, vegeta_measurement
 from bench.measure import latency
-from bench.measure.usage import BEHIND_SCHEDULE, FEW_SAMPLES, LOADGEN_BOUND
+from bench.measure.usage import BEHIND_SCHEDULE, FEW_SAMPLES, LOADGEN_BOUND, REFUSED
 from bench.report.markdown import render_markdown
 from bench.results import Comparison, OpenLoop, Results, TargetResult, ToolResult, repeated_run
 
@@ -36,6 +36,16 @@ def test_a_slow_last_answer_after_a_kept_schedule_is_not_behind_it():
     assert rep["requests"] / rep["seconds"] < 0.95 * 200
     assert BEHIND_SCHEDULE not in loop.flags and LOADGEN_BOUND not in loop.flags
     assert FEW_SAMPLES in loop.flags  # 800 < 10,000
+
+
+def test_an_open_loop_point_refused_throughout_fails_and_one_refused_in_part_is_flagged():
+    """A point of 404s (a real capture) measures no serving: it fails, with
+    the statuses; one with some refused answers is timed and flagged."""
+    every = open_loop_figures(OpenLoop("nginx", "missing.bin", 0, 50.0), measured("nginx-404-rate50.json", 50))
+    assert every.status == "failed" and every.error == "every answer of 50 was refused (50 x 404)"
+    rep = measured("nginx-404-rate50.json", 50)
+    part = open_loop_figures(OpenLoop("nginx", "missing.bin", 0, 50.0), {**rep, "refused": 10})
+    assert part.ok and REFUSED in part.flags and part.refused == 10
 
 
 def test_vegeta_out_of_workers_is_flagged_behind_schedule():

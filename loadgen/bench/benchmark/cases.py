@@ -351,10 +351,10 @@ class Timer:
                     self.progress.advance(len(self.cfg.tools) * (self.cfg.sweep_duration + OVERHEAD_S))
                 for m in ms:
                     bound = tool_bound(m.loadgen_cores, m.threads, self.allowance)
+                    flags = ([LOADGEN_BOUND] if bound else []) + ([usage.REFUSED] if m.refused else [])
                     points.append(SweepPoint(target.name, f["name"], f["size"], c, m.tool, m.requests, m.failed,
                                              m.rps, m.p50_ms, m.p99_ms, round(m.loadgen_cores, 4), m.raw_output,
-                                             ([LOADGEN_BOUND] if bound else []) + ([usage.REFUSED] if m.refused else []),
-                                             refused=m.refused))
+                                             flags, refused=m.refused))
                 say(f"{name}: " + ", ".join(f"{m.tool} {m.rps:.0f} req/s" for m in ms))
                 self.progress.report(f"{name} done")
         return points
@@ -418,6 +418,9 @@ def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
     result.bottleneck = bottleneck(result.flags, rep.get("cpu"), result.target)
     if result.failed:
         result.status, result.error = FAILED, f"{result.failed} of {result.requests} requests failed"
+    elif result.requests and result.refused == result.requests:
+        codes = ", ".join(f"{n} x {code}" for code, n in (result.status_codes or {}).items())
+        result.status, result.error = FAILED, f"every answer of {result.requests} was refused ({codes})"
     return result
 
 
