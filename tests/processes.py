@@ -5,6 +5,7 @@ FerretDB stands in for MongoDB here because no MongoDB server can be
 installed on this machine; it runs on PostgreSQL because its SQLite backend
 scans whole collections on every GridFS chunk lookup.
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -125,6 +126,15 @@ class FerretDBServer:
     def resume(self) -> None:
         self.proc.send_signal(signal.SIGCONT)
 
+    @contextlib.contextmanager
+    def paused(self):
+        """Frozen for the block, and resumed however it ends."""
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()
+
     def stop(self) -> None:
         stop_process(self.proc)
         self.log.close()
@@ -140,3 +150,26 @@ def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def rss_mib(roots: list[int]) -> float:
+    """Resident memory of these processes and their children (gunicorn's
+    and nginx's workers), MiB."""
+    pids = roots + [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+                    if _parent(stat) in roots]
+    total_kib = 0
+    for each in pids:
+        try:
+            status = Path(f"/proc/{each}/status").read_text()
+        except FileNotFoundError:
+            continue
+        total_kib += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    return total_kib / 1024
+
+
+def _parent(stat: Path) -> int | None:
+    try:
+        # after the command's closing parenthesis: state, then the parent's pid
+        return int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None

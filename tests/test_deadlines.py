@@ -4,6 +4,8 @@ processes: the wait for a slot and the database round trips before the head
 all fit in it, or the answer is the 503 with Retry-After, whatever
 NODE_STREAM_WAIT_MS, the driver's socket timeout or PostgreSQL's statement
 timeout would allow."""
+import contextlib
+import runpy
 import socket
 import struct
 import time
@@ -15,7 +17,8 @@ import requests
 from pymongo import MongoClient
 
 import postgres_store
-from service_processes import flask_postgres_service, flask_service, node_service, postgres_database
+from processes import rss_mib
+from service_processes import GUNICORN_CONF, flask_postgres_service, flask_service, node_service, postgres_database
 
 DB_NAME = "lab_deadlines_test"
 DEADLINE_S = 1.0
@@ -156,49 +159,128 @@ def test_a_body_is_not_bounded_by_the_deadline(flask_postgres, node):
         assert received == 12 * 1024 * 1024, path.url
 
 
-def test_requests_at_100_a_second_as_mongodb_freezes_are_each_answered_by_the_deadline(gridfs_path, ferretdb):
-    """300 requests sent at 100 a second, each on a connection it keeps
-    alive (as vegeta's load in `make resilience`), FerretDB frozen 0.5 s in
-    (some mid-answer) and for the rest: each is a 200 or a 503 by its
-    deadline, none a 500 and none held longer, and every one after the
-    return is served. (flask held answers 30 s: the idle kept-alive
-    connections filled gunicorn's 256 places, and the newest waited in the
-    backlog; and a gevent.Timeout thrown into pymongo while it held its
-    pool's lock gave 500s, "Semaphore released too many times".)"""
+def answers_at_a_rate(url: str, count: int, rate: float, freeze, after: float) -> list[tuple[str, float]]:
+    """`count` GETs of `url` sent `rate` a second, each on a connection it
+    keeps alive (as vegeta's load in `make resilience`), with `freeze` (a
+    context manager: the database held) entered `after` seconds in and left
+    once all are answered: each one's status (or error) and time."""
     from concurrent.futures import ThreadPoolExecutor
-    sessions = [requests.Session() for _ in range(300)]
+    sessions = [requests.Session() for _ in range(count)]
 
     def status_and_time(index: int) -> tuple[str, float]:
-        time.sleep(index / 100)
+        time.sleep(index / rate)
         started = time.monotonic()
         try:
-            status = str(sessions[index].get(f"{gridfs_path.url}/files/{SMALL}", timeout=10).status_code)
+            status = str(sessions[index].get(url, timeout=15).status_code)
         except requests.RequestException as error:
             status = type(error).__name__
         return status, time.monotonic() - started
 
-    assert timed_get(gridfs_path, SMALL)[0].status_code == 200  # connected
     try:
-        with ThreadPoolExecutor(300) as pool:
-            sent = pool.map(status_and_time, range(300))
-            time.sleep(0.5)
-            ferretdb.pause()
-            try:
-                answers = list(sent)
-            finally:
-                ferretdb.resume()
+        with ThreadPoolExecutor(count) as pool:
+            sent = pool.map(status_and_time, range(count))
+            time.sleep(after)
+            with freeze():
+                return list(sent)
     finally:
         for session in sessions:
             session.close()
+
+
+def assert_recovers(path) -> None:
+    deadline = time.monotonic() + 15
+    while timed_get(path, SMALL)[0].status_code != 200:
+        assert time.monotonic() < deadline, "the path did not recover after its database came back"
+        time.sleep(0.5)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(20) as pool:
+        after = list(pool.map(lambda _: timed_get(path, SMALL)[0].status_code, range(60)))
+    assert after == [200] * 60, sorted(set(after))
+
+
+def test_requests_at_100_a_second_as_mongodb_freezes_are_each_answered_by_the_deadline(gridfs_path, ferretdb):
+    """300 requests at 100 a second, FerretDB frozen 0.5 s in (some
+    mid-answer) and for the rest: each is a 200 or a 503 by its deadline,
+    none a 500 and none held longer, and every one after the return is
+    served. (flask held answers 30 s: the idle kept-alive connections filled
+    gunicorn's 256 places, and the newest waited in the backlog; and a
+    gevent.Timeout thrown into pymongo while it held its pool's lock gave
+    500s, "Semaphore released too many times".)"""
+    assert timed_get(gridfs_path, SMALL)[0].status_code == 200  # connected
+    answers = answers_at_a_rate(f"{gridfs_path.url}/files/{SMALL}", 300, 100, ferretdb.paused, 0.5)
     statuses = sorted({status for status, _ in answers})
     slowest = max(elapsed for _, elapsed in answers)
     assert set(statuses) <= {"200", "503"}, (statuses, gridfs_path.log()[-3000:])
     assert slowest < DEADLINE_S + 1.0, slowest
-    deadline = time.monotonic() + 15
-    while timed_get(gridfs_path, SMALL)[0].status_code != 200:
-        assert time.monotonic() < deadline, "the path did not recover after MongoDB came back"
-        time.sleep(0.5)
-    with ThreadPoolExecutor(20) as pool:
-        after = list(pool.map(lambda _: timed_get(gridfs_path, SMALL)[0].status_code, range(60)))
-    assert after == [200] * 60, sorted(set(after))
+    assert_recovers(gridfs_path)
     assert "released too many times" not in gridfs_path.log()
+
+
+# .env's REQUEST_DEADLINE_MS, and a rate at which more requests wait for the
+# database at once than gunicorn held connections before (256: 150/s x 3 s
+# = 450 under way; the newest waited in the listen backlog, outside their
+# deadline, and answers took 6-7 s in make resilience's pauses).
+DEFAULT_DEADLINE_S = 3.0
+BUSY_RATE = 150
+
+
+@pytest.fixture(scope="module")
+def flask_at_the_default_deadline(mongo_uri, files):
+    service = flask_service(mongo_uri, DB_NAME)
+    service.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="module")
+def flask_postgres_at_the_default_deadline(flask_postgres):
+    _, url = flask_postgres
+    service = flask_postgres_service(url)
+    service.start()
+    yield service, url
+    service.stop()
+
+
+@pytest.mark.parametrize("name", ["flask", "flask-postgres"])
+def test_more_requests_waiting_than_gunicorn_held_are_each_answered_by_the_deadline(name, request, ferretdb):
+    if name == "flask":
+        path = request.getfixturevalue("flask_at_the_default_deadline")
+        freeze = ferretdb.paused
+    else:
+        path, url = request.getfixturevalue("flask_postgres_at_the_default_deadline")
+
+        @contextlib.contextmanager
+        def freeze():
+            with psycopg.connect(url) as blocker:
+                blocker.execute("LOCK TABLE files IN ACCESS EXCLUSIVE MODE")
+                yield
+                blocker.rollback()
+    assert timed_get(path, SMALL)[0].status_code == 200  # connected
+    idle = rss_mib([path.proc.pid])
+    count = int(BUSY_RATE * (DEFAULT_DEADLINE_S + 1))
+
+    @contextlib.contextmanager
+    def frozen_and_measured():
+        nonlocal waiting_rss
+        with freeze():
+            # all of the first deadline's requests are under way, none answered yet
+            time.sleep(DEFAULT_DEADLINE_S - 0.2)
+            waiting_rss = rss_mib([path.proc.pid])
+            yield
+
+    waiting_rss = idle
+    answers = answers_at_a_rate(f"{path.url}/files/{SMALL}", count, BUSY_RATE, frozen_and_measured, 0)
+    statuses = sorted({status for status, _ in answers})
+    slowest = max(elapsed for _, elapsed in answers)
+    assert set(statuses) <= {"200", "503"}, (statuses, path.log()[-3000:])
+    # gunicorn.conf.py's arithmetic: its connection cap of requests waiting,
+    # each as large as measured here, fits its budget.
+    waiting = BUSY_RATE * (DEFAULT_DEADLINE_S - 0.2)
+    each = max(waiting_rss - idle, 0) / waiting
+    conf = runpy.run_path(str(GUNICORN_CONF))
+    refused = sum(status == "503" for status, _ in answers)
+    print(f"{name}: {len(answers)} answers, {refused} x 503, slowest {slowest:.2f} s; "
+          f"RSS {idle:.1f} MiB idle, {waiting_rss:.1f} MiB with {waiting:.0f} waiting ({each * 1024:.0f} KiB each)")
+    assert slowest < DEFAULT_DEADLINE_S + 1.0, f"an answer took {slowest:.1f} s"
+    assert conf["worker_connections"] * each < conf["CONNECTIONS_BUDGET_MIB"], (each, conf["worker_connections"])
+    assert_recovers(path)

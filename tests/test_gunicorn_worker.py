@@ -4,13 +4,17 @@ gevent_worker.py) against real FerretDB: at the connection cap
 drains its reusable ones, so a new client is served at once instead of
 waiting in the listen backlog for the keep-alive timeout (75 s); below the
 cap, keep-alive is kept; and no control socket is made."""
+import os
 import socket
+import struct
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import gridfs
 import pytest
+import requests
 from pymongo import MongoClient
 
 from service_processes import flask_service
@@ -154,7 +158,6 @@ def test_clients_past_the_cap_that_send_at_once_are_never_cut(flask):
     closes, and an idle connection is closed only after IDLE_AT_CAP_S.
     (Closing it at once raced those requests: 516 and 2333 read errors at
     1000 clients in make overload.)"""
-    import subprocess
     from bench.clients.wrk_output import parse
     result = subprocess.run(["wrk", "--latency", "-t", "2", "-c", str(CAP * 4), "-d", "5s", "--timeout", "10s",
                              f"{flask.url}/files/{NAME}"], capture_output=True, text=True, timeout=60)
@@ -162,3 +165,68 @@ def test_clients_past_the_cap_that_send_at_once_are_never_cut(flask):
     summary = parse(result.stdout)
     assert summary.requests > 100, result.stdout
     assert summary.socket_errors == 0 and summary.non_2xx_3xx == 0, result.stdout
+
+
+OPEN_STREAMS = 3  # FLASK_MAX_OPEN_STREAMS: bodies under way, stalled ones included
+DEADLINE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def capped_bodies(mongo_uri, flask):
+    service = flask_service(mongo_uri, DB_NAME)  # the files flask's fixture stored
+    service.env.update(FLASK_MAX_OPEN_STREAMS=str(OPEN_STREAMS), REQUEST_DEADLINE_MS=str(int(DEADLINE_S * 1000)))
+    service.start()
+    yield service
+    service.stop()
+
+
+def stalled_body(service) -> socket.socket:
+    """A GET of the 3 MiB file whose client reads no more than the head."""
+    connection = socket.socket()
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    connection.settimeout(10)
+    connection.connect(("127.0.0.1", service.port))
+    connection.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+    assert connection.recv(1024).startswith(b"HTTP/1.1 200 ")
+    return connection
+
+
+def reset(connection: socket.socket) -> None:
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
+
+
+def test_bodies_under_way_are_capped_and_a_place_is_waited_for_within_the_deadline(capped_bodies):
+    """FLASK_MAX_OPEN_STREAMS bodies stalled: one more GET waits for a place and
+    is a 503 at its deadline; an answer without a body takes none; a place
+    freed by a client that left is taken by the next."""
+    stalled = [stalled_body(capped_bodies) for _ in range(OPEN_STREAMS)]
+    try:
+        started = time.monotonic()
+        refused = requests.get(f"{capped_bodies.url}/files/{BIG}", timeout=10)
+        waited = time.monotonic() - started
+        head = requests.head(f"{capped_bodies.url}/files/{BIG}", timeout=10)
+        reset(stalled.pop())
+        time.sleep(0.2)  # the server notices the reset at its next write
+        served = requests.get(f"{capped_bodies.url}/files/{NAME}", timeout=10)
+    finally:
+        for connection in stalled:
+            reset(connection)
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1", refused.status_code
+    assert DEADLINE_S * 0.9 < waited < DEADLINE_S + 0.7, waited
+    assert head.status_code == 200 and head.headers["Content-Length"] == str(3 * 1024 * 1024)
+    assert served.status_code == 200 and served.content == BODY
+    assert f"no place of FLASK_MAX_OPEN_STREAMS ({OPEN_STREAMS}) free within REQUEST_DEADLINE_MS" in capped_bodies.log()
+    # every place came back: as many bodies as the cap are served at once again
+    again = [stalled_body(capped_bodies) for _ in range(OPEN_STREAMS)]
+    for connection in again:
+        reset(connection)
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-1"])
+def test_a_bad_open_streams_cap_stops_gunicorn_at_start(mongo_uri, value):
+    service = flask_service(mongo_uri, DB_NAME)
+    result = subprocess.run(service.command, cwd=service.cwd, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, **service.env, "FLASK_MAX_OPEN_STREAMS": value})
+    assert result.returncode != 0
+    assert f"FLASK_MAX_OPEN_STREAMS must be a positive whole number, got {value!r}" in result.stdout + result.stderr

@@ -11,8 +11,10 @@ from itertools import chain
 from urllib.parse import quote
 
 import gevent
+from gevent.lock import BoundedSemaphore
 from flask import Flask, Response, g, request
 from werkzeug.http import http_date
+from werkzeug.wsgi import ClosingIterator
 
 from .hosts import split_absolute_form, valid_host
 from .names import content_type_for, name_from_target
@@ -33,6 +35,16 @@ def request_deadline_seconds() -> float:
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise ValueError(f"REQUEST_DEADLINE_MS must be a positive whole number of milliseconds, got {text!r}")
     return int(text) / 1000
+
+
+def open_streams_limit() -> int:
+    """FLASK_MAX_OPEN_STREAMS: the responses with a body under way at once in this
+    worker (gunicorn.conf.py sets it from the container's share, as it sets
+    worker_connections); more wait for a place within their deadline."""
+    text = os.environ.get("FLASK_MAX_OPEN_STREAMS") or "200"
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise ValueError(f"FLASK_MAX_OPEN_STREAMS must be a positive whole number, got {text!r}")
+    return int(text)
 
 
 def before_deadline(deadline: float) -> gevent.Timeout:
@@ -101,6 +113,13 @@ def create_app(store: FileStore, service: str) -> Flask:
     """service names the path in log lines (e.g. "gridfs-lab-flask")."""
     app = Flask(service)
     deadline_seconds = request_deadline_seconds()
+    # A body under way pins up to one read of the store (1.25 MiB) until its
+    # client takes it; a request that waits for the database pins next to
+    # nothing. So the bodies, not the connections, are what is capped: the
+    # connections can then be many (gunicorn.conf.py), and no request waits
+    # in the listen backlog, outside its deadline.
+    streams_limit = open_streams_limit()
+    open_streams = BoundedSemaphore(streams_limit)
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
     app.wsgi_app = closing_as_nginx(app.wsgi_app)
 
@@ -186,6 +205,10 @@ def create_app(store: FileStore, service: str) -> Flask:
 
         if request.method == "HEAD" or start == end:
             return Response(None, status, headers)
+        if not open_streams.acquire(timeout=max(deadline - time.monotonic(), 0)):
+            log(f"no place of FLASK_MAX_OPEN_STREAMS ({streams_limit}) free within REQUEST_DEADLINE_MS "
+                f"({deadline_seconds * 1000:.0f} ms) for {name!r}: 503")
+            return unavailable()
         # The first chunk is read before the status line goes out, so that a
         # store failure there is still a clean 503; later failures can only
         # cut the connection short (Content-Length tells the client).
@@ -193,13 +216,18 @@ def create_app(store: FileStore, service: str) -> Flask:
         try:
             with store.within(deadline):
                 first_piece = next(body)
-        except StoreError as error:
+        except BaseException as error:
             body.close()
+            open_streams.release()
+            if not isinstance(error, StoreError):
+                raise
             log(f"cannot read {name!r} from {store.kind}: {error!r}")
             return unavailable()
-        response = Response(chain((first_piece,), body), status, headers, direct_passthrough=True)
-        response.call_on_close(body.close)
-        return response
+        # The server closes the iterable when the response ends, sent or cut
+        # (werkzeug hands a direct_passthrough iterable over as is, so its
+        # own call_on_close would never run): the place is given back then.
+        pieces = ClosingIterator(chain((first_piece,), body), [open_streams.release, body.close])
+        return Response(pieces, status, headers, direct_passthrough=True)
 
     def stored_body(store: FileStore, stored, start: int, end: int):
         pieces = store.read(stored, start, end)
