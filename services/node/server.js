@@ -37,29 +37,121 @@ function positiveIntegerFromEnv(name, fallback, max = Number.MAX_SAFE_INTEGER) {
 
 // Bounded waits, so that a missing MongoDB turns into a 503 within about two
 // seconds instead of a hung request; once connected, the driver reconnects
-// by itself after an outage.
-const client = new MongoClient(MONGO_URI, {
+// by itself after an outage (and the watchdog below replaces it when it
+// does not).
+const CLIENT_OPTIONS = {
   appName: 'gridfs-lab-node',
   serverSelectionTimeoutMS: 2000,
   connectTimeoutMS: 2000,
   socketTimeoutMS: 5000,
-});
-const filesCollection = client.db(GRIDFS_DB).collection(`${GRIDFS_BUCKET}.files`);
-const chunksCollection = client.db(GRIDFS_DB).collection(`${GRIDFS_BUCKET}.chunks`);
+};
+
+// One MongoClient and what is known of how it fares. A request uses the
+// store current at its start throughout, even if the watchdog replaces it.
+function openStore() {
+  const client = new MongoClient(MONGO_URI, CLIENT_OPTIONS);
+  const db = client.db(GRIDFS_DB);
+  const current = {
+    client,
+    files: db.collection(`${GRIDFS_BUCKET}.files`),
+    chunks: db.collection(`${GRIDFS_BUCKET}.chunks`),
+    connected: false,
+    connecting: null,
+    serverKnown: false, // whether the driver sees a server it could select
+    lostSince: Date.now(), // when it last stopped seeing one
+    lastError: null, // the driver's error for the server it cannot see
+    lastUsedAt: 0,
+  };
+  client.on('topologyDescriptionChanged', ({ newDescription }) => {
+    const known = newDescription.hasKnownServers;
+    if (!known && current.serverKnown) current.lostSince = Date.now();
+    current.serverKnown = known;
+    current.lastError = newDescription.error;
+    if (!known) watch(current);
+  });
+  return current;
+}
+let store = openStore();
 
 // A failed first connect() leaves the client on a closed topology that
 // every later operation would fail on (driver 6 auto-connect does not
 // retry), so connecting is ours: retried by the next request until it works.
-let connected = false;
-let connecting = null;
-function ensureConnected() {
-  if (connected) return null;
-  if (connecting === null) {
-    connecting = client.connect()
-      .then(() => { connected = true; })
-      .finally(() => { connecting = null; });
+function ensureConnected(current) {
+  if (current.connected) return null;
+  if (current.connecting === null) {
+    current.connecting = current.client.connect()
+      .then(() => { current.connected = true; })
+      .finally(() => { current.connecting = null; });
   }
-  return connecting;
+  return current.connecting;
+}
+
+// Watchdog. On FerretDB (no topologyVersion: the driver polls it) the driver
+// once failed every operation for minutes after a restart with the same
+// server-selection error, "connection 15 to ...:27017 closed", while a new
+// client in the same process pinged at once. Any heartbeat's outcome,
+// failed or not, would have replaced that error: the server's monitor had
+// stopped completing checks, and nothing in the driver restarts it (issue
+// 24). So while the current client sees no server and requests come, a
+// short-lived client pings MongoDB every PROBE_INTERVAL_MS; once that
+// answers, if the current client still sees no server REPLACE_GRACE_MS
+// later (a working driver checks again within minHeartbeatFrequencyMS,
+// 500 ms, while operations wait), it is replaced: within about 1.5 s of
+// MongoDB's return.
+const PROBE_TIMEOUT_MS = 500;
+const PROBE_INTERVAL_MS = 500;
+const REPLACE_GRACE_MS = 750;
+const PROBE_IDLE_MS = 5000; // no request for this long: no more probes until the next one
+let watching = false;
+let lastProbeAt = 0;
+
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, Math.max(0, ms)); });
+
+// Whether a new client can ping MongoDB.
+async function pingsAnew() {
+  const probe = new MongoClient(MONGO_URI, {
+    appName: 'gridfs-lab-node-probe',
+    serverSelectionTimeoutMS: PROBE_TIMEOUT_MS,
+    connectTimeoutMS: PROBE_TIMEOUT_MS,
+    socketTimeoutMS: PROBE_TIMEOUT_MS,
+  });
+  try {
+    await probe.connect();
+    await probe.db('admin').command({ ping: 1 });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    probe.close().catch(() => {});
+  }
+}
+
+// Probes while `current` is the client, sees no server and is in use; replaces it when it is stuck.
+function watch(current) {
+  if (watching) return;
+  watching = true;
+  const inNeed = () => current === store && !current.serverKnown && Date.now() - current.lastUsedAt < PROBE_IDLE_MS;
+  (async () => {
+    for (;;) {
+      await sleep(lastProbeAt + PROBE_INTERVAL_MS - Date.now());
+      if (!inNeed()) return;
+      lastProbeAt = Date.now();
+      if (await pingsAnew()) {
+        await sleep(REPLACE_GRACE_MS);
+        if (inNeed()) break;
+      }
+    }
+    const { lastError, lostSince } = current;
+    store = openStore();
+    store.lastUsedAt = Date.now();
+    ensureConnected(store).catch(() => {}); // a failure is retried by the next request
+    log(`MongoDB client replaced: it has seen no server for ${((Date.now() - lostSince) / 1000).toFixed(1)} s `
+      + `(${lastError ? `${lastError.name}: ${lastError.message}` : 'no error'}) while a new client's ping answered`);
+    // Not waited on: closing fails what still waits on the stuck client (503s) at once.
+    current.client.close().catch(() => {});
+  })()
+    .catch((error) => log(`MongoDB watchdog failed: ${error.name}: ${error.message}`))
+    .finally(() => { watching = false; });
 }
 
 const FILE_PROJECTION = { length: 1, chunkSize: 1, uploadDate: 1, 'metadata.contentType': 1 };
@@ -313,14 +405,15 @@ function parseRange(value, length) {
   return ranges;
 }
 
-// Bytes [start, end) of `file` (checkedFile's), chunk by chunk.
-function openChunks(file, start, end) {
+// Bytes [start, end) of `file` (checkedFile's), chunk by chunk, from the
+// `chunks` collection.
+function openChunks(chunks, file, start, end) {
   const { id: fileId, length, chunkSize } = file;
   const first = Math.floor(start / chunkSize);
   const last = Math.floor((end - 1) / chunkSize);
   // The limit lets the server close the cursor with the batch that holds
   // the last chunk (no getMore round trip to learn it is done).
-  const cursor = chunksCollection.find(
+  const cursor = chunks.find(
     { files_id: fileId, n: { $gte: first, $lte: last } },
     {
       projection: { _id: 0, n: 1, data: 1 },
@@ -483,11 +576,14 @@ async function serveFile(req, res) {
     return;
   }
 
+  const current = store; // this request's client, even if the watchdog replaces it meanwhile
+  current.lastUsedAt = Date.now();
+  if (!current.serverKnown && current.connected) watch(current);
   let document;
   try {
     document = await beforeDeadline((async () => {
-      if (!connected) await ensureConnected();
-      return filesCollection.findOne({ filename: name }, {
+      if (!current.connected) await ensureConnected(current);
+      return current.files.findOne({ filename: name }, {
         projection: FILE_PROJECTION, sort: { uploadDate: -1 }, maxTimeMS: Math.max(1, deadline - Date.now()),
       });
     })(), deadline);
@@ -580,7 +676,7 @@ async function serveFile(req, res) {
   // The first chunk is read before the status line goes out, so that a
   // MongoDB failure there is still a clean 503; later failures can only cut
   // the connection short (Content-Length tells the client).
-  const { cursor, needsRead, nextPiece } = openChunks(file, start, end);
+  const { cursor, needsRead, nextPiece } = openChunks(current.chunks, file, start, end);
   let firstPiece;
   try {
     firstPiece = await beforeDeadline(nextPiece(), deadline);
@@ -693,12 +789,12 @@ app.use((error, req, res, next) => { // eslint-disable-line no-unused-vars
 });
 
 const server = app.listen(PORT, '0.0.0.0', () => log(`listening on :${PORT}`));
-ensureConnected().catch((error) => log(`MongoDB not reachable at start, retried on each request: ${error.name}: ${error.message}`));
+ensureConnected(store).catch((error) => log(`MongoDB not reachable at start, retried on each request: ${error.name}: ${error.message}`));
 server.keepAliveTimeout = 75_000; // benchmark clients keep connections open
 
 function shutDown() {
   server.close();
-  client.close().finally(() => process.exit(0));
+  store.client.close().finally(() => process.exit(0));
 }
 process.on('SIGTERM', shutDown);
 process.on('SIGINT', shutDown);
