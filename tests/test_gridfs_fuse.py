@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import struct
@@ -45,6 +46,13 @@ SOURCE = REPO / "services" / "gridfs-fuse"
 CACHE = Path(os.environ.get("LAB_CACHE", "/var/cache/gridfs-lab"))
 # GridFS filenames that cannot be file names: skipped by the mount, logged.
 HOSTILE_NAMES = ["a/b", "../escape", ".", "..", "", "x" * 256]
+
+
+def lab_max_open_files() -> str:
+    """FUSE_MAX_OPEN_FILES as entrypoint.sh defaults it, for the daemon and
+    nginx's limit_conn alike."""
+    return re.search(r"FUSE_MAX_OPEN_FILES=\$\{FUSE_MAX_OPEN_FILES:-(\d+)\}",
+                     (SOURCE / "entrypoint.sh").read_text())[1]
 
 
 def go_binary() -> str:
@@ -145,6 +153,9 @@ class NginxOnFuse:
         })
 
     def start(self) -> "NginxOnFuse":
+        # What entrypoint.sh writes: nginx's limit_conn at the daemon's cap.
+        limit = self.mount.env.get("FUSE_MAX_OPEN_FILES") or lab_max_open_files()
+        (self.prefix / "fuse-limits.conf").write_text(f"limit_conn fuse_files {limit};\n")
         conf = self.prefix / "nginx.conf"
         conf.write_text(self.config())
         self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(conf)],
@@ -221,6 +232,8 @@ def test_settings_are_printed_once(mount):
     assert settings["fuse_kernel_cache"] == "off"
     assert settings["fuse_attr_timeout_s"] == 1 and settings["fuse_entry_timeout_s"] == 1
     assert settings["gridfs_db"] == DB_NAME and settings["gridfs_bucket"] == "fs"
+    # the daemon's default cap is entrypoint.sh's, which nginx's limit_conn gets
+    assert settings["fuse_max_open_files"] == int(lab_max_open_files())
 
 
 def test_listing_has_each_valid_name_once(mount, files):

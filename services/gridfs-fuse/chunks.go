@@ -117,6 +117,13 @@ func (r *chunkReader) remember(n int64, data []byte) {
 	}
 }
 
+// drop forgets the chunks kept (the file was closed).
+func (r *chunkReader) drop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache = nil
+}
+
 // ReadAt fills dest from offset off and returns how many bytes it copied:
 // fewer than len(dest) only at the end of the file, 0 past it.
 func (r *chunkReader) ReadAt(ctx context.Context, dest []byte, off int64) (int, error) {

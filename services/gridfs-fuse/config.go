@@ -21,13 +21,17 @@ type config struct {
 	EntryTimeout    time.Duration
 	MongoTimeout    time.Duration
 	ReadaheadChunks int
+	// MaxOpenFiles caps the files open at once (FUSE_MAX_OPEN_FILES; see
+	// openfiles.go for the arithmetic): an open past it is refused at once,
+	// and entrypoint.sh gives nginx the same number as its limit_conn.
+	MaxOpenFiles int
 	// RunAs is the user the daemon becomes once mounted ("": stays as it
 	// started; the container sets nobody).
 	RunAs string
 }
 
 const usage = "usage: gridfs-fuse MOUNTPOINT (settings from MONGO_URI, GRIDFS_DB, GRIDFS_BUCKET, " +
-	"FUSE_KERNEL_CACHE, FUSE_ATTR_TIMEOUT, FUSE_ENTRY_TIMEOUT, MONGO_TIMEOUT, FUSE_READAHEAD_CHUNKS, FUSE_RUN_AS)"
+	"FUSE_KERNEL_CACHE, FUSE_ATTR_TIMEOUT, FUSE_ENTRY_TIMEOUT, MONGO_TIMEOUT, FUSE_READAHEAD_CHUNKS, FUSE_MAX_OPEN_FILES, FUSE_RUN_AS)"
 
 // loadConfig reads the settings; an error names the variable and the cause.
 func loadConfig(args []string, getenv func(string) string) (config, error) {
@@ -79,7 +83,26 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("FUSE_READAHEAD_CHUNKS=%q: expected a whole number from 1 to 64", getenv("FUSE_READAHEAD_CHUNKS"))
 	}
 	c.ReadaheadChunks = n
+	if c.MaxOpenFiles, err = wholeNumber("FUSE_MAX_OPEN_FILES", env("FUSE_MAX_OPEN_FILES", defaultMaxOpenFiles),
+		1, maxOpenFilesLimit); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// wholeNumber parses digits only (no sign, no spaces inside), from lo to hi:
+// entrypoint.sh writes FUSE_MAX_OPEN_FILES into nginx's configuration as
+// it is, so the daemon accepts only what nginx reads as the same number.
+func wholeNumber(name, value string, lo, hi int) (int, error) {
+	bad := fmt.Errorf("%s=%q: expected a whole number from %d to %d", name, value, lo, hi)
+	if value == "" || len(value) > 9 || strings.Trim(value, "0123456789") != "" {
+		return 0, bad
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n < lo || n > hi {
+		return 0, bad
+	}
+	return n, nil
 }
 
 // seconds parses a non-negative number of seconds ("1", "0.5").
@@ -102,7 +125,7 @@ func (c config) summary() string {
 		"gridfs_bucket": c.Bucket, "fuse_kernel_cache": cache,
 		"fuse_attr_timeout_s": c.AttrTimeout.Seconds(), "fuse_entry_timeout_s": c.EntryTimeout.Seconds(),
 		"mongo_timeout_s": c.MongoTimeout.Seconds(), "fuse_readahead_chunks": c.ReadaheadChunks,
-		"fuse_run_as": c.RunAs,
+		"fuse_max_open_files": c.MaxOpenFiles, "fuse_run_as": c.RunAs,
 	})
 	return string(out)
 }

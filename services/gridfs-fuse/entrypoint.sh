@@ -8,6 +8,9 @@ set -uo pipefail
 mountpoint=/data/gridfs
 say() { printf 'entrypoint: %s\n' "$*" >&2; }
 
+# The files open at once, the daemon's cap and nginx's limit_conn alike
+# (openfiles.go); 128 is the daemon's own default too.
+export FUSE_MAX_OPEN_FILES=${FUSE_MAX_OPEN_FILES:-128}
 FUSE_RUN_AS=${FUSE_RUN_AS:-nobody} gridfs-fuse "$mountpoint" &
 fuse_pid=$!
 # The mount answers once the kernel sees it and a stat of its root returns
@@ -26,6 +29,11 @@ if ! mountpoint -q "$mountpoint"; then
   kill -TERM "$fuse_pid"
   exit 1
 fi
+
+# The daemon has mounted, so it accepted FUSE_MAX_OPEN_FILES (digits only,
+# 1 to 65535; else it exits at start naming the variable): nginx gets the
+# same number.
+printf 'limit_conn fuse_files %s;\n' "$FUSE_MAX_OPEN_FILES" > /tmp/fuse-limits.conf
 
 # worker_processes from .env, as in nginx-static: `auto` would count the
 # host's cores, not the container's cpuset.

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,7 +23,8 @@ type gridRoot struct {
 	cfg     config
 	mounted time.Time
 	logger  *log.Logger
-	skipped sync.Map // names already logged as skipped, so a listing logs each once
+	skipped sync.Map   // names already logged as skipped, so a listing logs each once
+	open    *openFiles // FUSE_MAX_OPEN_FILES
 }
 
 var (
@@ -45,11 +47,15 @@ var (
 )
 
 type fileHandle struct {
-	file   *gridFile
-	reader *chunkReader
+	file     *gridFile
+	reader   *chunkReader
+	released atomic.Bool
 }
 
-var _ fs.FileReader = (*fileHandle)(nil)
+var (
+	_ fs.FileReader   = (*fileHandle)(nil)
+	_ fs.FileReleaser = (*fileHandle)(nil)
+)
 
 // inodeNumber is stable per files document, so a revision keeps its inode.
 func inodeNumber(info fileInfo) uint64 {
@@ -157,6 +163,15 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	// A place among FUSE_MAX_OPEN_FILES before anything else: a refused
+	// open costs no query (openfiles.go).
+	if !f.root.open.take() {
+		if n := f.root.open.refusalsToLog(time.Now()); n > 0 {
+			f.root.logger.Printf("open %q: FUSE_MAX_OPEN_FILES=%d files are open: %d open(s) refused since the last "+
+				"such line (nginx answers 503)", f.info.Name, f.root.open.max, n)
+		}
+		return nil, 0, syscall.ENFILE
+	}
 	id := f.info.ID
 	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
 		return f.root.store.chunkRange(ctx, id, first, last)
@@ -167,12 +182,27 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	found, err := f.root.store.exists(ctx, id)
 	if err != nil {
+		f.root.open.put()
 		return nil, 0, f.root.fail("open", f.info.Name, err)
 	}
 	if !found {
+		f.root.open.put()
 		return nil, 0, syscall.ENOENT
 	}
 	return h, 0, 0
+}
+
+// Release comes once the kernel is done with the file (nginx closed it):
+// its place is given back and its chunks dropped. go-fuse keeps a released
+// handle in its table until a later open reuses the slot, so without the
+// drop every handle of the busiest moment kept its chunks for good (at 1000
+// clients on 1 MB, the daemon's heap stayed at 450 MiB with 3 files open).
+func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	if h.released.CompareAndSwap(false, true) {
+		h.reader.drop()
+		h.file.root.open.put()
+	}
+	return 0
 }
 
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -39,7 +39,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger}
+	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger, open: newOpenFiles(cfg.MaxOpenFiles)}
 	negative := cfg.EntryTimeout
 	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
 		EntryTimeout:    &cfg.EntryTimeout,

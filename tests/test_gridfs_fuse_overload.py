@@ -1,0 +1,213 @@
+"""gridfs-fuse under overload (issue 24: make overload's 1000 clients at once
+on 1 MB OOM-killed the container at 503 of 512 MiB), natively: the daemon on
+a mount against the test FerretDB and nginx with services/gridfs-fuse/
+nginx.conf. Every open file holds its chunks in the daemon's heap until
+nginx closes it, so the files open at once are capped (FUSE_MAX_OPEN_FILES:
+nginx's limit_conn answers the excess 503 before any open, the daemon
+refuses an open past it), and a closed file keeps nothing."""
+import errno
+import hashlib
+import random
+import select
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import gridfs
+import pytest
+import requests
+from pymongo import MongoClient
+
+from processes import rss_mib
+from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary, is_mounted, lab_max_open_files  # noqa: F401
+
+DB_NAME = "lab_fuse_overload_test"
+NAME = "1MB.bin"
+SIZE = 1024 * 1024  # make overload's OVERLOAD_FILE
+TARGET_MEM_MIB = 512  # .env's TARGET_MEM
+GO_SOFT_LIMIT_MIB = TARGET_MEM_MIB * 3 / 4  # memlimit.go: the daemon's heap stays under it, or works to
+# What an open 1 MB file costs the daemon at most, in resident memory: its
+# chunks (1 MiB) and, until a collection, the driver's reply they came in.
+PER_OPEN_FILE_MIB = 2.5
+
+
+@pytest.fixture(scope="module")
+def content(mongo_uri) -> bytes:
+    data = random.Random(24).randbytes(SIZE)
+    client = MongoClient(mongo_uri)
+    client.drop_database(DB_NAME)
+    gridfs.GridFSBucket(client[DB_NAME]).upload_from_stream(NAME, data)
+    client.close()
+    return data
+
+
+def served(fuse_binary, mongo_uri, **settings) -> tuple[GridFSMount, NginxOnFuse]:
+    mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME, **settings).start()
+    try:
+        return mount, NginxOnFuse(mount).start()
+    except Exception:
+        mount.stop()
+        raise
+
+
+def stalled_client(port: int) -> socket.socket:
+    """A GET whose client reads nothing: nginx holds the file open, and the
+    daemon the chunks its first read fetched, until the send timeout."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1448)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET /files/{NAME} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+    return sock
+
+
+def reset(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def statuses(socks: list[socket.socket], within_s: float) -> dict[socket.socket, int]:
+    """Each client's status code, read from its first bytes."""
+    got, began = {}, time.monotonic()
+    while len(got) < len(socks):
+        left = within_s - (time.monotonic() - began)
+        assert left > 0, f"{len(socks) - len(got)} of {len(socks)} requests not answered within {within_s} s"
+        for sock in select.select([s for s in socks if s not in got], [], [], min(left, 1))[0]:
+            head = sock.recv(12)
+            got[sock] = int(head[9:12]) if head.startswith(b"HTTP/1.1 ") else -1
+    return got
+
+
+def test_stalled_clients_past_the_cap_get_503_at_once_and_the_daemon_stays_within_its_memory(
+        fuse_binary, mongo_uri, content):
+    """400 clients ask for the 1 MB file at once and read nothing, the
+    worst case for memory: each file open stays open. At the lab's cap
+    (FUSE_MAX_OPEN_FILES, entrypoint.sh's default) that many are answered
+    200, the others 503 at once, and the daemon grows by at most
+    PER_OPEN_FILE_MIB per open file: the cap's worth fits under the Go soft
+    limit. Once the stalled clients go, the files are closed and the next
+    request is served whole. (Before the cap all 400 were 200s and the
+    daemon grew by 1.4 GiB.)"""
+    cap = int(lab_max_open_files())
+    clients = 400
+    assert clients > cap
+    mount, server = served(fuse_binary, mongo_uri)
+    stalled: list[socket.socket] = []
+    try:
+        warm = requests.get(f"{server.url}/files/{NAME}", timeout=30)
+        assert warm.status_code == 200 and warm.content == content
+        idle = rss_mib([mount.proc.pid])
+        stalled = [stalled_client(server.port) for _ in range(clients)]
+        answered = statuses(stalled, within_s=60)
+        time.sleep(1)  # every first read done: each open file holds its chunks
+        grown = rss_mib([mount.proc.pid]) - idle
+        counts = {code: list(answered.values()).count(code) for code in set(answered.values())}
+        print(f"gridfs-fuse: {counts} for {clients} stalled clients at FUSE_MAX_OPEN_FILES={cap}; "
+              f"the daemon grew {grown:.0f} MiB ({grown / cap:.2f} MiB per open file) from {idle:.0f} MiB")
+        assert grown < cap * PER_OPEN_FILE_MIB, f"the daemon grew {grown:.0f} MiB; {counts}"
+        assert counts == {200: cap, 503: clients - cap}, counts
+        assert idle + cap * PER_OPEN_FILE_MIB < GO_SOFT_LIMIT_MIB
+        began = time.monotonic()
+        refused = requests.get(f"{server.url}/files/{NAME}", timeout=10)
+        assert refused.status_code == 503 and time.monotonic() - began < 1
+        assert requests.get(f"{server.url}/health", timeout=5).status_code == 200
+        # nginx sheds before any open: the daemon refused none
+        assert "files are open" not in mount.log(), mount.log()
+        for sock in stalled:
+            reset(sock)
+        stalled = []
+        deadline = time.monotonic() + 10
+        while (answer := requests.get(f"{server.url}/files/{NAME}", timeout=30)).status_code == 503:
+            assert time.monotonic() < deadline, "still 503 10 s after the stalled clients went"
+            time.sleep(0.2)
+        assert answer.status_code == 200 and answer.content == content
+    finally:
+        for sock in stalled:
+            reset(sock)
+        server.stop()
+        mount.stop()
+
+
+def test_an_open_past_the_daemon_s_cap_fails_at_once_and_nginx_answers_503(fuse_binary, mongo_uri, content):
+    """The daemon's own cap, the backstop behind nginx's: with files held
+    open on the mount by another reader, nginx's open is refused at once
+    (ENFILE, no query) and the answer is a clean 503 with Retry-After; one
+    line is logged; once a file is closed, the next open succeeds."""
+    mount, server = served(fuse_binary, mongo_uri, FUSE_MAX_OPEN_FILES="2")
+    held = []
+    try:
+        held = [open(mount.path / NAME, "rb") for _ in range(2)]
+        began = time.monotonic()
+        with pytest.raises(OSError) as refused:
+            open(mount.path / NAME, "rb")
+        assert refused.value.errno == errno.ENFILE and time.monotonic() - began < 0.5
+        answer = requests.get(f"{server.url}/files/{NAME}", timeout=10)
+        assert answer.status_code == 503 and answer.headers.get("Retry-After") == "1", answer.text
+        held.pop().close()
+        deadline = time.monotonic() + 5  # the kernel sends the release after the close
+        while (answer := requests.get(f"{server.url}/files/{NAME}", timeout=30)).status_code == 503:
+            assert time.monotonic() < deadline, mount.log()
+            time.sleep(0.05)
+        assert answer.status_code == 200 and answer.content == content
+        lines = [line for line in mount.log().splitlines() if "FUSE_MAX_OPEN_FILES=2 files are open" in line]
+        assert len(lines) == 1 and "refused" in lines[0], mount.log()
+    finally:
+        for f in held:
+            f.close()
+        server.stop()
+        mount.stop()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "+5", "1e3", "65536", "lots"])
+def test_a_bad_fuse_max_open_files_is_refused_before_mounting(fuse_binary, mongo_uri, value):
+    m = GridFSMount(fuse_binary, mongo_uri, DB_NAME, FUSE_MAX_OPEN_FILES=value)
+    try:
+        with pytest.raises(RuntimeError, match="did not mount") as refused:
+            m.start()
+    finally:
+        m.stop()  # no mount is left behind, even when one came up
+    assert m.proc.returncode == 2 and not is_mounted(m.path)
+    assert (f'configuration: FUSE_MAX_OPEN_FILES="{value}": expected a whole number from 1 to 65535'
+            in str(refused.value)), str(refused.value)
+
+
+def test_1000_clients_at_once_are_answered_whole_or_503_within_the_memory(fuse_binary, mongo_uri, content):
+    """make overload's load, natively and shorter: wrk's 1000 clients at once
+    on the 1 MB file for 10 s. No answer is cut short (no read or write
+    error: every answer a whole 200 or a 503), the daemon stays up, and its
+    resident memory never reaches the Go soft limit (without the cap it
+    passed 450 MiB and, in the container, the 512 MiB limit)."""
+    from bench.clients.wrk_output import parse
+    mount, server = served(fuse_binary, mongo_uri)
+    peak, done = [0.0], threading.Event()
+
+    def sample():
+        while not done.wait(0.1):
+            peak[0] = max(peak[0], rss_mib([mount.proc.pid]))
+
+    sampler = threading.Thread(target=sample)
+    try:
+        assert requests.get(f"{server.url}/files/{NAME}", timeout=30).content == content
+        sampler.start()
+        result = subprocess.run(["wrk", "--latency", "-t", "2", "-c", "1000", "-d", "10s", "--timeout", "30s",
+                                 f"{server.url}/files/{NAME}"], capture_output=True, text=True, timeout=120)
+        done.set()
+        sampler.join()
+        assert result.returncode == 0, result.stderr
+        summary = parse(result.stdout)
+        print(f"gridfs-fuse: wrk 1000 clients x 10 s: {summary.requests} answers, {summary.non_2xx_3xx} 503s, "
+              f"{summary.socket_errors} socket errors; the daemon's peak RSS {peak[0]:.0f} MiB")
+        assert mount.proc.poll() is None, mount.log()
+        assert peak[0] < GO_SOFT_LIMIT_MIB, f"the daemon's RSS reached {peak[0]:.0f} MiB"
+        assert summary.socket_errors == 0, result.stdout
+        assert summary.requests > summary.non_2xx_3xx > 0, result.stdout  # the excess shed
+        after = requests.get(f"{server.url}/files/{NAME}", timeout=30)
+        assert after.status_code == 200 and hashlib.sha256(after.content).digest() == hashlib.sha256(content).digest()
+    finally:
+        done.set()
+        if sampler.is_alive():
+            sampler.join()
+        server.stop()
+        mount.stop()
