@@ -30,7 +30,11 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
         results.warnings.append("CADVISOR_URL is empty: CPU and memory were not measured.")
         return None
     hosts = cadvisor_hosts(cfg.cadvisor_url)
-    monitor = Monitor(hosts, cfg.targets, database_services(cfg))
+    # The targets that will be timed: one refused before (no answer, not
+    # conforming) may have no container at all, and waiting for it to be
+    # listed held the run until the startup deadline (3 minutes).
+    timed = [t.name for t in results.targets if t.verified]
+    monitor = Monitor(hosts, timed, database_services(cfg))
     try:
         warnings = monitor.connect(max(deadline, time.monotonic() + 10), own_id())
     except MonitorError as e:
