@@ -362,41 +362,6 @@ def test_paused_mongodb_is_eio_within_the_timeout(mount, ferretdb, files):
             time.sleep(0.2)
 
 
-def test_a_read_under_way_waits_for_a_restarted_mongodb_instead_of_cutting_the_body(mount, mongo_uri, ferretdb):
-    """A file open and partly read when MongoDB stops: the next read waits
-    for it (up to the daemon's read patience, 4 s) and the body comes whole.
-    nginx has sent the head by the time it reads, so an EIO there was a
-    connection reset, one per restart in make resilience. An open still
-    fails at once (test_outage_is_eio_quickly_then_recovers)."""
-    content = random.Random(7).randbytes(6 * 1024 * 1024)
-    client = MongoClient(mongo_uri)
-    bucket = gridfs.GridFSBucket(client[DB_NAME])
-    file_id = bucket.upload_from_stream("read-across-a-restart.bin", content)
-    try:
-        path = mount.path / "read-across-a-restart.bin"
-        deadline = time.monotonic() + 5
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        with open(path, "rb", buffering=0) as f:
-            head = f.read(256 * 1024)
-            ferretdb.stop()
-            brought_back = threading.Timer(2.5, restart, (ferretdb,))
-            brought_back.start()
-            try:
-                f.seek(4 * 1024 * 1024)  # past what the daemon and the kernel hold from the first read
-                started = time.monotonic()
-                rest = f.read()
-                waited = time.monotonic() - started
-            finally:
-                brought_back.join()
-        assert head == content[:256 * 1024]
-        assert rest == content[4 * 1024 * 1024:]
-        assert 2 < waited < 5, waited
-    finally:
-        bucket.delete(file_id)
-        client.close()
-
-
 def proc_status(pid: int) -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                 if ":\t" in line)

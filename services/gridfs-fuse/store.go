@@ -204,39 +204,9 @@ func (s *store) list(ctx context.Context) ([]fileInfo, error) {
 	return all, nil
 }
 
-// readPatience is how long a read of a file waits for MongoDB to come back
-// before it fails. nginx has sent the head by the time it reads (after the
-// open, which fails fast), so a failed read can only cut the body short: a
-// connection reset in every restart of make resilience, for the request
-// whose open came just before the fault. A restart is back within about
-// 2.5 s here; 4 s keeps the answer inside issue 24's 5 s. Only the requests
-// already under way wait: new opens still fail at once while MongoDB is down.
-const readPatience = 4 * time.Second
-
-// readRetryInterval is how often a waiting read tries again.
-const readRetryInterval = 100 * time.Millisecond
-
 // chunkRange returns the data of chunks first..last of one file, in order;
-// a missing chunk is errCorrupt. While MongoDB is away it tries again for
-// up to readPatience.
+// a missing chunk is errCorrupt.
 func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last int64) ([][]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, readPatience)
-	defer cancel()
-	for {
-		out, err := s.fetchChunks(ctx, id, first, last)
-		if err == nil || !errors.Is(err, errUnavailable) {
-			return out, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(readRetryInterval):
-		}
-	}
-}
-
-// fetchChunks is one query for chunks first..last.
-func (s *store) fetchChunks(ctx context.Context, id bson.RawValue, first, last int64) ([][]byte, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
