@@ -40,6 +40,11 @@
 #define NGX_HTTP_GRIDFS_QUEUE_MS       1000
 /* while unavailable: the pause between two background pings */
 #define NGX_HTTP_GRIDFS_PROBE_MS       250
+/* while the driver knows no server: the pause between two pings of the
+ * jobs waiting for one (libmongoc's monitor rechecks a lost server every
+ * 500 ms at best), and between two looks of each at the driver's view */
+#define NGX_HTTP_GRIDFS_WAKE_MS        50
+#define NGX_HTTP_GRIDFS_POLL_MS        10
 
 /* blocks from this size on are mapped and unmapped on their own (glibc's
  * default, pinned): the driver's reply buffers, freed by other threads than
@@ -108,6 +113,17 @@ typedef struct {
     /* set by a job that could not reach the deployment, cleared by a ping
      * that could: read by the loop and by jobs */
     ngx_atomic_t                 down;
+
+    /* thread side: set while a job pings the servers the driver lost, and
+     * when the next ping is due; jobs wait for a server at most
+     * serverSelectionTimeoutMS, as a query would; the URI's hosts, the
+     * largest server id the driver has known, and when it last knew one */
+    ngx_atomic_t                 waking;
+    ngx_atomic_t                 next_ping;
+    int64_t                      selection_ms;
+    ngx_uint_t                   seeds;
+    ngx_atomic_t                 last_id;
+    ngx_atomic_t                 known_ms;
 
     /* loop only */
     ngx_thread_task_t           *probe;
@@ -289,6 +305,7 @@ void ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log);
 void ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream);
 void ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream);
 int64_t ngx_http_gridfs_now_ms(void);
+ngx_uint_t ngx_http_gridfs_quiet(void);
 
 /* the arithmetic, pure (ngx_http_gridfs_window.c) */
 ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value);

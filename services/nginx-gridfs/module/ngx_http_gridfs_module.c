@@ -28,11 +28,14 @@
  * a spare client, each window is a query of its own, copied into its half
  * of a buffer of the request.
  *
- * Failing fast: a connection failure marks the deployment unavailable in
- * this worker; requests then answer 503 at once, without queueing, while a
- * background ping finds out when it is back.  A job that waited in the
- * thread pool's queue longer than gridfs_queue_timeout, or whose client has
- * gone, answers without querying.  A response whose headers are not out by
+ * Failing fast: while the deployment is away, jobs wait for it within
+ * serverSelectionTimeoutMS, one of them pinging it on new connections, so
+ * that a restart is served as soon as it answers again; past that time it
+ * is marked unavailable in this worker, and requests then answer 503 at
+ * once, without queueing, while a background ping finds out when it is
+ * back.  A job that waited in the thread pool's queue longer than
+ * gridfs_queue_timeout, or whose client has gone, answers without
+ * querying.  A response whose headers are not out by
  * gridfs_deadline after the request arrived is a 503 at once, on the loop,
  * whatever its job waits for (libmongoc has no deadline per operation).
  *
@@ -898,6 +901,7 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
     ngx_uint_t                     i;
     bson_error_t                   error;
     ngx_thread_task_t             *probe;
+    const mongoc_host_list_t      *host;
     ngx_http_gridfs_conn_t       **connp;
     ngx_http_gridfs_main_conf_t   *gmcf;
 
@@ -941,6 +945,19 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
                                             MONGOC_URI_MAXPOOLSIZE,
                                             NGX_HTTP_GRIDFS_POOL_SIZE), 0)
                                 / 2;
+
+        connp[i]->selection_ms = mongoc_uri_get_option_as_int32(
+                                     connp[i]->uri,
+                                     MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                                     NGX_HTTP_GRIDFS_SELECTION_MS);
+
+        /* the topology numbers them 1, 2... */
+        for (host = mongoc_uri_get_hosts(connp[i]->uri);
+             host;
+             host = host->next)
+        {
+            connp[i]->seeds++;
+        }
 
         probe = ngx_thread_task_alloc(cycle->pool,
                                       sizeof(ngx_http_gridfs_conn_t *));
@@ -1009,6 +1026,11 @@ ngx_http_gridfs_mongoc_log(mongoc_log_level_t level, const char *domain,
         break;
 
     case MONGOC_LOG_LEVEL_WARNING:
+        if (ngx_http_gridfs_quiet()) {
+            /* a connection refused to a server pinged while away */
+            return;
+        }
+
         nlevel = NGX_LOG_WARN;
         break;
 

@@ -10,6 +10,8 @@
 #include "ngx_http_gridfs.h"
 
 
+static void ngx_http_gridfs_query(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client);
 static void ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client);
 static void ngx_http_gridfs_read_chunks(ngx_http_gridfs_job_t *job,
@@ -35,7 +37,19 @@ static void ngx_http_gridfs_job_failed(ngx_http_gridfs_job_t *job,
 static void ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client);
 static ngx_uint_t ngx_http_gridfs_all_unknown(mongoc_client_t *client);
+static ngx_int_t ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job,
+    mongoc_client_t *client, ngx_uint_t lost);
+static ngx_uint_t ngx_http_gridfs_known(ngx_http_gridfs_conn_t *conn,
+    mongoc_client_t *client);
+static ngx_int_t ngx_http_gridfs_ping(ngx_http_gridfs_conn_t *conn,
+    mongoc_client_t *client, bson_error_t *error);
 static ngx_uint_t ngx_http_gridfs_backend_down(const char *message);
+
+
+/* set while this thread pings servers the driver lost: the driver warns of
+ * every connection refused, and the outage is logged once, by the job that
+ * marks it */
+static __thread ngx_uint_t  ngx_http_gridfs_pinging;
 
 
 void
@@ -87,11 +101,22 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
             return;
         }
 
-        if (job->op == NGX_HTTP_GRIDFS_FIND) {
-            ngx_http_gridfs_find_file(job, client);
+        if (ngx_http_gridfs_wake(job, client, 0) == NGX_OK) {
+            ngx_http_gridfs_query(job, client);
 
-        } else {
-            ngx_http_gridfs_read_chunks(job, client);
+            if (job->unreachable && job->error.domain == MONGOC_ERROR_STREAM)
+            {
+                /* its connection failed: the query waits for the server,
+                 * as it would in server selection, then runs once more,
+                 * rather than mark the deployment unavailable at once */
+                job->status = 0;
+                job->unreachable = 0;
+                ngx_memzero(&job->error, sizeof(bson_error_t));
+
+                if (ngx_http_gridfs_wake(job, client, 1) == NGX_OK) {
+                    ngx_http_gridfs_query(job, client);
+                }
+            }
         }
 
         mongoc_client_pool_push(conn->pool, client);
@@ -102,6 +127,18 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
         ngx_log_error(NGX_LOG_ERR, log, 0,
                       "gridfs: %V unavailable: %s; answering 503 until a "
                       "ping succeeds", &conn->display, job->error.message);
+    }
+}
+
+
+static void
+ngx_http_gridfs_query(ngx_http_gridfs_job_t *job, mongoc_client_t *client)
+{
+    if (job->op == NGX_HTTP_GRIDFS_FIND) {
+        ngx_http_gridfs_find_file(job, client);
+
+    } else {
+        ngx_http_gridfs_read_chunks(job, client);
     }
 }
 
@@ -131,8 +168,12 @@ ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log)
         return;
     }
 
-    if (mongoc_client_command_simple(client, "admin", &ping, NULL, NULL,
-                                     &error))
+    /* a server the driver lost is pinged on a new connection first: the
+     * ping below would wait for the driver's monitor to find it again */
+    if ((ngx_http_gridfs_known(conn, client)
+         || ngx_http_gridfs_ping(conn, client, &error) == NGX_OK)
+        && mongoc_client_command_simple(client, "admin", &ping, NULL, NULL,
+                                        &error))
     {
         conn->down = 0;
         ngx_log_error(NGX_LOG_NOTICE, log, 0,
@@ -141,6 +182,13 @@ ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log)
 
     mongoc_client_pool_push(conn->pool, client);
     bson_destroy(&ping);
+}
+
+
+ngx_uint_t
+ngx_http_gridfs_quiet(void)
+{
+    return ngx_http_gridfs_pinging;
 }
 
 
@@ -903,6 +951,185 @@ ngx_http_gridfs_all_unknown(mongoc_client_t *client)
     mongoc_server_descriptions_destroy_all(sds, n);
 
     return unknown;
+}
+
+
+/*
+ * While the driver knows no server, its queries wait in server selection
+ * until its monitor finds one again, and the monitor rechecks a server it
+ * has lost no more often than every minHeartbeatFrequencyMS (500 ms): a
+ * server back would be used up to half a second late, while requests pile
+ * up (every one waiting counts against nginx's limit_conn).  So a job
+ * waits here instead, for as long as its query would have waited there,
+ * serverSelectionTimeoutMS, and one of the waiting jobs pings the servers
+ * on new connections every NGX_HTTP_GRIDFS_WAKE_MS: a handshake updates
+ * the driver's view at once.  After that time the job fails as its query
+ * would have, and the deployment is marked unavailable.  A job whose own
+ * connection failed (lost) waits until a new one answers: the driver may
+ * still list the server, as while MongoDB stops (its listener closes
+ * before its connections).
+ */
+
+static ngx_int_t
+ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job, mongoc_client_t *client,
+    ngx_uint_t lost)
+{
+    int64_t                  now, until;
+    ngx_int_t                rc;
+    ngx_http_gridfs_conn_t  *conn;
+
+    conn = job->conf->conn;
+    now = ngx_http_gridfs_now_ms();
+
+    if (!lost) {
+        /* the driver's view is a copy, about 2 us, a few percent of a
+         * small file's CPU: read once a millisecond while it knows a
+         * server */
+        if ((ngx_atomic_uint_t) now == conn->known_ms) {
+            return NGX_OK;
+        }
+
+        if (ngx_http_gridfs_known(conn, client)) {
+            conn->known_ms = (ngx_atomic_uint_t) now;
+            return NGX_OK;
+        }
+    }
+
+    until = now + conn->selection_ms;
+
+    for ( ;; ) {
+
+        if (lost) {
+            if (ngx_http_gridfs_ping(conn, client, &job->error) == NGX_OK) {
+                return NGX_OK;
+            }
+
+        } else if (ngx_http_gridfs_known(conn, client)) {
+            return NGX_OK;
+
+        } else if (now >= (int64_t) conn->next_ping
+                   && ngx_atomic_cmp_set(&conn->waking, 0, 1))
+        {
+            conn->next_ping = (ngx_atomic_uint_t)
+                                  (now + NGX_HTTP_GRIDFS_WAKE_MS);
+
+            rc = ngx_http_gridfs_ping(conn, client, &job->error);
+
+            (void) ngx_atomic_cmp_set(&conn->waking, 1, 0);
+
+            if (rc == NGX_OK) {
+                return NGX_OK;
+            }
+        }
+
+        if (now >= until) {
+            if (job->error.code == 0) {
+                bson_set_error(&job->error, MONGOC_ERROR_SERVER_SELECTION,
+                               MONGOC_ERROR_SERVER_SELECTION_FAILURE,
+                               "no server answered");
+            }
+
+            job->status = NGX_HTTP_GRIDFS_UNAVAILABLE;
+            job->unreachable = 1;
+            return NGX_ERROR;
+        }
+
+        ngx_msleep(lost ? NGX_HTTP_GRIDFS_WAKE_MS : NGX_HTTP_GRIDFS_POLL_MS);
+
+        now = ngx_http_gridfs_now_ms();
+    }
+}
+
+
+/* whether the driver knows a server; it lists the known ones only, so the
+ * largest id seen is kept, to find the lost ones by their ids (a lost
+ * update is redone by the next job) */
+
+static ngx_uint_t
+ngx_http_gridfs_known(ngx_http_gridfs_conn_t *conn, mongoc_client_t *client)
+{
+    size_t                         i, n;
+    uint32_t                       id;
+    ngx_uint_t                     known;
+    mongoc_server_description_t  **sds;
+
+    sds = mongoc_client_get_server_descriptions(client, &n);
+
+    known = 0;
+
+    for (i = 0; i < n; i++) {
+        if (ngx_strcmp(mongoc_server_description_type(sds[i]), "Unknown")
+            == 0)
+        {
+            continue;
+        }
+
+        known = 1;
+        id = mongoc_server_description_id(sds[i]);
+
+        if (id > conn->last_id) {
+            conn->last_id = id;
+        }
+    }
+
+    mongoc_server_descriptions_destroy_all(sds, n);
+
+    return known;
+}
+
+
+/* NGX_OK if one of the servers answers a ping on a new connection of the
+ * client (it has none to a server it lost): sent by the server's id, it
+ * skips server selection, which would wait for the monitor; else
+ * NGX_DECLINED and the error */
+
+static ngx_int_t
+ngx_http_gridfs_ping(ngx_http_gridfs_conn_t *conn, mongoc_client_t *client,
+    bson_error_t *error)
+{
+    bson_t                        ping;
+    uint32_t                      id, last;
+    ngx_int_t                     rc;
+    mongoc_server_description_t  *sd;
+
+    bson_set_error(error, MONGOC_ERROR_SERVER_SELECTION,
+                   MONGOC_ERROR_SERVER_SELECTION_FAILURE,
+                   "no server to ping");
+
+    bson_init(&ping);
+    BSON_APPEND_INT32(&ping, "ping", 1);
+
+    rc = NGX_DECLINED;
+
+    /* the URI's hosts are servers 1 to seeds, those found later follow */
+    last = (uint32_t) ngx_max(conn->seeds, conn->last_id);
+
+    ngx_http_gridfs_pinging = 1;
+
+    for (id = 1; id <= last && rc == NGX_DECLINED; id++) {
+
+        sd = mongoc_client_get_server_description(client, id);
+
+        if (sd == NULL) {
+            /* no longer in the topology */
+            continue;
+        }
+
+        mongoc_server_description_destroy(sd);
+
+        if (mongoc_client_command_simple_with_server_id(client, "admin",
+                                                        &ping, NULL, id,
+                                                        NULL, error))
+        {
+            rc = NGX_OK;
+        }
+    }
+
+    ngx_http_gridfs_pinging = 0;
+
+    bson_destroy(&ping);
+
+    return rc;
 }
 
 
