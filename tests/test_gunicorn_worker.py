@@ -109,19 +109,24 @@ def test_at_the_cap_idle_connections_close_so_a_new_client_is_served(flask):
     assert "Traceback" not in flask.log()
 
 
+def stalled_body(service) -> socket.socket:
+    """A GET of the 3 MiB file whose client reads no more than the head."""
+    connection = socket.socket()
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    connection.settimeout(10)
+    connection.connect(("127.0.0.1", service.port))
+    connection.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+    assert connection.recv(1024).startswith(b"HTTP/1.1 200 ")
+    return connection
+
+
 def test_at_the_cap_an_answer_says_it_closes(flask):
     """CAP - 1 connections busy with answers their clients do not read (not
     idle: nothing to drain), then one more: its answer says it closes."""
     stalled = []
     try:
         for _ in range(CAP - 1):
-            connection = socket.socket()
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            connection.settimeout(10)
-            connection.connect(("127.0.0.1", flask.port))
-            connection.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
-            assert connection.recv(1024).startswith(b"HTTP/1.1 200 ")
-            stalled.append(connection)
+            stalled.append(stalled_body(flask))
         last = socket.create_connection(("127.0.0.1", flask.port), timeout=10)
         try:
             answer = get_on(last)
@@ -178,17 +183,6 @@ def capped_bodies(mongo_uri, flask):
     service.start()
     yield service
     service.stop()
-
-
-def stalled_body(service) -> socket.socket:
-    """A GET of the 3 MiB file whose client reads no more than the head."""
-    connection = socket.socket()
-    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    connection.settimeout(10)
-    connection.connect(("127.0.0.1", service.port))
-    connection.sendall(f"GET /files/{BIG} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
-    assert connection.recv(1024).startswith(b"HTTP/1.1 200 ")
-    return connection
 
 
 def reset(connection: socket.socket) -> None:
