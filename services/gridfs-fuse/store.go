@@ -207,9 +207,9 @@ func (s *store) list(ctx context.Context) ([]fileInfo, error) {
 // chunkRange returns the data of chunks first..last of one file, in order;
 // a missing chunk is errCorrupt. A failure is not tried again, though nginx
 // has the head ready when it reads (so the answer is cut): a read that kept
-// trying for 3 s held, probably, the kernel's lock on the file's pages, and every other
-// request for that file waited behind it (make resilience: an answer of
-// 6.2 s, ten times the errors per restart, one recovery of 20 s).
+// trying for 3 s held, probably, the kernel's lock on the file's pages, and
+// every other request for that file waited behind it (make resilience: an
+// answer of 6.2 s, ten times the errors per restart, one recovery of 20 s).
 func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last int64) ([][]byte, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
