@@ -3,7 +3,6 @@ stored header values, credentials in the URI, MongoDB stopped under load,
 chunks larger than the window, clients that leave mid-stream. The outage
 and client-abort tests also run on the module's ASan + UBSan build, which
 must write no report. Real nginx, real FerretDB, real sockets."""
-import http.client
 import os
 import re
 import shutil
@@ -425,3 +424,70 @@ def test_worker_never_crashed(nginx):
     log = nginx.log()
     assert "exited on signal" not in log
     assert "[alert]" not in log and "[emerg]" not in log
+
+
+def waits_in_line(port: int, path: str) -> socket.socket:
+    """A GET whose client reads nothing (a small window: it stalls a large
+    body's sending), or leaves before the answer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: lab\r\n\r\n".encode())
+    return sock
+
+
+def reset(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    sock.close()
+
+
+def test_responses_past_the_cap_wait_in_line_and_may_leave_it(stored, mongo_uri, sanitize):
+    """gridfs_max_responses: two stalled 10 MB responses hold both places;
+    five requests that leave while in line, then three that wait: once a
+    stalled client goes, its place passes down the line and the three are
+    served in turn; a request that finds no place by gridfs_deadline is a
+    503 then. Places pass from one request's cleanup to another's posted
+    event: the sanitizer sees every hand-over."""
+    server = start_nginx(mongo_uri, "gridfs_max_responses 2;\n    gridfs_deadline 2s;", sanitize=sanitize)
+    held = []
+    try:
+        held = [waits_in_line(server.port, "/files/10MB.bin") for _ in range(2)]
+        for sock in held:
+            sock.settimeout(TIMEOUT)
+            assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
+        for sock in [waits_in_line(server.port, "/files/1KB.bin") for _ in range(5)]:
+            time.sleep(0.05)
+            reset(sock)
+        with ThreadPoolExecutor(3) as pool:
+            waiting = [pool.submit(get, server, "/files/1KB.bin") for _ in range(3)]
+            time.sleep(0.5)
+            assert not any(answer.done() for answer in waiting)
+            reset(held.pop())
+            answers = [answer.result() for answer in waiting]
+        assert [a.status_code for a in answers] == [200] * 3
+        assert all(a.content == stored["1KB.bin"] for a in answers)
+        reset(held.pop())
+        held.append(waits_in_line(server.port, "/files/10MB.bin"))
+        held[0].settimeout(TIMEOUT)
+        assert held[0].recv(64).startswith(b"HTTP/1.1 200 OK")
+        held.append(waits_in_line(server.port, "/files/10MB.bin"))
+        held[1].settimeout(TIMEOUT)
+        assert held[1].recv(64).startswith(b"HTTP/1.1 200 OK")
+        began = time.monotonic()
+        refused = get(server, "/files/1KB.bin")
+        assert refused.status_code == 503 and 1.9 < time.monotonic() - began < 3
+        assert "waited for one of the 2 places of gridfs_max_responses" in server.log()
+    finally:
+        for sock in held:
+            reset(sock)
+        stop_nginx(server)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many"])
+def test_a_bad_cap_on_responses_stops_nginx_at_start(value, tmp_path):
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(f"load_module {build_module()};\nevents {{}}\nhttp {{ gridfs_max_responses {value}; }}\n")
+    result = subprocess.run([NGINX_BIN, "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(conf)], text=True,
+                            capture_output=True, timeout=30)
+    assert result.returncode != 0
+    assert "gridfs_max_responses" in result.stderr, result.stderr

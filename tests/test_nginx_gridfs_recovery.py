@@ -4,9 +4,10 @@ their deadline and must be served as soon as it answers again: before,
 they waited for libmongoc's own monitor, which rechecks a server it has
 lost at most every 500 ms (minHeartbeatFrequencyMS), so up to half a
 second more of requests piled up, past the lab's cap on responses under
-way (limit_conn 180, every waiting request counts), and requests sent
-after the return got limit_conn's instant 503 (46-57 per restart in the
-lab at 100 requests/s). A database gone for good must still be failed
+way (then nginx's limit_conn 180, which counted every waiting request),
+and requests sent after the return got limit_conn's instant 503 (46-57
+per restart in the lab at 100 requests/s; the cap, gridfs_max_responses,
+now counts only responses past their lookup). A database gone for good must still be failed
 fast. The lab's nginx.conf as it runs (its thread pool, its cap, the
 deadline its CMD writes), FerretDB killed and started, 100 requests/s on
 kept-alive connections. Real nginx, real FerretDB."""

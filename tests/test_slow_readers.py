@@ -363,19 +363,29 @@ def test_a_bad_send_timeout_stops_gunicorn_at_start(value):
         f"SEND_TIMEOUT_MS must be a positive whole number of milliseconds, got {value!r}"], result.stderr
 
 
-NGINX_GRIDFS_CAP = "limit_conn gridfs_responses 180;"
+NGINX_GRIDFS_CAP = "gridfs_max_responses 180;"
+PLACE_DEADLINE_MS = 1500  # gridfs_deadline here (the lab's is REQUEST_DEADLINE_MS, 3 s)
+
+
+def answered_from(sock: socket.socket) -> bytes:
+    """The status line a stalled client finally reads (it has been sent)."""
+    sock.settimeout(10)
+    return sock.recv(4096).split(b"\r\n", 1)[0]
 
 
 def test_nginx_gridfs_caps_its_responses_under_way_within_its_memory(mongo_uri, gridfs_db, files_dir, content):
-    """services/nginx-gridfs/nginx.conf caps the responses under way
-    (nginx's limit_conn), since each stalled one holds about 2 MiB until
-    send_timeout: without the cap about 230 of them fill the 512 MiB limit
-    and the kernel kills nginx. The lab's file, its cap set to 8 here: 8
-    stalled clients, and the 9th request is a 503 at once while /health is
-    served; once a stalled client goes, the next request is served whole.
+    """services/nginx-gridfs/nginx.conf caps the responses past their
+    lookup (gridfs_max_responses), since each stalled one holds about 2 MiB
+    until send_timeout: without the cap about 230 of them fill the 512 MiB
+    limit and the kernel kills nginx. The lab's file, its cap set to 8 and
+    its deadline to 1.5 s here: 8 stalled clients; a 9th request waits for
+    a place and is a 503 at the deadline, while /health is served at once;
+    one that leaves while it waits leaves the line, and the next one is
+    served whole as soon as a stalled client goes.
     The lab's cap times what a stalled response holds fits the limit."""
     digest = hashlib.sha256(content).hexdigest()
-    server = LabNginxGridFS(mongo_uri, DB_NAME, files_dir, {NGINX_GRIDFS_CAP: "limit_conn gridfs_responses 8;"})
+    server = LabNginxGridFS(mongo_uri, DB_NAME, files_dir, {
+        NGINX_GRIDFS_CAP: f"gridfs_max_responses 8;\n    gridfs_deadline {PLACE_DEADLINE_MS}ms;"})
     server.start()
     stalled = []
     try:
@@ -386,24 +396,60 @@ def test_nginx_gridfs_caps_its_responses_under_way_within_its_memory(mongo_uri, 
             assert time.monotonic() - began < 15, f"{len(pending)} stalled requests never answered\n{server.log()}"
             ready = select.select(pending, [], [], 1)[0]
             pending = [sock for sock in pending if sock not in ready]
-        refused, elapsed = timed_get(server)
-        assert refused.status_code == 503 and elapsed < 1, (refused.status_code, elapsed)
-        assert requests.get(f"{server.url}/health", timeout=5).status_code == 200
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(timed_get, server)
+            health = requests.get(f"{server.url}/health", timeout=5)
+            assert health.status_code == 200 and health.elapsed.total_seconds() < 0.5
+            refused, elapsed = waiting.result()
+        assert refused.status_code == 503 and refused.headers.get("Retry-After") == "1", refused.status_code
+        assert PLACE_DEADLINE_MS / 1000 - 0.1 < elapsed < PLACE_DEADLINE_MS / 1000 + 1, elapsed
         each = (rss_mib([server.proc.pid]) - idle) / len(stalled)
-        gone = stalled.pop()
-        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        gone.close()
-        deadline = time.monotonic() + 5
-        while (answer := timed_get(server)[0]).status_code == 503 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # one that leaves while it waits gives its turn up (it leaves the line)
+        left = stalled_client(server.port)
+        time.sleep(0.2)
+        left.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        left.close()
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(timed_get, server)
+            time.sleep(0.5)
+            gone = stalled.pop()
+            assert answered_from(gone) == b"HTTP/1.1 200 OK"
+            gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            gone.close()
+            answer, elapsed = waiting.result()
         assert answer.status_code == 200 and hashlib.sha256(answer.content).hexdigest() == digest
+        assert 0.5 <= elapsed < PLACE_DEADLINE_MS / 1000, elapsed
     finally:
         for sock in stalled:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             sock.close()
         server.stop()
     lab_conf = (SERVICES / "nginx-gridfs" / "nginx.conf").read_text()
-    cap = int(re.search(r"limit_conn gridfs_responses (\d+);", lab_conf)[1])
+    cap = int(re.search(r"gridfs_max_responses (\d+);", lab_conf)[1])
     print(f"nginx-gridfs: {each:.2f} MiB per stalled response; the lab's cap of {cap} holds {cap * each:.0f} MiB")
     assert idle + cap * PER_STALLED_MIB["nginx-gridfs"] < TARGET_MEM_MIB, (idle, cap)
     assert each < PER_STALLED_MIB["nginx-gridfs"], each
+
+
+def test_nginx_gridfs_requests_still_looking_up_take_no_place(mongo_uri, ferretdb, gridfs_db, files_dir, content):
+    """Only a response past its lookup holds a window, so only it takes a
+    place. Before, nginx's limit_conn counted every request under way:
+    those whose lookup waited for a database restarting, or whose client
+    had left while it was queued (the floor benchmark's warm-up), and the
+    next requests got a 503 at once. The cap at 8, the database held while
+    24 requests arrive, then let go: every one is served whole."""
+    digest = hashlib.sha256(content).hexdigest()
+    server = LabNginxGridFS(mongo_uri, DB_NAME, files_dir, {NGINX_GRIDFS_CAP: "gridfs_max_responses 8;"})
+    server.start()
+    try:
+        with ThreadPoolExecutor(24) as pool:
+            with ferretdb.paused():
+                answers = [pool.submit(timed_get, server) for _ in range(24)]
+                time.sleep(1)
+                assert not any(answer.done() for answer in answers)
+            answers = [answer.result()[0] for answer in answers]
+        statuses = [answer.status_code for answer in answers]
+        assert statuses == [200] * 24, f"{statuses}\n{server.log()}"
+        assert all(hashlib.sha256(answer.content).hexdigest() == digest for answer in answers)
+    finally:
+        server.stop()

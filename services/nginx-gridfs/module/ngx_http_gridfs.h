@@ -158,8 +158,22 @@ typedef struct {
 } ngx_http_gridfs_stream_t;
 
 
+/* gridfs_max_responses, in one worker: the responses past their lookup
+ * (each holds a window and what sending it needs, about 2 MiB while its
+ * client reads slowly), how many may be (0: no cap), and the ones that
+ * wait for a place; a response waiting for its lookup holds no window and
+ * takes none */
+typedef struct {
+    ngx_uint_t                   used;
+    ngx_uint_t                   max;
+    ngx_queue_t                  waiting; /* of ngx_http_gridfs_ctx_t */
+} ngx_http_gridfs_places_t;
+
+
 typedef struct {
     ngx_array_t                  conns;   /* of ngx_http_gridfs_conn_t * */
+    ngx_int_t                    max_responses;   /* over all workers */
+    ngx_http_gridfs_places_t     places;          /* this worker's */
 } ngx_http_gridfs_main_conf_t;
 
 
@@ -234,7 +248,9 @@ typedef struct {
  * them, a window may be read (a job in flight) while the previous one
  * drains (handed to the output filters, not all sent yet).  Transitions:
  *
- *   LOOKUP           done:    READ_AHEAD, or SENT_HEADER (416, HEAD, 304)
+ *   LOOKUP           done:    READ_AHEAD, or SENT_HEADER (416, HEAD, 304),
+ *                             or WAIT_PLACE (gridfs_max_responses reached)
+ *   WAIT_PLACE       placed:  READ_AHEAD
  *   READ_AHEAD       done:    SENT_HEADER (READ_AHEAD: no spare client)
  *   SENT_HEADER      read:    READING; sent, not drained: DRAINING
  *   READING          done:    SENT_HEADER (the window is then sent)
@@ -247,6 +263,7 @@ typedef struct {
  */
 typedef enum {
     NGX_HTTP_GRIDFS_LOOKUP = 0,      /* the file is looked up (pcalloc) */
+    NGX_HTTP_GRIDFS_WAIT_PLACE,      /* found, waits for a place: no job */
     NGX_HTTP_GRIDFS_READ_AHEAD,      /* the first window, before headers */
     NGX_HTTP_GRIDFS_SENT_HEADER,     /* headers out, no job, no drain */
     NGX_HTTP_GRIDFS_READING,         /* a window is read */
@@ -265,6 +282,14 @@ typedef struct {
      * headers; the request is then held (its count) till the job ends */
     ngx_event_t                  deadline;
     unsigned                     past_deadline:1;
+
+    /* gridfs_max_responses: the place this response holds, or waits for
+     * in the worker's queue; given, the event goes on with it */
+    ngx_http_gridfs_places_t    *places;
+    ngx_queue_t                  queue;
+    ngx_event_t                  placed;
+    unsigned                     has_place:1;
+    unsigned                     waiting:1;
 
     bson_t                      *file;
     bson_value_t                 files_id;

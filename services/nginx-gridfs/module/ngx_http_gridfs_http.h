@@ -64,8 +64,6 @@ ngx_int_t ngx_http_gridfs_post(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 void ngx_http_gridfs_start_deadline(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx, ngx_msec_t deadline);
-void ngx_http_gridfs_start_deadline(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx, ngx_msec_t deadline);
 void ngx_http_gridfs_job_event_handler(ngx_event_t *ev);
 void ngx_http_gridfs_cleanup(void *data);
 

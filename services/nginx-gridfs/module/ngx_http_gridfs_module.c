@@ -17,6 +17,11 @@
  * the headers are sent, so that a failure there is a 5xx, not a truncated
  * 200.
  *
+ * With gridfs_max_responses, at most that many responses past their lookup
+ * hold a buffer at once (each worker its share); the others wait in line
+ * for a place, within gridfs_deadline.  A lookup holds no buffer and takes
+ * no place.
+ *
  * A response of several windows holds a client of the pool while the pool
  * has spare ones (at most half of maxPoolSize per worker): one cursor, a
  * find and then a getMore per window through that client, under one
@@ -81,6 +86,7 @@ static char *ngx_http_gridfs(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_gridfs_mongo(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static void *ngx_http_gridfs_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_gridfs_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_gridfs_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -133,6 +139,13 @@ static ngx_command_t  ngx_http_gridfs_commands[] = {
       offsetof(ngx_http_gridfs_loc_conf_t, deadline),
       NULL },
 
+    { ngx_string("gridfs_max_responses"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_gridfs_main_conf_t, max_responses),
+      NULL },
+
     { ngx_string("gridfs_buffer_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
@@ -149,7 +162,7 @@ static ngx_http_module_t  ngx_http_gridfs_module_ctx = {
     NULL,                                  /* postconfiguration */
 
     ngx_http_gridfs_create_main_conf,      /* create main configuration */
-    NULL,                                  /* init main configuration */
+    ngx_http_gridfs_init_main_conf,        /* init main configuration */
 
     NULL,                                  /* create server configuration */
     NULL,                                  /* merge server configuration */
@@ -601,7 +614,27 @@ ngx_http_gridfs_create_main_conf(ngx_conf_t *cf)
         return NULL;
     }
 
+    gmcf->max_responses = NGX_CONF_UNSET;
+
     return gmcf;
+}
+
+
+static char *
+ngx_http_gridfs_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_gridfs_main_conf_t *gmcf = conf;
+
+    if (gmcf->max_responses == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "gridfs_max_responses must be at least 1; "
+                           "leave it out for no cap");
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_conf_init_value(gmcf->max_responses, 0);
+
+    return NGX_CONF_OK;
 }
 
 
@@ -901,6 +934,7 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
     ngx_uint_t                     i;
     bson_error_t                   error;
     ngx_thread_task_t             *probe;
+    ngx_core_conf_t               *ccf;
     const mongoc_host_list_t      *host;
     ngx_http_gridfs_conn_t       **connp;
     ngx_http_gridfs_main_conf_t   *gmcf;
@@ -910,6 +944,15 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
     if (gmcf == NULL || gmcf->conns.nelts == 0) {
         return NGX_OK;
     }
+
+    /* the cap is the whole server's: each worker takes its share */
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    ngx_queue_init(&gmcf->places.waiting);
+    gmcf->places.max = gmcf->max_responses
+                       ? ngx_max((ngx_uint_t) gmcf->max_responses
+                                 / (ngx_uint_t) ccf->worker_processes, 1)
+                       : 0;
 
     mongoc_init();
     mongoc_log_set_handler(ngx_http_gridfs_mongoc_log, NULL);

@@ -959,7 +959,7 @@ ngx_http_gridfs_all_unknown(mongoc_client_t *client)
  * until its monitor finds one again, and the monitor rechecks a server it
  * has lost no more often than every minHeartbeatFrequencyMS (500 ms): a
  * server back would be used up to half a second late, while requests pile
- * up (every one waiting counts against nginx's limit_conn).  So a job
+ * up, each nearer its deadline.  So a job
  * waits here instead, for as long as its query would have waited there,
  * serverSelectionTimeoutMS, and one of the waiting jobs pings the servers
  * on new connections every NGX_HTTP_GRIDFS_WAKE_MS: a handshake updates

@@ -20,6 +20,12 @@ static void ngx_http_gridfs_job_done(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_found(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_take_place(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_placed_handler(ngx_event_t *ev);
+static void ngx_http_gridfs_give_place(ngx_http_gridfs_places_t *places);
+static void ngx_http_gridfs_read_ahead(ngx_http_request_t *r,
+    ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_first_window(ngx_http_request_t *r,
     ngx_http_gridfs_ctx_t *ctx);
 static ngx_int_t ngx_http_gridfs_send_header(ngx_http_request_t *r,
@@ -87,6 +93,7 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
     header_sent = (ctx->state != NGX_HTTP_GRIDFS_LOOKUP
+                   && ctx->state != NGX_HTTP_GRIDFS_WAIT_PLACE
                    && ctx->state != NGX_HTTP_GRIDFS_READ_AHEAD);
 
     job = ctx->job;
@@ -178,6 +185,22 @@ ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
 
+    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+
+    if (ctx && ctx->state == NGX_HTTP_GRIDFS_WAIT_PLACE && !c->error) {
+        ngx_log_error(NGX_LOG_INFO, c->log, 0,
+                      "gridfs: \"%V\" waited for one of the %ui places of "
+                      "gridfs_max_responses longer than gridfs_deadline "
+                      "(%M ms): 503",
+                      &r->uri, ctx->places->max, glcf->deadline);
+
+        /* no job in flight, no window: its cleanup leaves the queue */
+        ngx_http_finalize_request(r, ngx_http_gridfs_error(r,
+                                             NGX_HTTP_SERVICE_UNAVAILABLE));
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
     /* only a job in flight before the headers: otherwise the response
      * has answered, or is answering, by itself */
     if (ctx == NULL
@@ -189,8 +212,6 @@ ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
     {
         return;
     }
-
-    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
     ngx_log_error(NGX_LOG_INFO, c->log, 0,
                   "gridfs: %s \"%V\" took longer than gridfs_deadline "
@@ -476,6 +497,111 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ctx->send_pos = ctx->range_start;
     ctx->send_end = (rc == NGX_OK) ? end : ctx->length;
 
+    if (ngx_http_gridfs_take_place(r, ctx) == NGX_OK) {
+        ngx_http_gridfs_read_ahead(r, ctx);
+    }
+}
+
+
+/* gridfs_max_responses: a response about to hold a window takes a place of
+ * its worker, or waits in line for one (till gridfs_deadline); the places
+ * go in the order asked for.  NGX_OK: taken */
+
+static ngx_int_t
+ngx_http_gridfs_take_place(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
+    ngx_http_gridfs_places_t     *places;
+    ngx_http_gridfs_main_conf_t  *gmcf;
+
+    gmcf = ngx_http_get_module_main_conf(r, ngx_http_gridfs_module);
+    places = &gmcf->places;
+
+    if (places->max == 0) {
+        return NGX_OK;
+    }
+
+    ctx->places = places;
+
+    if (places->used < places->max && ngx_queue_empty(&places->waiting)) {
+        places->used++;
+        ctx->has_place = 1;
+        return NGX_OK;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "gridfs waits for one of %ui places", places->max);
+
+    ngx_queue_insert_tail(&places->waiting, &ctx->queue);
+    ctx->waiting = 1;
+    ctx->state = NGX_HTTP_GRIDFS_WAIT_PLACE;
+
+    ctx->placed.handler = ngx_http_gridfs_placed_handler;
+    ctx->placed.data = r;
+    ctx->placed.log = r->connection->log;
+
+    /* the request stays (the handler's count) until a place is given, the
+     * deadline answers 503, or the client goes */
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_request_empty_handler;
+
+    return NGX_AGAIN;
+}
+
+
+/* a place given by a response that ended (ngx_http_gridfs_give_place) */
+
+static void
+ngx_http_gridfs_placed_handler(ngx_event_t *ev)
+{
+    ngx_connection_t       *c;
+    ngx_http_request_t     *r;
+    ngx_http_gridfs_ctx_t  *ctx;
+
+    r = ev->data;
+    c = r->connection;
+
+    ngx_http_set_log_request(c->log, r);
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
+
+    r->read_event_handler = ngx_http_block_reading;
+
+    ngx_http_gridfs_read_ahead(r, ctx);
+
+    ngx_http_run_posted_requests(c);
+}
+
+
+/* the place of a response that ends passes to the first in line, if any */
+
+static void
+ngx_http_gridfs_give_place(ngx_http_gridfs_places_t *places)
+{
+    ngx_queue_t            *q;
+    ngx_http_gridfs_ctx_t  *next;
+
+    if (ngx_queue_empty(&places->waiting)) {
+        places->used--;
+        return;
+    }
+
+    q = ngx_queue_head(&places->waiting);
+    ngx_queue_remove(q);
+
+    next = ngx_queue_data(q, ngx_http_gridfs_ctx_t, queue);
+    next->waiting = 0;
+    next->has_place = 1;
+
+    /* not from here: this may run in another request's cleanup */
+    ngx_post_event(&next->placed, &ngx_posted_events);
+}
+
+
+/* the first window of the body, read before the headers go out */
+
+static void
+ngx_http_gridfs_read_ahead(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+{
     if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
         ngx_http_finalize_request(r, NGX_ERROR);
         return;
@@ -1100,6 +1226,18 @@ ngx_http_gridfs_cleanup(void *data)
 
     if (ctx->has_files_id) {
         bson_value_destroy(&ctx->files_id);
+    }
+
+    if (ctx->waiting) {
+        ngx_queue_remove(&ctx->queue);
+    }
+
+    if (ctx->placed.posted) {
+        ngx_delete_posted_event(&ctx->placed);
+    }
+
+    if (ctx->has_place) {
+        ngx_http_gridfs_give_place(ctx->places);
     }
 
     /* no job is in flight: r->main->blocked kept the request till now */
