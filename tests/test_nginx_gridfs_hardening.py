@@ -328,6 +328,61 @@ def test_without_a_spare_client_each_window_is_a_query(stored, mongo_uri, slow_r
         stop_nginx(server)
 
 
+def database_connections(server: Nginx, database_port: int) -> int:
+    """The worker's established TCP connections to the database: one per
+    pooled client it ever used (a client keeps its connection), and the
+    driver's monitor."""
+    (pid,) = server.worker_pids()
+    out = subprocess.run(["ss", "-Htnp", "state", "established", f"( dport = :{database_port} )"],
+                         capture_output=True, text=True, timeout=10, check=True).stdout
+    return sum(f"pid={pid}," in line for line in out.splitlines())
+
+
+def test_the_pool_bounds_the_drivers_connections_and_their_read_buffers(stored, mongo_uri, ferretdb,
+                                                                         slow_reader):
+    """libmongoc keeps each pooled connection's read buffer at the largest
+    reply it carried, so past the active responses the worker's memory is
+    bounded by its pool: maxPoolSize connections, 32 unless the URI sets it.
+    24 clients stall 10 MB responses on 4 threads: at most 16 hold a client
+    (half the pool) and 4 query, where libmongoc's own default of 100 let
+    all 24 hold one. Then 16 MiB chunks: idle again, the worker's RSS has
+    grown by at most 32 MiB per connection."""
+    server = start_nginx(mongo_uri, "gridfs_queue_timeout 60s;", threads=4)  # all 24 are served
+    try:
+        assert get(server, "/files/1KB.bin").status_code == 200
+        rss_before = server.worker_status("VmRSS")
+        stalled = [slow_reader(server.port, "/files/10MB.bin") for _ in range(24)]
+        # a pooled client keeps its connection: the count only grows, and
+        # settles once every response has stalled holding its client or not
+        seen, still_since = -1, time.monotonic()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and time.monotonic() - still_since < 5:
+            now = database_connections(server, ferretdb.port)
+            if now != seen:
+                seen, still_since = now, time.monotonic()
+            time.sleep(0.25)
+        print(f"\n24 stalled 10 MB responses, 4 threads: {seen} connections to the database")
+        # 16 held, 4 querying for the others (a query per window), the
+        # monitor and at most one ping of the module's; 25 with the old pool
+        assert 16 < seen <= 16 + 4 + 2, seen
+        for sock in stalled:
+            sock.close()
+        time.sleep(1)
+
+        with ThreadPoolExecutor(6) as pool:
+            bodies = list(pool.map(lambda _: get(server, "/files/big-chunks.bin").content, range(6)))
+        assert all(body == stored["big-chunks.bin"] for body in bodies)
+        connections = database_connections(server, ferretdb.port)
+        time.sleep(1)  # the last responses' windows freed
+        growth_mib = (server.worker_status("VmRSS") - rss_before) / 1024
+        bound_mib = connections * 2 * BIG_CHUNK / 2**20
+        print(f"then 6 x 2 chunks of 16 MiB: idle RSS {growth_mib:.0f} MiB above the start, "
+              f"over {connections} connections (bound {bound_mib:.0f} MiB: 32 MiB each)")
+        assert growth_mib <= bound_mib + 16
+    finally:
+        stop_nginx(server)
+
+
 @pytest.fixture
 def slow_reader():
     sockets = []

@@ -34,7 +34,14 @@
  * more chunks than this (tiny chunkSize), it is copied instead */
 #define NGX_HTTP_GRIDFS_MAX_PARTS      64
 
-#define NGX_HTTP_GRIDFS_POOL_SIZE      100     /* libmongoc's maxPoolSize */
+/* maxPoolSize per worker unless the URI sets it: half for the queries (one
+ * client per thread of a thread pool of up to 16), half for responses
+ * holding a cursor.  Each pooled connection keeps the driver's read buffer
+ * at the largest reply it carried, rounded up to a power of two (libmongoc's
+ * buffered stream never shrinks), so the pool, not the load, bounds that
+ * memory: 32 x 2 MiB at the default buffer, 32 x 32 MiB with 16 MiB chunks.
+ * libmongoc's own default, 100, made it 66 connections in use at most. */
+#define NGX_HTTP_GRIDFS_POOL_SIZE      32
 #define NGX_HTTP_GRIDFS_CURSOR_GONE    43      /* CursorNotFound */
 
 #define NGX_HTTP_GRIDFS_QUEUE_MS       1000

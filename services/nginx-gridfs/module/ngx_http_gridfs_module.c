@@ -23,15 +23,15 @@
  * no place.
  *
  * A response of several windows holds a client of the pool while the pool
- * has spare ones (at most half of maxPoolSize per worker): one cursor, a
- * find and then a getMore per window through that client, under one
- * session (as MongoDB requires) and on one server, and each window is sent
- * straight from its own reply, one buffer per chunk; a reply lives until
- * its half of the buffer is read again.  The drivers read a file that way;
- * a query per window costs much more on servers that do not push the n
- * range down (FerretDB reads every chunk of the file per query).  Without
- * a spare client, each window is a query of its own, copied into its half
- * of a buffer of the request.
+ * has spare ones (at most half of maxPoolSize per worker; 32 unless the
+ * URI sets it): one cursor, a find and then a getMore per window through
+ * that client, under one session (as MongoDB requires) and on one server,
+ * and each window is sent straight from its own reply, one buffer per
+ * chunk; a reply lives until its half of the buffer is read again.  The
+ * drivers read a file that way; a query per window costs much more on
+ * servers that do not push the n range down (FerretDB reads every chunk of
+ * the file per query).  Without a spare client, each window is a query of
+ * its own, copied into its half of a buffer of the request.
  *
  * Failing fast: while the deployment is away, jobs wait for it within
  * serverSelectionTimeoutMS, one of them pinging it on new connections, so
@@ -801,6 +801,11 @@ ngx_http_gridfs_add_conn(ngx_conf_t *cf, ngx_http_gridfs_loc_conf_t *glcf)
     if (!mongoc_uri_has_option(uri, MONGOC_URI_SOCKETTIMEOUTMS)) {
         mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SOCKETTIMEOUTMS,
                                        NGX_HTTP_GRIDFS_SOCKET_MS);
+    }
+
+    if (!mongoc_uri_has_option(uri, MONGOC_URI_MAXPOOLSIZE)) {
+        mongoc_uri_set_option_as_int32(uri, MONGOC_URI_MAXPOOLSIZE,
+                                       NGX_HTTP_GRIDFS_POOL_SIZE);
     }
 
     if (!mongoc_uri_has_option(uri, MONGOC_URI_APPNAME)) {
