@@ -79,6 +79,7 @@ BAD = [
     ("RESULTS_OWNER", "0:0"), ("RESULTS_OWNER", "1000"), ("RESULTS_OWNER", "me:me"), ("RESULTS_OWNER", ""),
     ("RESULTS_OWNER", "1000:0"), ("RESULTS_OWNER", "1000:1000 2"),
     ("NGINX_WORKERS", "1 2"), ("NGINX_WORKERS", "0"), ("NGINX_WORKERS", "auto"), ("GUNICORN_WORKERS", "1.5"),
+    ("FUSE_NGINX_WORKERS", "0"), ("FUSE_NGINX_WORKERS", "auto"),
     ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "2001"),
     ("REQUEST_DEADLINE_MS", "3s"), ("REQUEST_DEADLINE_MS", "0"), ("REQUEST_DEADLINE_MS", "600001"),
     # an A/B run's (make ab sets them), judged together

@@ -137,6 +137,10 @@ def test_gridfs_fuse_serves_as_nobody_with_no_capability(lab):
         assert set(uids) == {"65534"} and int(status[pid]["CapEff"], 16) == 0, (processes[pid], status[pid])
         assert int(status[pid]["CapPrm"], 16) == 0, (processes[pid], status[pid])
     assert {processes[p].strip() for p in set(processes) - servers} == {"entrypoint.sh"}, processes
+    # its nginx waits out each open of the mount on its event loop: FUSE_NGINX_WORKERS of them, not one
+    workers = [pid for pid in servers if processes[pid].strip() == "nginx" and status[pid]["PPid"] in
+               {str(p) for p in servers}]
+    assert len(workers) == int(env_value("FUSE_NGINX_WORKERS")) == 4, processes
 
 
 def test_every_target_conforms_to_nginx_static(lab):

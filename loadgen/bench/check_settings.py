@@ -35,7 +35,7 @@ AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", 
 # What decides how much memory bench's writer threads take.
 WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
 # Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/config.go).
-WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None,
+WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None, "FUSE_NGINX_WORKERS": None,
                  # httpd-static's start.sh refuses more than one pinned core can use
                  "HTTPD_SERVERS": 64, "HTTPD_THREADS": 2000}
 FUSE_KNOBS = ("FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT")

@@ -35,12 +35,13 @@ fi
 # same number.
 printf 'limit_conn fuse_files %s;\n' "$FUSE_MAX_OPEN_FILES" > /tmp/fuse-limits.conf
 
-# worker_processes from .env, as in nginx-static: `auto` would count the
-# host's cores, not the container's cpuset.
+# worker_processes from .env (FUSE_NGINX_WORKERS, four on the one core: a
+# worker waits out every open of the mount, which asks MongoDB); `auto`
+# would count the host's cores, not the container's cpuset.
 # setpriv: a uid change from root clears every capability, and
 # no-new-privileges (compose.yaml) keeps them from coming back.
 setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all \
-  nginx -e stderr -g "daemon off; worker_processes ${NGINX_WORKERS:-1};" &
+  nginx -e stderr -g "daemon off; worker_processes ${FUSE_NGINX_WORKERS:-4};" &
 nginx_pid=$!
 
 stop() {
