@@ -351,7 +351,7 @@ def test_the_pool_bounds_the_drivers_connections_and_their_read_buffers(stored, 
     windows: a held client's reply, or a query's, of 16 MiB each): idle
     again, the worker's RSS has grown by at most 32 MiB per connection.
     POOL_RSS_READS=1000 makes it the measurement quoted in
-    docs/serving-paths.md (about 8 min of FerretDB here); 6 by default."""
+    docs/serving-paths.md (6 min here); 6 by default."""
     server = start_nginx(mongo_uri, "gridfs_queue_timeout 60s;", threads=4)  # all 24 are served
     try:
         assert get(server, "/files/1KB.bin").status_code == 200
