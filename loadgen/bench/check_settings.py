@@ -34,7 +34,7 @@ BENCH_KNOBS = ("BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_DURATION", "BENCH_WA
 AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY")
 # What decides how much memory bench's writer threads take.
 WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
-# Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/config.go).
+# Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/entrypoint.sh).
 WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None, "FUSE_NGINX_WORKERS": None,
                  # httpd-static's start.sh refuses more than one pinned core can use
                  "HTTPD_SERVERS": 64, "HTTPD_THREADS": 2000}
