@@ -83,10 +83,17 @@ def all_slots_free_after(request):
     yield
     if "node" in request.fixturenames:
         node, ferretdb = request.getfixturevalue("node"), request.getfixturevalue("ferretdb")
-        before = node.log().count(NO_SLOT)
-        with held_slots(node, ferretdb, MAX_STREAMS):
-            time.sleep(WAIT_S + 0.3)
-        assert node.log().count(NO_SLOT) == before, "a slot was not given back"
+        # A client that left mid-body may leave a batch read under way, its
+        # slot given back when the read ends: freezing FerretDB then holds it
+        # a while. A leak lasts: a second check, after the first let every
+        # read end, tells the two apart.
+        for _ in range(2):
+            before = node.log().count(NO_SLOT)
+            with held_slots(node, ferretdb, MAX_STREAMS):
+                time.sleep(WAIT_S + 0.3)
+            if node.log().count(NO_SLOT) == before:
+                return
+        pytest.fail("a slot was not given back")
 
 
 @contextmanager
