@@ -261,7 +261,7 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     kind = env.get("AB_KIND", "A/B").strip() or "A/B"
     if kind not in AB_KINDS:
         raise SettingsError(f"AB_KIND={env.get('AB_KIND')!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    blocks = _one(env, "AB_BLOCKS", "10", int, AB_BLOCKS_MIN, 100)
+    blocks = _one(env, "AB_BLOCKS", "8", int, AB_BLOCKS_MIN, 100)
     files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")
     if not all(AB_SIZE.fullmatch(size) for size in files):
         raise SettingsError(f"AB_FILES={env.get('AB_FILES')!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
