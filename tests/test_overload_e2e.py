@@ -21,9 +21,14 @@ def run(tmp_path_factory):
     if not (REPO / "local.env").exists():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     results = tmp_path_factory.mktemp("overload")
+    # The large-file check is about memory, so every answer must be a whole
+    # one: on the stand-in, FerretDB reads all of a file's chunks at its first
+    # query, and 4 clients of 20 MB got their headers after 2.0-2.75 s here,
+    # too near the lab's 3 s deadline (2 of them were 503s on a CI runner).
     env = {**os.environ, "OVERLOAD_PROJECT": PROJECT, "RESULTS_DIR": str(results), "BENCH_TARGETS": " ".join(PATHS),
            "OVERLOAD_CLIENTS": str(CLIENTS), "OVERLOAD_SECONDS": "5", "OVERLOAD_FILE": "100KB",
-           "LARGE_FILE": "20MB", "LARGE_CLIENTS": "4", "LARGE_MEM": "256m"}
+           "LARGE_FILE": "20MB", "LARGE_CLIENTS": "4", "LARGE_MEM": "256m",
+           "REQUEST_DEADLINE_MS": "15000"}
     proc = subprocess.run([sys.executable, "tools/overload.py"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=1800)
     dirs = sorted(results.glob("overload-*"))
