@@ -165,8 +165,8 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     needed = blocks_for_a_verdict(cases * len(AB_METRICS))
     if ab.blocks < needed:
         results.warnings.append(f"AB_BLOCKS={ab.blocks} is too few for {cases * len(AB_METRICS)} case-metrics: even "
-                                f"if every block agrees, no verdict can be faster or slower after Holm's "
-                                f"adjustment; {needed} blocks can")
+                                f"if every block agrees, no verdict can be faster or slower once adjusted "
+                                f"for the table; {needed} blocks can")
         say(f"WARNING: {results.warnings[-1]}")
     progress = Progress(planned)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)

@@ -189,7 +189,8 @@ def blocks(a_reps: list[dict], b_reps: list[dict], a: str, b: str, supporting: l
 def judge(cases: list[dict], threshold: float) -> list[dict]:
     """One row per case and metric: the paired log-ratios, the Hodges-
     Lehmann ratio with its exact 95% interval, the signed-rank p-value
-    adjusted with Holm's method across the whole table, and the verdict."""
+    adjusted with Benjamini-Hochberg's method across the whole table (see
+    bench.measure.paired for why), and the verdict."""
     rows = []
     for case in cases:
         counted = [blk for blk in case["blocks"] if blk.get("counted", True)]
@@ -201,9 +202,9 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
                          "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,
                          "higher_is_better": higher_is_better, "words": list(words), "log_ratios": d,
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0})
-    for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
+    for row, adjusted in zip(rows, paired.benjamini_hochberg([r["p"] for r in rows])):
         interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)
-        row["p_holm"] = adjusted
+        row["p_adjusted"] = adjusted
         row["ratio"] = round(math.exp(interval.estimate), 4)
         row["low"] = round(math.exp(interval.low), 4) if interval.low is not None else None
         row["high"] = round(math.exp(interval.high), 4) if interval.high is not None else None
@@ -228,7 +229,7 @@ def headline(row: dict, threshold: float) -> str:
         return f"B {worse} by {change:.1f}% {span}"
     if row["verdict"] == paired.SAME:
         return f"no change beyond ±{threshold * 100:g}% {span}"
-    return f"inconclusive {span} (ratio {row['ratio']:.3f}, adjusted p {row['p_holm']:.2g})"
+    return f"inconclusive {span} (ratio {row['ratio']:.3f}, adjusted p {row['p_adjusted']:.2g})"
 
 
 def _signed(ratio: float) -> str:

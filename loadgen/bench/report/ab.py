@@ -85,7 +85,8 @@ def render_ab(results: Results) -> str:
         "never at once, each window after its own warm-up (not counted); one paired sample per block, log(B/A). "
         "Ratio: Hodges-Lehmann estimate; interval: the exact distribution-free 95% interval of Wilcoxon's "
         "signed-rank test (at least 95% coverage at any block count; a bootstrap under-covers at 6-12 samples); "
-        "p-values adjusted with Holm's method across the table. "
+        "p-values adjusted across the table with Benjamini-Hochberg's method (an A/A table's chance of any "
+        "false verdict stays within 5%). "
         f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD). "
         "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
         "run again (up to half as many more blocks).",
@@ -108,7 +109,7 @@ def render_ab(results: Results) -> str:
             a = _median([blk["a"][r["metric"]] for blk in counted])
             b = _median([blk["b"][r["metric"]] for blk in counted])
             lines.append(f"| {r['case']} | {r['what']} | {_figure(a, r['metric'])} | {_figure(b, r['metric'])} | "
-                         f"{_ratio(r)} | {_interval(r)} | {r['n']} | {r['p_holm']:.3g} | {r['verdict']} |")
+                         f"{_ratio(r)} | {_interval(r)} | {r['n']} | {r['p_adjusted']:.3g} | {r['verdict']} |")
     for case in ab.get("cases", []):
         title = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
         lines += ["", f"## Blocks: {title}", ""]
