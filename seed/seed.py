@@ -3,8 +3,9 @@ pseudo-random bytes (a repeated character would compress and flatter), into
 GridFS (by filename, with contentType and sha256 metadata), onto the files
 volume for the static servers and, when POSTGRES_URL is set, into
 PostgreSQL (postgres_store.py: the GridFS layout in tables), reads every
-copy back, settles the databases (see settle()), then writes a manifest the load generator checks every answer
-against, naming the stores that hold each file. Idempotent: an unchanged
+copy back, settles the databases (settle()), then writes a manifest the
+load generator checks every answer against, naming the stores that hold
+each file. Idempotent: an unchanged
 file is not written again. FILE_SET adds a working set of many files
 (file_set.py), in the same stores and the manifest's `file_set`.
 

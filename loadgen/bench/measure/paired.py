@@ -24,8 +24,8 @@ every null is true, and then Benjamini-Hochberg's chance of any false
 verdict in the table is at most ALPHA, as Holm's (Simes' inequality, which
 holds for two-sided tests of correlated figures such as one case's
 metrics); where a change is real, the other rows are judged with less
-penalty. The A/A
-calibration measures the false alarms on the machine itself."""
+penalty. The A/A calibration measures the false alarms on the machine
+itself."""
 import math
 from dataclasses import dataclass
 from itertools import product
