@@ -5,9 +5,9 @@ volume for the static servers and, when POSTGRES_URL is set, into
 PostgreSQL (postgres_store.py: the GridFS layout in tables), reads every
 copy back, settles the databases (settle()), then writes a manifest the
 load generator checks every answer against, naming the stores that hold
-each file. Idempotent: an unchanged
-file is not written again. FILE_SET adds a working set of many files
-(file_set.py), in the same stores and the manifest's `file_set`.
+each file. Idempotent: an unchanged file is not written again. FILE_SET
+adds a working set of many files (file_set.py), in the same stores and the
+manifest's `file_set`.
 
 Environment: MONGO_URI, GRIDFS_DB, FILE_SIZES (e.g. "1KB 100KB 1MB"),
 FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120),
