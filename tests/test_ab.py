@@ -27,9 +27,14 @@ TARGETS = "nginx-static flask flask-b"
 
 def test_an_ab_run_is_read_from_its_variables():
     cfg = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "10",
-                    "AB_THRESHOLD": "3%", "AB_FILES": "1KB", "AB_CONCURRENCY": "5 100", "AB_CHANGE": "x"})
+                    "AB_THRESHOLD": "3%", "AB_FILES": "1KB", "AB_CONCURRENCY": "5 100", "AB_CHANGE": "x",
+                    "AB_WINDOW": "3", "AB_WARMUP": "0", "BENCH_DURATION": "9", "BENCH_WARMUP": "9"})
     assert (cfg.ab.a, cfg.ab.b, cfg.ab.blocks, cfg.ab.threshold, cfg.ab.files, cfg.ab.concurrency) == (
         "flask", "flask-b", 10, 0.03, ("1KB",), (5, 100))
+    # the A/B's windows are its own, whatever the timed cases' are
+    assert (cfg.ab.window, cfg.ab.warmup, cfg.duration, cfg.warmup) == (3, 0, 9, 9)
+    defaults = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}).ab
+    assert (defaults.blocks, defaults.window, defaults.warmup) == (16, 2, 2)
     assert from_env({"BENCH_TARGETS": TARGETS}).ab is None
 
 
@@ -39,6 +44,8 @@ def test_an_ab_run_is_read_from_its_variables():
     ({"AB_A": "flask", "AB_B": "flask"}, "AB_B"),
     ({"AB_B": "flask-b"}, "AB_B"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "5"}, "AB_BLOCKS"),
+    ({"AB_A": "flask", "AB_B": "flask-b", "AB_WINDOW": "0"}, "AB_WINDOW"),
+    ({"AB_A": "flask", "AB_B": "flask-b", "AB_WARMUP": "-1"}, "AB_WARMUP"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_THRESHOLD": "0"}, "AB_THRESHOLD"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_KIND": "B/A"}, "AB_KIND"),
 ])

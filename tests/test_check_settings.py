@@ -83,7 +83,8 @@ BAD = [
     ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "2001"),
     ("REQUEST_DEADLINE_MS", "3s"), ("REQUEST_DEADLINE_MS", "0"), ("REQUEST_DEADLINE_MS", "600001"),
     # an A/B run's (make ab sets them), judged together
-    ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_THRESHOLD", "0"),
+    ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_WINDOW", "0"),
+    ("AB_WARMUP", "x"), ("AB_THRESHOLD", "0"),
     ("AB_THRESHOLD", "five"), ("AB_FILES", "1KB big"), ("AB_CONCURRENCY", "0"),
     ("CACHE_UPSTREAM", "nginx-gridfs"), ("CACHE_UPSTREAM", "nginx-gridfs:0"), ("CACHE_UPSTREAM", "-x:8080"),
     ("CACHE_UPSTREAM", "a:1 b:2"),

@@ -442,7 +442,7 @@ def test_every_store_is_written_verified_and_read_back(lab):
 
 # --- A/B in one run: the calibration and the pull-request gate, on the same stack ---
 AB_TINY = {"LAB_ENV_FILE": "local.env", "LAB_PROJECT": PROJECT, "AB_FILES": "1KB", "AB_CONCURRENCY": "8",
-           "AB_BLOCKS": "8", "AB_THRESHOLD": "5", "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
+           "AB_BLOCKS": "8", "AB_THRESHOLD": "5", "AB_WINDOW": "1", "AB_WARMUP": "1",
            "BENCH_MIN_REQUESTS": "0"}
 
 

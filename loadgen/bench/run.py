@@ -6,7 +6,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import environment, settings as settings_mod
@@ -149,8 +149,12 @@ def time_everything(cfg, results: Results, files: list[dict], file_set: dict | N
 
 def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
             phases: Phases) -> None:
-    """An A/B run: only A against its twin B, block by block (benchmark/ab.py)."""
+    """An A/B run: only A against its twin B, block by block (benchmark/ab.py),
+    in windows of AB_WINDOW seconds after at most AB_WARMUP of warm-up."""
     ab = cfg.ab
+    cfg = replace(cfg, duration=ab.window, warmup=ab.warmup)
+    results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup,
+                          max_duration_s=cfg.duration * SLOW_CASE_STRETCH)
     cases = len(ab.files) * len(ab.concurrency)
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
     planned = cases * ab.blocks * 2 * window

@@ -14,7 +14,8 @@ RECORDED = [
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS", "BENCH_ALLOW_NONCONFORMING", "LOADGEN_CPU_QUOTA",
     "BENCH_LOADGENS",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
-    "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_THRESHOLD", "AB_FILES", "AB_CONCURRENCY",
+    "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
+    "AB_CONCURRENCY",
     "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
     "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT", "FUSE_NGINX_WORKERS",
     "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
@@ -48,7 +49,10 @@ class SettingsError(ValueError):
 
 # An A/B run (tools/ab.py, make ab): B, a twin of service A, timed against A
 # in interleaved blocks. Below 6 blocks no 95% interval exists
-# (bench.measure.paired); 8 gives one from the 4th Walsh average of each end.
+# (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
+# not the timed cases': a window's rate here swings by 10-15% from one block
+# to the next whether it lasts 2 s or 4 s, so the bench time goes further
+# as more, shorter blocks (docs/ab.md).
 AB_KINDS = ("A/B", "A/A")
 AB_BLOCKS_MIN = 6
 
@@ -59,7 +63,9 @@ class AbSettings:
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
     change: str = ""       # what differs in B, in words (tools/ab.py writes it)
-    blocks: int = 8        # paired blocks per case (each: one window of A, one of B)
+    blocks: int = 16       # paired blocks per case (each: one window of A, one of B)
+    window: int = 2        # seconds per window (longer for a slow case), two of cAdvisor's readings
+    warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
@@ -261,11 +267,14 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     kind = env.get("AB_KIND", "A/B").strip() or "A/B"
     if kind not in AB_KINDS:
         raise SettingsError(f"AB_KIND={env.get('AB_KIND')!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    blocks = _one(env, "AB_BLOCKS", "8", int, AB_BLOCKS_MIN, 100)
+    blocks = _one(env, "AB_BLOCKS", "16", int, AB_BLOCKS_MIN, 100)
+    window = _one(env, "AB_WINDOW", "2", int, 1, 600)
+    warmup = _one(env, "AB_WARMUP", "2", int, 0, 600)
     files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")
     if not all(AB_SIZE.fullmatch(size) for size in files):
         raise SettingsError(f"AB_FILES={env.get('AB_FILES')!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
-    settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, threshold=_threshold(env),
+    settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, window=window, warmup=warmup,
+                    threshold=_threshold(env),
                     files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
     if not b and not a:
