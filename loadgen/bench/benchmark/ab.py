@@ -189,7 +189,7 @@ def blocks(a_reps: list[dict], b_reps: list[dict], a: str, b: str, supporting: l
 def judge(cases: list[dict], threshold: float) -> list[dict]:
     """One row per case and metric: the paired log-ratios, the Hodges-
     Lehmann ratio with its exact 95% interval, the signed-rank p-value
-    adjusted with Benjamini-Hochberg's method across the whole table (see
+    adjusted with Holm's method across the whole table (see
     bench.measure.paired for why), and the verdict."""
     rows = []
     for case in cases:
@@ -202,7 +202,7 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
                          "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,
                          "higher_is_better": higher_is_better, "words": list(words), "log_ratios": d,
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0})
-    for row, adjusted in zip(rows, paired.benjamini_hochberg([r["p"] for r in rows])):
+    for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
         interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)
         row["p_adjusted"] = adjusted
         row["ratio"] = round(math.exp(interval.estimate), 4)

@@ -85,8 +85,7 @@ def render_ab(results: Results) -> str:
         "never at once, each window after its own warm-up (not counted); one paired sample per block, log(B/A). "
         "Ratio: Hodges-Lehmann estimate; interval: the exact distribution-free 95% interval of Wilcoxon's "
         "signed-rank test (at least 95% coverage at any block count; a bootstrap under-covers at 6-12 samples); "
-        "p-values adjusted across the table with Benjamini-Hochberg's method (an A/A table's chance of any "
-        "false verdict stays within 5%). "
+        "p-values adjusted across the table with Holm's method. "
         f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD). "
         "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
         "run again (up to half as many more blocks).",
