@@ -52,7 +52,9 @@ class SettingsError(ValueError):
 # (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
 # not the timed cases': a window's rate here swings by 10-15% from one block
 # to the next whether it lasts 2 s or 4 s, so the bench time goes further
-# as more, shorter blocks (docs/ab.md).
+# as more, shorter blocks (docs/ab.md). 3 s is the shortest window that
+# always holds two of cAdvisor's 1 s readings (at 2 s, blocks were flagged
+# short-window: their CPU per request rough).
 AB_KINDS = ("A/B", "A/A")
 AB_BLOCKS_MIN = 6
 
@@ -63,8 +65,8 @@ class AbSettings:
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
     change: str = ""       # what differs in B, in words (tools/ab.py writes it)
-    blocks: int = 16       # paired blocks per case (each: one window of A, one of B)
-    window: int = 2        # seconds per window (longer for a slow case), two of cAdvisor's readings
+    blocks: int = 14       # paired blocks per case (each: one window of A, one of B)
+    window: int = 3        # seconds per window (longer for a slow case): two of cAdvisor's 1 s readings inside
     warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
@@ -267,8 +269,8 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     kind = env.get("AB_KIND", "A/B").strip() or "A/B"
     if kind not in AB_KINDS:
         raise SettingsError(f"AB_KIND={env.get('AB_KIND')!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    blocks = _one(env, "AB_BLOCKS", "16", int, AB_BLOCKS_MIN, 100)
-    window = _one(env, "AB_WINDOW", "2", int, 1, 600)
+    blocks = _one(env, "AB_BLOCKS", "14", int, AB_BLOCKS_MIN, 100)
+    window = _one(env, "AB_WINDOW", "3", int, 1, 600)
     warmup = _one(env, "AB_WARMUP", "2", int, 0, 600)
     files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")
     if not all(AB_SIZE.fullmatch(size) for size in files):
