@@ -52,8 +52,8 @@ class SettingsError(ValueError):
 # (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
 # not the timed cases': a window's rate here swings by 10-15% from one block
 # to the next whether it lasts 2 s or 4 s, so the bench time goes further
-# as more, shorter blocks (docs/ab.md). 3 s is the shortest window that
-# always holds two of cAdvisor's 1 s readings (at 2 s, blocks were flagged
+# as more, shorter blocks (docs/ab.md). 3 s holds two of cAdvisor's 1 s
+# readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
 AB_KINDS = ("A/B", "A/A")
 AB_BLOCKS_MIN = 6
