@@ -276,8 +276,7 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     if not all(AB_SIZE.fullmatch(size) for size in files):
         raise SettingsError(f"AB_FILES={env.get('AB_FILES')!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
     settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, window=window, warmup=warmup,
-                    threshold=_threshold(env),
-                    files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
+                    threshold=_threshold(env), files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
     if not b and not a:
         return None

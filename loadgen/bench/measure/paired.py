@@ -22,8 +22,7 @@ p 2/256) a verdict needed every block to agree, at 16 (2/65536) one or two
 stray blocks leave it standing. Benjamini-Hochberg, tried instead, called
 all three metrics of one case of an A/A at once (nginx-gridfs at 1 MB:
 adjusted p 0.0499 each, where Holm gave 0.079-0.107): one case's metrics
-move together, and its step-up counts them as agreeing evidence.
-"""
+move together, and its step-up counts them as agreeing evidence."""
 import math
 from dataclasses import dataclass
 from itertools import product
