@@ -73,12 +73,13 @@ def test_settings_are_checked_before_anything_starts():
     d = driver()
     lab = {"BENCH_TARGETS": "nginx-static node"}
     s = d.read_settings({}, lab)
-    assert (s["clients"], s["seconds"], s["file"], s["large_file"], s["large_mem"], s["large_cache_size"]) == (
-        1000, 30, "1MB", "100MB", "256m", "128m")
+    assert (s["clients"], s["seconds"], s["file"], s["large_file"], s["large_mem"], s["large_cache_size"],
+            s["large_deadline_ms"]) == (1000, 30, "1MB", "100MB", "256m", "128m", 300000)
     assert d.read_settings({"LARGE_FILE": "off"}, lab)["checks"] == ["clients"]
     for env, words in [({"OVERLOAD_CLIENTS": "1e3"}, "OVERLOAD_CLIENTS='1e3': expected a whole number"),
                        ({"OVERLOAD_FILE": "big"}, "OVERLOAD_FILE='BIG'"),
                        ({"LARGE_MEM": "256MB"}, "LARGE_MEM='256mb': expected a Docker memory size"),
+                       ({"LARGE_DEADLINE_MS": "600001"}, "LARGE_DEADLINE_MS='600001': expected a whole number"),
                        ({"OVERLOAD_CHECKS": "clients crash"}, "OVERLOAD_CHECKS='clients crash'")]:
         with pytest.raises(LabError, match=words):
             d.read_settings(env, lab)
@@ -88,13 +89,14 @@ def test_report_tables_each_check():
     wrk = parse((FIXTURES / "wrk" / "nginx-1MB-c100.txt").read_text())
     doc = {"run_id": "overload-x", "env_file": "local.env", "started": "a", "finished": "b",
            "settings": {"clients": 1000, "file": "1MB", "seconds": 30, "large_file": "100MB", "large_clients": 50,
-                        "large_mem": "256m"},
+                        "large_mem": "256m", "large_deadline_ms": 300000},
            "overload": [clients_row("nginx-static", "l", wrk, FINE).to_dict()],
            "failed": [{"check": "large file", "path": "flask", "error": "flask: wrk: no end"}]}
     text = render(doc)
     assert "## 1000 clients at once on `1MB` for 30 s" in text
     assert f"| nginx-static | {wrk.requests} | {wrk.requests} | 0 | none | 0 | running | 90 / 512 MiB (kernel's peak ?) | ok |" in text
     assert "## `100MB` to 50 clients at once" in text and "| flask | - |" in text
+    assert "each answer's start within 300 s (LARGE_DEADLINE_MS)" in text
 
 
 def _local_python_image() -> str:

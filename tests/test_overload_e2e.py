@@ -21,14 +21,9 @@ def run(tmp_path_factory):
     if not (REPO / "local.env").exists():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     results = tmp_path_factory.mktemp("overload")
-    # The large-file check is about memory, so every answer must be a whole
-    # one: on the stand-in, FerretDB reads all of a file's chunks at its first
-    # query, and 4 clients of 20 MB got their headers after 2.0-2.75 s here,
-    # too near the lab's 3 s deadline (2 of them were 503s on a CI runner).
     env = {**os.environ, "OVERLOAD_PROJECT": PROJECT, "RESULTS_DIR": str(results), "BENCH_TARGETS": " ".join(PATHS),
            "OVERLOAD_CLIENTS": str(CLIENTS), "OVERLOAD_SECONDS": "5", "OVERLOAD_FILE": "100KB",
-           "LARGE_FILE": "20MB", "LARGE_CLIENTS": "4", "LARGE_MEM": "256m",
-           "REQUEST_DEADLINE_MS": "15000"}
+           "LARGE_FILE": "20MB", "LARGE_CLIENTS": "4", "LARGE_MEM": "256m"}
     proc = subprocess.run([sys.executable, "tools/overload.py"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=1800)
     dirs = sorted(results.glob("overload-*"))
@@ -48,10 +43,15 @@ def test_every_path_is_checked_both_ways_and_holds(run):
         # the peak was sampled from the container's cgroup, within its limit
         assert r["peak_mib"] is not None and 0 < r["peak_mib"] <= r["limit_mib"], r
     for path in PATHS:
-        assert rows[("clients", path)]["answers"] > CLIENTS, "every client got at least one answer"
+        # under the lab's 3 s deadline a client waits at most that long for
+        # an answer, whole or 503, and asks again: more answers than clients
+        assert rows[("clients", path)]["answers"] > CLIENTS, "every client got an answer and asked again"
         assert rows[("clients", path)]["limit_mib"] == 512
         large = rows[("large file", path)]
+        # LARGE_DEADLINE_MS (300 s) for the memory check: every answer whole; on
+        # the stand-in 4 x 20 MB headers came after 2.0-2.75 s, near the lab's 3 s
         assert large["limit_mib"] == 256 and large["answers"] == 4 and large["whole"] == 4, large
+        assert "deadline 300 s" in large["load"], large
 
 
 def test_report_and_the_project_taken_down(run):
