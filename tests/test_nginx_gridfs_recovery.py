@@ -35,9 +35,13 @@ DEADLINE_MS = 3000    # REQUEST_DEADLINE_MS, which the image's CMD writes as gri
 # rescan period, so that a return waited for by its monitor lands late in
 # that period in one of them at least (the wait was 0-0.5 s by phase).
 DOWNTIMES = (1.0, 1.17, 1.33)
-# s from FerretDB listening again to the first waiting request served: it
-# answers a new client about 50 ms after it listens (before: 0.25-0.67 s)
-SERVED_WITHIN = 0.3
+# s from FerretDB answering a new client's query again to the first waiting
+# request served: the module pings every 50 ms. Timed from that answer, not
+# from the listen: on a loaded runner FerretDB itself took 0.1-0.3 s more
+# to answer, which is not the module's. Before, waiting for the monitor:
+# 0.25-0.67 s after the listen, and one of the staggered returns lands late
+# in its 500 ms period.
+SERVED_WITHIN = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +132,27 @@ def listening_after(port: int, out: dict, stop: threading.Event) -> None:
             time.sleep(0.005)
 
 
-def restart(ferretdb, downtime: float) -> tuple[float, float, float]:
+def answering_after(uri: str, out: dict, deadline: float) -> None:
+    """out["at"]: when a new client's query first got an answer."""
+    while time.monotonic() < deadline:
+        client = pymongo.MongoClient(uri, directConnection=True, serverSelectionTimeoutMS=100,
+                                     connectTimeoutMS=100, socketTimeoutMS=2000)
+        try:
+            client[DB]["fs.files"].find_one({"filename": "1KB.bin"})
+            out["at"] = time.monotonic()
+            return
+        except pymongo.errors.PyMongoError:
+            time.sleep(0.005)
+        finally:
+            client.close()
+
+
+def restart(ferretdb, downtime: float) -> tuple[float, float, float, float]:
     """FerretDB killed, as the lab's stand-in is when its container stops
     (a SIGTERM would keep its connections serving for seconds after its
     listener closed), then started after downtime: when it was told to
-    stop, when it had gone, and when it listened again."""
+    stop, when it had gone, when it listened again and when it first
+    answered a new client's query."""
     stopping = time.monotonic()
     ferretdb.proc.kill()
     ferretdb.proc.wait(10)
@@ -148,7 +168,10 @@ def restart(ferretdb, downtime: float) -> tuple[float, float, float]:
     finally:
         stop.set()
     assert "at" in back, "FerretDB never listened again"
-    return stopping, gone, back["at"]
+    answering: dict = {}
+    answering_after(ferretdb.uri, answering, time.monotonic() + 5)
+    assert "at" in answering, "FerretDB listened again but answered no query within 5 s"
+    return stopping, gone, back["at"], answering["at"]
 
 
 def test_a_restart_is_served_as_soon_as_the_database_answers(lab_nginx, ferretdb):
@@ -167,19 +190,20 @@ def test_a_restart_is_served_as_soon_as_the_database_answers(lab_nginx, ferretdb
     before = [a for a in answers if a[0] < outages[0][0]]
     assert before and {status for *_, status in before} == {200}, "not serving before the first restart"
     report, failures = [], []
-    for _, gone, back in outages:
+    for _, gone, back, answering in outages:
         waited = [a for a in answers if gone <= a[0] < back and a[2] == 200]
         after = [a for a in answers if back <= a[0] < back + 3]
         first = min((done for _, done, _ in waited), default=None)
         failed = [a for a in after if a[2] != 200]
         held = max((sum(1 for s, d, _ in answers if s <= t < d) for t, *_ in after[:60]), default=0)
-        lag = None if first is None else first - back
+        lag = None if first is None else first - answering
         report.append(f"away {back - gone:.2f} s: {len(waited)} waiting requests served, the first "
-                      f"{'never' if lag is None else f'{lag * 1000:.0f} ms'} after it listened; "
+                      f"{'never' if lag is None else f'{lag * 1000:.0f} ms'} after it answered a new client "
+                      f"({(answering - back) * 1000:.0f} ms after it listened); "
                       f"{len(failed)} of {len(after)} sent after it failed; {held} under way at most")
         if lag is None or lag > SERVED_WITHIN:
             failures.append(f"away {back - gone:.2f} s: the waiting requests were first served "
-                            f"{'never' if lag is None else f'{lag:.2f} s'} after FerretDB listened again")
+                            f"{'never' if lag is None else f'{lag:.2f} s'} after FerretDB answered again")
         if failed:
             failures.append(f"away {back - gone:.2f} s: {len(failed)} requests sent after FerretDB was "
                             f"back failed: {sorted({s for *_, s in failed})}, the first sent "
@@ -195,7 +219,7 @@ def test_a_database_gone_for_good_is_still_failed_fast(lab_nginx, ferretdb):
     with SteadyLoad(lab_nginx.port) as load:
         time.sleep(1)
         try:
-            _, gone, back = restart(ferretdb, 5.0)
+            _, gone, back, _ = restart(ferretdb, 5.0)
             time.sleep(2)
         finally:
             if ferretdb.proc.poll() is not None:
