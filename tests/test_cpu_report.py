@@ -70,6 +70,24 @@ def test_a_run_shorter_than_two_readings_falls_back_to_the_readings_around_it_an
     assert SHORT_WINDOW in found
 
 
+def test_short_window_is_about_the_containers_that_worked():
+    """An idle container (PostgreSQL during a GridFS case) and the load
+    generator with fewer than two readings leave the figures exact; the
+    target or its working database with fewer do not."""
+    def used(cores: float, inner: bool) -> dict:
+        return {"cores": cores, "inner_window": inner, "cpuset": [1], "throttled_periods": 0}
+
+    busy = {"cpu0": 0.5, "cpu1": 0.5}
+    exact = {"flask": used(0.9, True), "mongo": used(0.8, True), "postgres": used(0.002, False),
+             LOADGEN: used(0.06, False)}
+    assert SHORT_WINDOW not in flags(exact, "flask", 0.06, 1.0, busy)
+    for role in ("flask", "mongo"):
+        rough = {**exact, role: used(exact[role]["cores"], False)}
+        assert SHORT_WINDOW in flags(rough, "flask", 0.06, 1.0, busy), role
+    idle_target = {**exact, "flask": used(0.0, False)}
+    assert SHORT_WINDOW in flags(idle_target, "flask", 0.06, 1.0, busy)
+
+
 def test_a_series_that_does_not_reach_past_the_run_gives_no_window():
     series = compose()[0][TARGET].stats
     assert edges(list(series), series[-1].timestamp_ns + 1, series[-1].timestamp_ns + 10**9) is None

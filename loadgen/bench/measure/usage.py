@@ -15,7 +15,7 @@ LOADGEN = "bench"                 # the role of the load generator's own contain
 LOADGEN_BOUND = "loadgen-bound"   # the load generator used >= 90% of its CPU allowance
 CORE_SATURATED = "core-saturated"  # a core that two of the case's containers share was > 90% busy
 THROTTLED = "throttled"           # the target's CFS quota throttled it
-SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings: cores are rough
+SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings of a working container
 FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANTED requests: the figure reads low
 CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
 BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
@@ -251,7 +251,11 @@ def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | 
         found.append(CORE_SATURATED)
     if (cpu.get(target) or {}).get("throttled_periods", 0) > 0:
         found.append(THROTTLED)
-    if any(not used["inner_window"] for used in cpu.values()):
+    # about the figures' CPU: the target's and any container that worked
+    # beside it (its database, its upstream). An idle one's rate is ~0 over
+    # any window, and the load generator's bound has its own fallback above.
+    if any(not used["inner_window"] for role, used in cpu.items()
+           if role == target or (role != loadgen and active(used))):
         found.append(SHORT_WINDOW)
     return found
 

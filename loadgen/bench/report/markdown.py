@@ -33,7 +33,8 @@ LEGEND = {
     NOISY: f"at least half the repetitions' requests per second lie more than {NOISY_MAD:.0%} from their median "
            "(their median absolute deviation; unlike the range, it does not grow with the repetitions)",
     THROTTLED: "the target's CFS quota throttled it",
-    SHORT_WINDOW: "the run held fewer than two of cAdvisor's readings: cores and CPU per request are rough",
+    SHORT_WINDOW: ("the run held fewer than two of cAdvisor's readings of the target or a container working beside "
+                   "it: cores and CPU per request are rough"),
     FEW_ROUNDS: f"each client completed fewer than {ROUNDS_WANTED} requests on average, even with the slow case's "
                 "longest stretch: the clients all start at once and the first answers wait a whole round, so the "
                 "figure can read low by up to one round in that many",
