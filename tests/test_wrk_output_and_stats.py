@@ -56,6 +56,32 @@ def test_output_without_latency_distribution_is_an_error():
         parse(text.replace("Latency Distribution", "").replace("  99%", "  98%"))
 
 
+def _stats_line(name: str, *fields: str, within: str) -> str:
+    """A thread-statistics line as wrk.c's print_stats writes it: each field
+    right-aligned in 8, 10 and 9 columns less a blank per unit letter it
+    lacks, cut to that width."""
+    line = f"    {name:<10}"
+    for text, width in zip(fields, (8, 10, 9)):
+        pad = 2 - text[-1].isalpha() - text[-2].isalpha()
+        line += f"{text[:width - pad]:>{width - pad}}" + " " * pad
+    return line + f"{within:>8}%"
+
+
+def test_the_latency_line_is_read_by_column():
+    text = (FIXTURES / "nginx-1MB-c100.txt").read_text()
+    old = next(line for line in text.splitlines() if line.startswith("    Latency "))
+    # the captured line is what the rule writes
+    assert _stats_line("Latency", *old.split()[1:4], within=old.split()[4][:-1]) == old
+    # a field that fills its column touches the next one: no blank to split on
+    touching = _stats_line("Latency", "245.63ms", "123456.78m", "2.25s", within="83.74")
+    assert "245.63ms123456.78 " in touching
+    got = parse(text.replace(old, touching))
+    assert (got.latency_avg_ms, got.latency_max_ms) == (245.63, 2250.0)
+    # what cannot be read names the line
+    with pytest.raises(WrkOutputError, match=r"not a wrk duration: '-nanus' in wrk's line 'Latency"):
+        parse(text.replace(old, _stats_line("Latency", "-nanus", "0.00us", "0.00us", within="0.00")))
+
+
 def test_summarize_and_half_range():
     s = summarize([100.0, 110.0, 90.0])
     assert (s.median, s.min, s.max) == (100.0, 90.0, 110.0)

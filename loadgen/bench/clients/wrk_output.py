@@ -50,8 +50,24 @@ def _search(text: str, pattern: str) -> re.Match:
     return m
 
 
+# wrk prints each thread statistic right-aligned in a fixed width and cuts
+# it to that width (wrk.c, print_stats: "    %-10s", then columns of 8, 10
+# and 9), so a field that fills its column touches its neighbour and splitting
+# on blanks can shift them: read by column.
+_AVG, _MAX = slice(14, 22), slice(32, 41)
+
+
+def _latency(text: str) -> tuple[float, float]:
+    """The thread statistics' Latency line: average and maximum, in ms."""
+    line = _search(text, r"^    Latency .*$").group(0)
+    try:
+        return _ms(line[_AVG].strip()), _ms(line[_MAX].strip())
+    except WrkOutputError as e:
+        raise WrkOutputError(f"{e} in wrk's line {line.strip()!r}") from None
+
+
 def parse(text: str) -> WrkSummary:
-    latency = _search(text, r"^\s+Latency\s+(\S+)\s+\S+\s+(\S+)")
+    latency_avg_ms, latency_max_ms = _latency(text)
     totals = _search(text, r"^\s+(\d+) requests in ([\d.]+)(\w+),")
     # wrk pads a short unit ("1.14s ") to the width of "ms": trailing blanks.
     percentiles = {int(p): _ms(v) for p, v in re.findall(r"^\s+(\d+)%\s+(\S+)\s*$", text, re.MULTILINE)}
@@ -65,8 +81,8 @@ def parse(text: str) -> WrkSummary:
         seconds=_ms(totals.group(2) + totals.group(3)) / 1000,
         rps=float(_search(text, r"^Requests/sec:\s+([\d.]+)").group(1)),
         transfer_bytes_per_s=_bytes(_search(text, r"^Transfer/sec:\s+(\S+)").group(1)),
-        latency_avg_ms=_ms(latency.group(1)),
-        latency_max_ms=_ms(latency.group(2)),
+        latency_avg_ms=latency_avg_ms,
+        latency_max_ms=latency_max_ms,
         p50_ms=percentiles[50], p90_ms=percentiles[90], p99_ms=percentiles[99],
         non_2xx_3xx=int(non_2xx.group(1)) if non_2xx else 0,
         socket_errors=sum(int(g) for g in errors.groups()) if errors else 0,
