@@ -5,19 +5,20 @@ bench container, with TARGET_MEM as set; (2) serving LARGE_FILE (100MB) to
 LARGE_CLIENTS (50) clients at once, every byte verified, inside a LARGE_MEM
 (256m) limit, each answer's start bounded by LARGE_DEADLINE_MS (300000)
 rather than the lab's REQUEST_DEADLINE_MS: that check is about memory, and
-a 503 sheds the work it would measure. For each: the kernel's OOM kills in the container (Docker's
-`oom` events), its state after, its peak memory against its limit (sampled
-from its cgroup on the host, v1 or v2), and whether every answer was whole
-or a clean error. Run from the host, which drives Docker, in a compose
-project of its own (taken down after); writes results/overload-<UTC
-time>/results.json (an `overload` section), report.md, and what each path
-logged during each case (<check>-<path>.log).
+a 503 sheds the work it would measure. For each: the kernel's OOM kills in
+the container (Docker's `oom` events), its state after, its peak memory
+against its limit (sampled from its cgroup on the host, v1 or v2), and
+whether every answer was whole or a clean error. Run from the host, which
+drives Docker, in a compose project of its own (taken down after); writes
+results/overload-<UTC time>/results.json (an `overload` section),
+report.md, and what each path logged during each case (<check>-<path>.log).
 
 Environment (each checked before anything starts): OVERLOAD_ENV_FILE
 (default local.env), OVERLOAD_PROJECT (gridfs-lab-overload),
 OVERLOAD_CLIENTS, OVERLOAD_SECONDS, OVERLOAD_FILE, LARGE_FILE (off: skip
-the large-file check), LARGE_CLIENTS, LARGE_MEM, LARGE_DEADLINE_MS, OVERLOAD_CHECKS (default
-"clients large"), BENCH_TARGETS (default: the env file's)."""
+the large-file check), LARGE_CLIENTS, LARGE_MEM, LARGE_DEADLINE_MS,
+OVERLOAD_CHECKS (default "clients large"), BENCH_TARGETS (default: the env
+file's)."""
 import json
 import os
 import re
