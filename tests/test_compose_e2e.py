@@ -286,15 +286,18 @@ def test_cpu_accounting_agrees_with_the_host(lab):
     the host's /proc/stat within 5%, and the containers' sum stays within
     the machine's (no container is overcounted) and above 90% of the host's:
     the rest is Docker's own processes outside containers (dockerd, the shims,
-    the attached compose client), 4-5% measured here."""
+    the attached compose client), 4-5% measured here. /proc/stat covers the
+    whole run, cAdvisor its readings inside it (about a second apart, so up
+    to a second short at each end): 10 s, as over 6 s the two once differed
+    by 5.7% (1.028 cores against 0.972)."""
     _, _, results, env = lab
     run = bench_again(env, "-e", "BENCH_TARGETS=nginx-static", "-e", "BENCH_CONCURRENCY=5",
-                      "-e", "BENCH_DURATION=6", "-e", "BENCH_REPETITIONS=1", "-e", "BENCH_TOOLS=ab",
+                      "-e", "BENCH_DURATION=10", "-e", "BENCH_REPETITIONS=1", "-e", "BENCH_TOOLS=ab",
                       "-e", "BENCH_SWEEP=off", "-e", "BENCH_OPEN_LOOP=0")
     assert run.returncode == 0, bench_lines(run)
     windows = [rep["cpu_window"] for r in latest(results)["runs"] for rep in r["repetitions"]]
     longest = max(windows, key=lambda w: w["seconds"])
-    assert longest["seconds"] >= 5, f"windows too short to compare: {windows}"
+    assert longest["seconds"] >= 9, f"windows too short to compare: {windows}"
     host, machine = longest["host_cores"], longest["machine_cores"]
     print(f"\nlongest window {longest['seconds']} s: host {host} cores, cAdvisor machine {machine}, "
           f"containers {longest['containers_cores']}")
