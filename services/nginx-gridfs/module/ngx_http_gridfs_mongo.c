@@ -1134,7 +1134,9 @@ ngx_http_gridfs_ping(ngx_http_gridfs_conn_t *conn, mongoc_client_t *client,
 
 
 /* FerretDB answers InternalError (1) when its PostgreSQL backend cannot
- * be reached or is restarting: pgx's and PostgreSQL's own words */
+ * be reached or is restarting: pgx's and PostgreSQL's own words; and when
+ * it is stopping: it lets its connections run 3 s, then cancels what they
+ * still do ("context canceled after delay", Go's context.Canceled) */
 
 static ngx_uint_t
 ngx_http_gridfs_backend_down(const char *message)
@@ -1145,6 +1147,7 @@ ngx_http_gridfs_backend_down(const char *message)
         "conn closed",
         "unexpected EOF",
         "connection reset",
+        "context canceled",
         "SQLSTATE 57P01",         /* admin_shutdown */
         "SQLSTATE 57P02",         /* crash_shutdown */
         "SQLSTATE 57P03",         /* cannot_connect_now */
