@@ -7,11 +7,12 @@ import os
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench.benchmark.ab import blocks, judge, upstream_of, window_metrics
+from bench.benchmark.ab import AB_STRETCH, blocks, case_window_seconds, judge, upstream_of, window_metrics
 from bench.check_settings import ab_errors
 from bench.clients.timing import served_rate
 from bench.report.ab import last_calibration, render_ab
@@ -92,6 +93,26 @@ def test_window_metrics_add_the_database_and_upstream_to_the_total():
     assert upstream_of("nginx-cache-b", "flask:8080") == "flask" and upstream_of("flask", "x:1") is None
 
 
+class Sized:
+    """A sizing run's figures, as a clients.timing.Measurement gives them."""
+    def __init__(self, requests: int, seconds: float):
+        self.requests, self.rps = requests, requests / seconds
+
+
+def test_every_window_of_a_case_is_as_long_as_the_slower_side_needs():
+    env = {"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}
+    cfg = replace(from_env(env), duration=3)  # as time_ab runs it: windows of AB_WINDOW
+    fast, holds = Sized(6000, 3), Sized(cfg.min_requests, 3)
+    assert case_window_seconds(cfg, [fast, fast], 100) == 3
+    # five rounds of c=100 (usage.ROUNDS_WANTED) at 100/s: 5 s, for A too
+    assert case_window_seconds(cfg, [fast, Sized(300, 3)], 100) == 5
+    assert case_window_seconds(cfg, [Sized(300, 3), fast], 100) == 5
+    # the stand-in's 1 MB: about 20 a second would need 25 s; at most AB_STRETCH windows
+    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * AB_STRETCH == 9
+    assert case_window_seconds(cfg, [Sized(0, 3), holds], 5) == 9  # nothing answered: slower than any rate
+    assert case_window_seconds(replace(cfg, min_requests=0), [Sized(61, 3), None], 100) == 3
+
+
 def test_a_throttled_b_is_slower_and_costlier_and_fails_the_gate_on_requests_per_second():
     rng = random.Random(1)
     a = [1000 * rng.uniform(0.97, 1.03) for _ in range(8)]
@@ -147,6 +168,11 @@ def test_an_ab_report_quotes_the_last_aa_of_the_same_machine(tmp_path):
     assert "every \"better\" or \"worse\" verdict below is a false alarm: **0 of 3**" in aa
     none = render_ab(ab_results("20261125T130000Z", "A/B", rows, elsewhere))
     assert "False alarms on this machine: not measured." in none
+    sized = ab_results("20261125T130000Z", "A/B", rows, here)
+    sized.ab["cases"] = [{**case_of(a, a), "window_s": 9.0,
+                          "sizing": {"flask": {"requests": 61, "rps": 20.3}, "flask-b": {"requests": 80, "rps": 26.7}}}]
+    assert ("Every window 9 s, A's and B's alike (sized on the slower side: flask 20.3 req/s; flask-b 26.7 req/s)."
+            in render_ab(sized))
 
 
 def compose_config(override: Path) -> dict:

@@ -10,14 +10,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .benchmark.ab import METRICS as AB_METRICS, AbRun
+from .benchmark.ab import AB_STRETCH, METRICS as AB_METRICS, AbRun
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .checks.before_timing import check_all_conformance, verify_targets
 from .measure.cpu_windows import connect_monitor, database_service
 from .measure.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
-from .progress import MEASURED_OVERHEAD_S, Progress, clock, planned_seconds, say, warm_up_seconds
+from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, clock, planned_seconds, say, warm_up_seconds
 from .settings import SLOW_CASE_STRETCH
 from .report.ab import last_calibration, render_ab
 from .report.markdown import render_markdown
@@ -153,14 +153,14 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     in windows of AB_WINDOW seconds after at most AB_WARMUP of warm-up."""
     ab = cfg.ab
     cfg = replace(cfg, duration=ab.window, warmup=ab.warmup)
-    results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup,
-                          max_duration_s=cfg.duration * SLOW_CASE_STRETCH)
+    results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup, max_duration_s=cfg.duration * AB_STRETCH)
     cases = len(ab.files) * len(ab.concurrency)
+    sizing = 2 * (cfg.duration + OVERHEAD_S) if cfg.min_requests else 0.0  # one window of each side, per case
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
-    planned = cases * ab.blocks * 2 * window
+    planned = cases * (sizing + ab.blocks * 2 * window)
     # a slow case (1 MB on the stand-in) stretches each window to hold its
     # requests, and warms up longer: the plan says how far that can go
-    longest = cases * ab.blocks * 2 * (cfg.duration * SLOW_CASE_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup)
+    longest = cases * (sizing + ab.blocks * 2 * (cfg.duration * AB_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup))
     say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "
         f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
         f"of at least {cfg.duration} s, each after its warm-up; expected about {clock(planned)}, up to "

@@ -5,14 +5,14 @@ the same run, on the same core, database and files, never at the same time.
 Each case (size, concurrency) runs AB_BLOCKS blocks; a block is one window
 of A and one of B in the schedule's order (A B, B A, A B, ...: the ABBA
 blocks of a Williams design for two), each window after its own warm-up,
-which is not counted. A block gives one paired sample per metric, log(B/A):
+which is not counted. Every window of a case, A's and B's, is as long as
+the slower side needs (case_window_seconds), decided once before the blocks. A block gives one paired sample per metric, log(B/A):
 requests per second, the path's own CPU per request, and the total CPU per
 request of what serves it (the path, its databases, its upstream). Pairing
 within a block cancels what drifts over the run (the machine, its
 neighbours, the database's caches), which is what a test on two separate
 runs mistakes for a change. The statistics are bench.measure.paired's."""
 import math
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..clients.timing import TimingError, run_wrk
@@ -20,10 +20,16 @@ from ..environment import machine_of
 from ..measure import paired
 from ..measure.cpu_windows import database_services
 from ..measure.usage import DISTURBED
-from ..progress import MEASURED_OVERHEAD_S, say
+from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
+from .schedule import Rate
 
+# A slow case's windows last at most this many AB_WINDOWs (timed cases: 4).
+# At 4, flask's A/A at two sizes took 10m03s here (1 MB windows of 12 s, the
+# stand-in serving about 20 whole answers a second); at 3 its 1 MB windows of
+# 9 s still hold about 180, and one A/B of a path at two sizes fits 10 minutes.
+AB_STRETCH = 3
 IDLE_CORES = 0.05   # the twin not being timed used less than this of a core in the window: idle
 TWIN_BUSY = "twin-busy"
 
@@ -35,11 +41,14 @@ METRICS = (
 )
 
 
-@dataclass(frozen=True)
-class WindowRate:
-    """What sizes a window when its warm-up gave no rate: the last window's."""
-    requests: int
-    rps: float
+def case_window_seconds(cfg, sizing: list[Rate | None], concurrency: int) -> float:
+    """The one length of every window of a case, A's and B's alike: what the
+    slower side needs to hold its requests (cases.case_seconds, from a sizing
+    run of each side), at most AB_STRETCH x AB_WINDOW. One length, because a
+    window's start reads low (every client starts at once, the first answers
+    come a round later): a side given shorter windows would read lower for
+    it, a bias no pairing removes. `sizing` None: not sized (BENCH_MIN_REQUESTS 0)."""
+    return max(min(case_seconds(cfg, rate, concurrency), cfg.duration * AB_STRETCH) for rate in sizing)
 
 
 def upstream_of(service: str, env_upstream: str) -> str | None:
@@ -112,24 +121,26 @@ class AbRun:
         phase = f"A/B {f['name']} c={c}"
         sides = {a.name: a, b.name: b}
         reps: dict[str, list[dict]] = {a.name: [], b.name: []}
-        last: dict[str, WindowRate] = {}
         errors: dict[str, str] = {}
+        url = {name: f"{target.url}/files/{f['name']}" for name, target in sides.items()}
+        seconds, sizing = self.window_seconds(url, c, errors)
+        # the plan counted windows of AB_WINDOW: a stretched case's time left now says its length
+        self.timer.progress.planned += self.ab.blocks * 2 * (seconds - self.cfg.duration)
+        if not errors:
+            say(f"{phase}: windows of {seconds:g} s, A's and B's alike"
+                + (f" (sized by {', '.join(f'{n} {r.rps:.1f} req/s' for n, r in sizing.items())})" if sizing else ""))
 
         def window(name: str, block: int) -> None:
-            target = sides[name]
-            url = f"{target.url}/files/{f['name']}"
             out = f"{case_name(name, f['name'], c)}-ab{block}"
             try:
-                warm = self.timer.warm(f"{phase} b={block}", name, c, lambda s: run_wrk(url, c, s))
-                sized = warm if warm is not None and warm.requests else last.get(name)
-                seconds = max(self.cfg.duration, case_seconds(self.cfg, sized, c))
-                rep = self.timer.measured(name, lambda: run_wrk(url, c, seconds, self.timer.run_dir, out))
+                self.timer.warm(f"{phase} b={block}", name, c, lambda s: run_wrk(url[name], c, s))
+                rep = self.timer.measured(name, lambda: run_wrk(url[name], c, seconds, self.timer.run_dir, out))
             except TimingError as e:
                 errors[name] = f"block {block}: {e}"
                 say(f"{out}: FAILED: {e}")
                 return
             finally:
-                self.timer.progress.advance(self.cfg.duration + MEASURED_OVERHEAD_S)
+                self.timer.progress.advance(seconds + MEASURED_OVERHEAD_S)
                 self.timer.progress.report(f"{out} done")
             other = b.name if name == a.name else a.name
             idle = ((rep.get("cpu") or {}).get(other) or {}).get("cores")
@@ -137,7 +148,6 @@ class AbRun:
                 rep["flags"].append(TWIN_BUSY)  # the resting side was not idle: this window is not clean
             rep["block"] = block
             reps[name].append(rep)
-            last[name] = WindowRate(rep["requests"], rep["rps"])
             self.results.order.append(f"{name} {f['name']} c={c} block={block}")
 
         self.timer.schedule.repeat(phase, [a.name, b.name], window, repetitions=self.ab.blocks,
@@ -161,7 +171,26 @@ class AbRun:
             run.variant = variant
             self.results.runs.append(run)
         return {"file": f["name"], "size_bytes": f["size"], "concurrency": c, "error": "; ".join(errors.values()),
+                "window_s": seconds,
+                "sizing": {n: {"requests": r.requests, "rps": round(r.rps, 3)} for n, r in sizing.items()},
                 "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
+
+    def window_seconds(self, url: dict[str, str], c: int, errors: dict[str, str]) -> tuple[float, dict]:
+        """The case's window length, from one AB_WINDOW of wrk on each side
+        (not counted; none when BENCH_MIN_REQUESTS is 0, nothing to hold),
+        and the sizing runs' figures. A side whose sizing fails is an error."""
+        if not self.cfg.min_requests:
+            return float(self.cfg.duration), {}
+        sizing = {}
+        for name, where in url.items():
+            try:
+                sizing[name] = run_wrk(where, c, self.cfg.duration)
+            except TimingError as e:
+                errors[name] = f"sizing the windows: {e}"
+                say(f"{name}: FAILED sizing the windows: {e}")
+            finally:
+                self.timer.progress.advance(self.cfg.duration + OVERHEAD_S)
+        return case_window_seconds(self.cfg, list(sizing.values()) or [None], c), sizing
 
 
 def disturbed_blocks(reps: list[dict]) -> set[int]:

@@ -117,6 +117,10 @@ def render_ab(results: Results) -> str:
         chart = (ab.get("charts") or {}).get(title)
         if chart:
             lines += [f"![paired log-ratios, {title}]({chart})", ""]
+        if case.get("window_s"):
+            sized = "; ".join(f"{n} {r['rps']:g} req/s" for n, r in (case.get("sizing") or {}).items())
+            lines += [f"Every window {case['window_s']:g} s, A's and B's alike"
+                      + (f" (sized on the slower side: {sized})." if sized else "."), ""]
         lines += ["Requests per second and CPU per request count the answers served whole only.", "",
                   "| block | A req/s | B req/s | B/A req/s | A CPU ms/req | B CPU ms/req | A failed | B failed | flags |",
                   "|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
