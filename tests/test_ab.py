@@ -15,7 +15,7 @@ import pytest
 from bench.benchmark.ab import AB_STRETCH, blocks, case_window_seconds, judge, upstream_of, window_metrics
 from bench.check_settings import ab_errors
 from bench.clients.timing import served_rate
-from bench.report.ab import last_calibration, render_ab
+from bench.report.ab import SHEDDING, last_calibration, render_ab
 from bench.results import Results
 from bench.settings import SettingsError, from_env
 
@@ -75,7 +75,7 @@ def case_of(a_rps: list[float], b_rps: list[float], file="1KB.bin", c=100) -> di
 
 def test_window_metrics_add_the_database_and_upstream_to_the_total():
     m = window_metrics(rep(1, 100.0, 2.0, 0.5), "flask", ["mongo", "postgres", "nginx-gridfs"])
-    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501), "failed": 0}
+    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501), "failed": 0, "shed": 0.0}
     assert window_metrics({"rps": 5.0, "cpu": None}, "flask", ["mongo"])["cpu_total"] is None
     # a window of flask at 1 MB, c=100 (wrk, 20261126T033216Z): 269 of 752 answers were the deadline's 503s,
     # which the Measurement's rate already leaves out
@@ -131,6 +131,25 @@ def test_an_unchanged_b_is_no_change_or_inconclusive_never_a_verdict():
     rows = judge([case_of(a, [x * rng.uniform(0.995, 1.005) for x in a])], 0.05)
     assert {r["verdict"] for r in rows} <= {"no change", "inconclusive"}
     assert any(r["headline"].startswith("no change beyond ±5%") for r in rows)
+
+
+def test_a_case_that_sheds_most_of_its_answers_says_so_beside_its_verdicts():
+    # the stand-in's 1 MB at c=100: 160 of 400 answers served, the rest 503s at the deadline
+    def shedding(block, refused):
+        return {**rep(block, 20.0, 15.0, 100.0), "requests": 400, "refused": refused, "failed": 0}
+    rng = random.Random(4)
+    counts = [rng.randint(230, 250) for _ in range(8)]
+    case = {"file": "1MB.bin", "size_bytes": 1 << 20, "concurrency": 100, "error": "",
+            "blocks": blocks([shedding(i, n) for i, n in enumerate(counts, 1)],
+                             [{**shedding(i, n), "cpu": {"flask-b": {"cpu_ms_per_request": 15.0}}}
+                              for i, n in enumerate(counts[::-1], 1)], "flask", "flask-b", ["mongo"])}
+    rows = judge([case, case_of([1000.0] * 8, [1000.0] * 8)], 0.05)
+    assert sorted(counts)[4] / 400 == max(r["shed"] for r in rows[:3]) > SHEDDING
+    assert all(r["shed"] == 0 for r in rows[3:])
+    results = ab_results("20261125T130000Z", "A/B", rows, {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"})
+    lines = [line for line in render_ab(results).splitlines() if line.startswith("- **1MB c=100")]
+    assert len(lines) == 3 and all("its answers, so a verdict here may be this run's twins" in x for x in lines)
+    assert "sheds" not in "\n".join(x for x in render_ab(results).splitlines() if x.startswith("- **1KB"))
 
 
 def test_too_few_blocks_say_why_there_is_no_interval():

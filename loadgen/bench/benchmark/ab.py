@@ -77,7 +77,7 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
         total = own + sum((cpu.get(role) or {}).get("cpu_ms_per_request") or 0.0 for role in supporting)
     per_whole = (lambda ms: ms / of_answers if ms is not None and of_answers > 0 else None)
     return {"rps": rep["rps"] * of_served, "cpu_path": per_whole(own), "cpu_total": per_whole(total),
-            "failed": failed + refused}
+            "failed": failed + refused, "shed": round(1 - of_answers, 4)}
 
 
 class AbRun:
@@ -230,7 +230,8 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
             rows.append({"case": f"{case['file'].removesuffix('.bin')} c={case['concurrency']}",
                          "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,
                          "higher_is_better": higher_is_better, "words": list(words), "log_ratios": d,
-                         "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0})
+                         "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0,
+                         "shed": shed_share(counted)})
     for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
         interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)
         row["p_adjusted"] = adjusted
@@ -242,6 +243,12 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
         row["gate_fails"] = paired.beyond_threshold_worse(interval, row["higher_is_better"], threshold)
         row["headline"] = headline(row, threshold)
     return rows
+
+
+def shed_share(counted: list[dict]) -> float | None:
+    """The larger of A's and B's median share of answers not served whole."""
+    sides = [sorted(blk[side]["shed"] for blk in counted if blk[side].get("shed") is not None) for side in "ab"]
+    return max((v[len(v) // 2] for v in sides if v), default=None)
 
 
 def headline(row: dict, threshold: float) -> str:
@@ -259,6 +266,7 @@ def headline(row: dict, threshold: float) -> str:
     if row["verdict"] == paired.SAME:
         return f"no change beyond ±{threshold * 100:g}% {span}"
     return f"inconclusive {span} (ratio {row['ratio']:.3f}, adjusted p {row['p_adjusted']:.2g})"
+
 
 
 def _signed(ratio: float) -> str:

@@ -9,6 +9,20 @@ from ..measure import paired
 from ..results import Results
 from .markdown import server_label
 
+# A case whose median window sheds more than this share of its answers (503s,
+# failures) is judged as any other, but its rows say so: in 15 A/A runs here
+# the one false alarm was such a case (docs/ab.md), since what a shedding twin
+# serves whole depends on state it keeps for the whole run.
+SHEDDING = 0.5
+
+
+def shedding_note(row: dict) -> str:
+    """What a reader of a shedding case's verdict must know ('' otherwise)."""
+    if row.get("shed") is None or row["shed"] <= SHEDDING:
+        return ""
+    return (f"sheds {row['shed']:.0%} of its answers, so a verdict here may be this run's twins and not their "
+            "images (docs/ab.md): repeat the run before acting on it")
+
 ALARMS = (paired.BETTER, paired.WORSE)
 
 
@@ -98,7 +112,8 @@ def render_ab(results: Results) -> str:
     rows = ab.get("rows", [])
     if rows:
         lines += ["", "## Verdicts", ""]
-        lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)" for r in rows]
+        lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
+                  + (f"; {note}" if (note := shedding_note(r)) else "") for r in rows]
         lines += ["", "| case | metric | A (median) | B (median) | B/A | 95% interval | blocks | adjusted p | verdict |",
                   "|---|---|--:|--:|--:|---|--:|--:|---|"]
         cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
