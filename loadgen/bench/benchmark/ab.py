@@ -5,10 +5,11 @@ the same run, on the same core, database and files, never at the same time.
 Each case (size, concurrency) runs AB_BLOCKS blocks; a block is one window
 of A and one of B in the schedule's order (A B, B A, A B, ...: the ABBA
 blocks of a Williams design for two), each window after its own warm-up,
-which is not counted. Every window of a case, A's and B's, is as long as
-the slower side needs (case_window_seconds), decided once before the blocks. A block gives one paired sample per metric, log(B/A):
-requests per second, the path's own CPU per request, and the total CPU per
-request of what serves it (the path, its databases, its upstream). Pairing
+which is not counted; every window of a case, A's and B's, is as long as
+the slower side needs (case_window_seconds), decided once before the blocks.
+A block gives one paired sample per metric, log(B/A): requests per second,
+the path's own CPU per request, and the total CPU per request of what
+serves it (the path, its databases, its upstream). Pairing
 within a block cancels what drifts over the run (the machine, its
 neighbours, the database's caches), which is what a test on two separate
 runs mistakes for a change. The statistics are bench.measure.paired's."""
@@ -266,7 +267,6 @@ def headline(row: dict, threshold: float) -> str:
     if row["verdict"] == paired.SAME:
         return f"no change beyond ±{threshold * 100:g}% {span}"
     return f"inconclusive {span} (ratio {row['ratio']:.3f}, adjusted p {row['p_adjusted']:.2g})"
-
 
 
 def _signed(ratio: float) -> str:
