@@ -11,8 +11,8 @@ from bench.clients.ab_output import AbOutputError, parse_completions, parse_summ
 from bench.clients.timing import ab_measurement
 from bench.clients.vegeta_output import completion_times, parse_results
 from bench.measure.cadvisor import Counters
-from bench.measure.usage import (PER_REQUEST_IN_WINDOW, PER_REQUEST_RATE, completion_bins, container_usage,
-                                 requests_between)
+from bench.measure.usage import (PER_REQUEST_IN_WINDOW, PER_REQUEST_RATE, PER_REQUEST_RUN, completion_bins,
+                                 container_usage, requests_between)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # ab -r -k -t 3 -c 10 -g against nginx on loopback, 1 MiB: the wall clock
@@ -102,3 +102,16 @@ def test_cpu_per_request_divides_by_the_requests_inside_the_window():
     without = container_usage(series, S // 2, int(3.5 * S), requests=300, rps=100.0, allowance=1.0)
     assert without["cpu_ms_per_request_from"] == PER_REQUEST_RATE
     assert without["cpu_ms_per_request"] == pytest.approx(1000 * 0.5 / 100)
+
+
+def test_an_inner_window_after_the_last_answer_falls_back_to_the_whole_run():
+    # a 1 s run (0.5-1.9 s: ab's process also writes its -g file after its
+    # last answer at 1.5 s); cAdvisor read at 1.6 and 1.8 s, both in that
+    # tail, where the target idles. Dividing that idle rate by the run's
+    # rate would report a cost near zero: the window becomes 0.0-2.0 s
+    series = [counters(0.0, 0.0), counters(1.6, 0.5), counters(1.8, 0.501), counters(2.0, 0.502)]
+    bins = [(0.5 + i / 10, 10.0) for i in range(10)]  # 100 requests, all done by 1.5 s
+    used = container_usage(series, S // 2, int(1.9 * S), requests=100, rps=100.0, allowance=1.0, completions=bins)
+    assert not used["inner_window"] and used["window_seconds"] == pytest.approx(2.0)
+    assert used["cpu_ms_per_request_from"] == PER_REQUEST_RUN
+    assert used["cpu_ms_per_request"] == pytest.approx(1000 * 0.502 / 100)

@@ -217,7 +217,8 @@ class Monitor:
             # targets sit idle and are left out.
             series = {role: list(containers[i].stats) for role, i in self.ids.items()
                       if (role in (target, LOADGEN) or role in self.databases) and i in containers}
-            waiting = [role for role, s in series.items() if usage.edges(s, run.start_ns, run.end_ns) is None]
+            waiting = [role for role, s in series.items()
+                       if usage.run_edges(s, run.start_ns, run.end_ns, run.completions)[0] is None]
             if not waiting or time.monotonic() >= give_up:
                 break
             time.sleep(HOUSEKEEPING_INTERVAL / 2)

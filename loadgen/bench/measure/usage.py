@@ -109,13 +109,23 @@ def edges(series: list[Counters], start_ns: int, end_ns: int) -> Edges | None:
     series = sorted(series, key=lambda c: c.timestamp_ns)
     inside = [c for c in series if start_ns <= c.timestamp_ns <= end_ns]
     if len(inside) >= 2 and inside[-1].timestamp_ns > inside[0].timestamp_ns:
-        found = Edges(inside[0], inside[-1], True)
-    else:
-        before = [c for c in series if c.timestamp_ns <= start_ns]
-        after = [c for c in series if c.timestamp_ns >= end_ns]
-        if not before or not after:
-            return None
-        found = Edges(before[-1], after[0], False)
+        return checked(Edges(inside[0], inside[-1], True))
+    return outer_edges(series, start_ns, end_ns)
+
+
+def outer_edges(series: list[Counters], start_ns: int, end_ns: int) -> Edges | None:
+    """The last entry before the run and the first one after it: a window
+    that holds the whole run (None as for edges)."""
+    before = [c for c in series if c.timestamp_ns <= start_ns]
+    after = [c for c in series if c.timestamp_ns >= end_ns]
+    if not before or not after:
+        return None
+    return checked(Edges(max(before, key=lambda c: c.timestamp_ns), min(after, key=lambda c: c.timestamp_ns), False))
+
+
+def checked(found: Edges) -> Edges | None:
+    """None when the counters went back (the container restarted) or the
+    window has no length."""
     if found.last.cpu_total_ns < found.first.cpu_total_ns or found.seconds <= 0:
         return None
     return found
@@ -163,6 +173,22 @@ def requests_between(bins: list[tuple[float, float]], start_ns: int, end_ns: int
     return sum(n * max(0.0, min(t + COMPLETION_BIN_S, end) - max(t, start)) / COMPLETION_BIN_S for t, n in bins)
 
 
+def run_edges(series: list[Counters], start_ns: int, end_ns: int,
+              completions: list[tuple[float, float]] | None = None) -> tuple[Edges | None, float | None]:
+    """The window a run's CPU is read over (edges), and the requests the
+    tool's own times put inside it (None without them or for a window that
+    holds the whole run). An inner window in which they put none (two
+    readings in the tool's tail, after its last answer) is not the load's:
+    the window that holds the whole run stands in."""
+    found = edges(series, start_ns, end_ns)
+    if not (found and found.inner and completions):
+        return found, None
+    in_window = requests_between(completions, found.first.timestamp_ns, found.last.timestamp_ns)
+    if in_window <= 0:
+        return outer_edges(series, start_ns, end_ns), None
+    return found, in_window
+
+
 # How a row's CPU per request was divided (cpu_ms_per_request_from)
 PER_REQUEST_IN_WINDOW = "requests in the window"  # the tool's per-request times: ab -g, vegeta
 PER_REQUEST_RATE = "run's rate"                   # the window's cores over the whole run's req/s: wrk
@@ -180,14 +206,12 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
     window), or the window's CPU over its requests (a fallback window holds
     the whole run). With the container's idle cores measured before the
     case, cpu_ms_per_request_net is the same less that idle rate."""
-    found = edges(series, start_ns, end_ns)
+    found, in_window = run_edges(series, start_ns, end_ns, completions)
     if found is None:
         return None
     first, last = found.first, found.last
     cpu_seconds = (last.cpu_total_ns - first.cpu_total_ns) / 1e9
     cores = cpu_seconds / found.seconds
-    in_window = requests_between(completions, first.timestamp_ns, last.timestamp_ns) \
-        if found.inner and completions else None
     if in_window:
         per_request, divided_by = cpu_seconds * 1000 / in_window, PER_REQUEST_IN_WINDOW
     elif found.inner:
