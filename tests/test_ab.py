@@ -36,6 +36,10 @@ def test_an_ab_run_is_read_from_its_variables():
     assert (cfg.ab.window, cfg.ab.warmup, cfg.duration, cfg.warmup) == (3, 0, 9, 9)
     defaults = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}).ab
     assert (defaults.blocks, defaults.window, defaults.warmup) == (14, 3, 2)
+    # plain compose: nobody restarts the twins unless make ab (tools/ab.py) is there to
+    assert defaults.restart_twins is False
+    assert from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b",
+                     "AB_RESTART_TWINS": "every-block"}).ab.restart_twins is True
     assert from_env({"BENCH_TARGETS": TARGETS}).ab is None
 
 
@@ -150,6 +154,14 @@ def test_a_case_that_sheds_most_of_its_answers_says_so_beside_its_verdicts():
     lines = [line for line in render_ab(results).splitlines() if line.startswith("- **1MB c=100")]
     assert len(lines) == 3 and all("its answers, so a verdict here may be this run's twins" in x for x in lines)
     assert "sheds" not in "\n".join(x for x in render_ab(results).splitlines() if x.startswith("- **1KB"))
+    assert "**Twins kept for the whole run** (AB_RESTART_TWINS=off)" in render_ab(results)
+    # twins restarted before each block: what they keep is drawn anew, the note says only what is shed
+    results.ab.update(restart_twins=True, cases=[{**case, "restarts": [{"block": 1, "seconds": 1.2},
+                                                                       {"block": 2, "seconds": 2.31}]}])
+    page = render_ab(results)
+    assert "**Both twins restarted before each block** (2 restarts, 1.2-2.3 s each)" in page
+    lines = [line for line in page.splitlines() if line.startswith("- **1MB c=100")]
+    assert all(x.endswith("its answers: read it beside the blocks' failures") for x in lines)
 
 
 def test_too_few_blocks_say_why_there_is_no_interval():

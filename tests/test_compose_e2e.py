@@ -490,6 +490,14 @@ def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
     # every window was timed alone: the twin at rest, A and B taking turns, each after its warm-up
     for block in blocks:
         assert block["a"]["rps"] > 0 and block["b"]["rps"] > 0
+    # make ab restarted both twins before every block (bench asked, tools/ab.py ran docker restart):
+    # each block's pair of containers started anew, and the exchange left nothing in the run's folder
+    restarts = aa["cases"][0]["restarts"]
+    assert aa["restart_twins"] and [r["block"] for r in restarts] == [b["block"] for b in blocks]
+    for name in ("flask", "flask-b"):
+        started = [r["started_at"][name] for r in restarts]
+        assert len(set(started)) == len(started), (name, started)
+    assert not (results / aa["run_id"] / ".twins").exists()
     data = json.loads((results / aa["run_id"] / "results.json").read_text())
     orders = data["schedule"]["orders"]["A/B 1KB.bin c=8"]
     assert len(orders) == planned and all(o[::-1] == orders[i + 1] for i, o in enumerate(orders[:-1]))

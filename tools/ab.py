@@ -21,6 +21,9 @@ this checkout's; tools/ab_gate.py).
 
 AB_ENV_FILE (default local.env), AB_PROJECT (default gridfs-lab, the lab's
 own project: its seeded volumes are reused), and every AB_* knob of .env.
+While bench runs, this restarts both twins before each block when bench
+asks (AB_RESTART_TWINS=every-block, the default here; bench has no Docker
+socket: bench/benchmark/twins.py), and no other service.
 It writes .lab/ab/compose.ab.yaml and prints the plain compose command that
 runs the same A/B."""
 import json
@@ -28,10 +31,14 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
 from lab_compose import ROOT, LabError, compose_run, compose_services, settings_in  # noqa: E402
+from bench.benchmark import twins  # noqa: E402  (bench's side of the restarts)
 
 WORK = ROOT / ".lab" / "ab"
 CHANGES = ("B_IMAGE", "B_CONTEXT", "B_REF", "B_CPUS", "B_ENV")
@@ -142,6 +149,72 @@ def targets_for(service: str, lab: dict, services: dict) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+DOCKER_TIMEOUT_S = 60
+
+
+class TwinRestarts:
+    """Answers bench's restarts of the two twins (only those: bench names
+    what to restart, and a name that is not A or B is refused) until
+    stopped. docker restart on each container at once: a twin stops in
+    0.1-0.8 s here (SIGTERM, then SIGKILL after 5 s) and starts in 0.2."""
+
+    def __init__(self, base: list[str], env: dict, results: Path, allowed: list[str]):
+        self.base, self.env, self.results, self.allowed = base, env, results, set(allowed)
+        self.since = time.time()
+        self.ids: dict[str, str] = {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.serve, name="twin-restarts", daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.stopped.set()
+        self.thread.join(timeout=DOCKER_TIMEOUT_S * 2)
+
+    def serve(self) -> None:
+        while not self.stopped.wait(twins.POLL_S):
+            for asked in twins.pending(self.results, self.since):
+                twins.answer(asked, self.restart)
+
+    def container(self, service: str) -> str:
+        if service not in self.ids:
+            found = compose_run(self.base, ["ps", "-q", service], self.env, DOCKER_TIMEOUT_S,
+                                f"finding {service}'s container").split()
+            if len(found) != 1:
+                raise LabError(f"{service}: {len(found)} containers running, expected one")
+            self.ids[service] = found[0]
+        return self.ids[service]
+
+    def restart(self, services: list[str]) -> dict:
+        refused = [s for s in services if s not in self.allowed]
+        if refused or not services:
+            raise LabError(f"restart of {' '.join(refused) or 'nothing'} refused: only "
+                           f"{' and '.join(sorted(self.allowed))} are restarted")
+        began = time.monotonic()
+        ids = [self.container(s) for s in services]
+        running = [subprocess.Popen(["docker", "restart", "-t", "5", i], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True) for i in ids]
+        for service, p in zip(services, running):
+            try:
+                _, err = p.communicate(timeout=DOCKER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                raise LabError(f"{service}: docker restart gave no end within {DOCKER_TIMEOUT_S} s") from None
+            if p.returncode != 0:
+                raise LabError(f"{service}: docker restart exited {p.returncode}: {err.strip()[-300:]}")
+        started = subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", *ids], capture_output=True,
+                                 text=True, timeout=DOCKER_TIMEOUT_S, check=True).stdout.split()
+        return {"started_at": dict(zip(services, started)), "seconds": round(time.monotonic() - began, 2)}
+
+
+def results_base(env: dict, lab: dict) -> Path:
+    """RESULTS_DIR as the lab reads it: where bench's run folders appear."""
+    base = Path(env.get("RESULTS_DIR") or lab.get("RESULTS_DIR", "./results"))
+    return base if base.is_absolute() else ROOT / base
+
+
 def main() -> int:
     env = dict(os.environ)
     service = env.get("SERVICE", "").strip()
@@ -167,8 +240,10 @@ def main() -> int:
         compose_file = WORK / "compose.ab.yaml"
         compose_file.write_text(override(service, definition, a_definition))
         base += ["-f", str(ROOT / "compose.yaml"), "-f", str(compose_file)]
+        restart = env.get("AB_RESTART_TWINS") or "every-block"
         run_env = {**env, "AB_A": service, "AB_B": twin_name(service), "AB_KIND": "A/B" if changed else "A/A",
-                   "AB_CHANGE": "; ".join(changed), "BENCH_TARGETS": " ".join(targets_for(service, lab, services))}
+                   "AB_CHANGE": "; ".join(changed), "BENCH_TARGETS": " ".join(targets_for(service, lab, services)),
+                   "AB_RESTART_TWINS": restart}
         owner = subprocess.run([str(ROOT / "tools" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=run_env,
                                capture_output=True, text=True, timeout=60)
         if owner.returncode != 0:
@@ -178,15 +253,17 @@ def main() -> int:
               f"{' with ' + '; '.join(changed) if changed else ' unchanged'}\n[ab] the same with plain compose: "
               + " ".join(shlex.quote(w) for w in base) + " up --build --exit-code-from bench bench "
               f"(with AB_A={service} AB_B={twin_name(service)} AB_KIND={run_env['AB_KIND']!r} "
-              f"BENCH_TARGETS={run_env['BENCH_TARGETS']!r} in the environment)", flush=True)
+              f"BENCH_TARGETS={run_env['BENCH_TARGETS']!r} in the environment; AB_RESTART_TWINS=off there, "
+              "since nobody restarts the twins)", flush=True)
         compose_run(base, ["run", "--rm", "--build", "settings"], run_env, 600, "checking the settings")
     except (LabError, subprocess.SubprocessError, OSError, ValueError) as e:
         print(f"ab: error: {e}", file=sys.stderr)
         return 2
     try:
         # attached: bench's plan and time left show as it goes
-        return subprocess.run(base + ["up", "--build", "--exit-code-from", "bench", "bench"], cwd=ROOT, env=run_env,
-                              timeout=float(env.get("AB_TIMEOUT", "3600"))).returncode
+        with TwinRestarts(base, run_env, results_base(env, lab), [service, twin_name(service)]):
+            return subprocess.run(base + ["up", "--build", "--exit-code-from", "bench", "bench"], cwd=ROOT,
+                                  env=run_env, timeout=float(env.get("AB_TIMEOUT", "3600"))).returncode
     except subprocess.TimeoutExpired:
         print(f"ab: error: no end within AB_TIMEOUT={env.get('AB_TIMEOUT', '3600')} s", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ BENCH_KNOBS = ("BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_DURATION", "BENCH_WA
                "BENCH_STARTUP_TIMEOUT", "BENCH_ALLOW_NONCONFORMING", "BENCH_LOADGENS")
 # An A/B run's (make ab sets them): judged together, as AB_A needs AB_B.
 AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
-            "AB_CONCURRENCY")
+            "AB_CONCURRENCY", "AB_RESTART_TWINS")
 # What decides how much memory bench's writer threads take.
 WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
 # Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/entrypoint.sh).

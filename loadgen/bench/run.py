@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .benchmark.ab import AB_STRETCH, METRICS as AB_METRICS, AbRun
+from .benchmark.ab import AB_STRETCH, METRICS as AB_METRICS, RESTART_S, AbRun
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .checks.before_timing import check_all_conformance, verify_targets
@@ -157,13 +157,16 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     cases = len(ab.files) * len(ab.concurrency)
     sizing = 2 * (cfg.duration + OVERHEAD_S) if cfg.min_requests else 0.0  # one window of each side, per case
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
-    planned = cases * (sizing + ab.blocks * 2 * window)
+    restart = RESTART_S if ab.restart_twins else 0.0
+    planned = cases * (sizing + ab.blocks * (2 * window + restart))
     # a slow case (1 MB on the stand-in) stretches each window to hold its
     # requests, and warms up longer: the plan says how far that can go
-    longest = cases * (sizing + ab.blocks * 2 * (cfg.duration * AB_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup))
+    longest = cases * (sizing + ab.blocks * (2 * (cfg.duration * AB_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup)
+                                             + restart))
     say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "
         f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
-        f"of at least {cfg.duration} s, each after its warm-up; expected about {clock(planned)}, up to "
+        f"of at least {cfg.duration} s, each after its warm-up"
+        f"{', both twins restarted before each block' if ab.restart_twins else ''}; expected about {clock(planned)}, up to "
         f"{clock(longest)} if every case is slow (the time left follows the pace)")
     results.timing["planned_seconds"] = round(planned, 1)
     needed = blocks_for_a_verdict(cases * len(AB_METRICS))

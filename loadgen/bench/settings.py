@@ -15,7 +15,7 @@ RECORDED = [
     "BENCH_LOADGENS",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
     "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
-    "AB_CONCURRENCY",
+    "AB_CONCURRENCY", "AB_RESTART_TWINS",
     "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
     "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT", "FUSE_NGINX_WORKERS",
     "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
@@ -56,6 +56,7 @@ class SettingsError(ValueError):
 # readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
 AB_KINDS = ("A/B", "A/A")
+RESTART_TWINS = ("every-block", "off")  # off: plain compose, where nobody with a Docker socket answers bench
 AB_BLOCKS_MIN = 6
 
 
@@ -71,6 +72,7 @@ class AbSettings:
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
+    restart_twins: bool = False  # both restarted before each block (tools/ab.py does it: bench has no socket)
 
 
 @dataclass(frozen=True)
@@ -275,8 +277,13 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")
     if not all(AB_SIZE.fullmatch(size) for size in files):
         raise SettingsError(f"AB_FILES={env.get('AB_FILES')!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
+    restart = env.get("AB_RESTART_TWINS", "off").strip() or "off"
+    if restart not in RESTART_TWINS:
+        raise SettingsError(f"AB_RESTART_TWINS={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
+                            "restarts both twins before each block) or 'off'")
     settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, window=window, warmup=warmup,
-                    threshold=_threshold(env), files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")))
+                    threshold=_threshold(env), files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")),
+                    restart_twins=restart == "every-block")
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
     if not b and not a:
         return None

@@ -14,8 +14,10 @@ within a block cancels what drifts over the run (the machine, its
 neighbours, the database's caches), which is what a test on two separate
 runs mistakes for a change. The statistics are bench.measure.paired's."""
 import math
+import time
 from urllib.parse import urlsplit
 
+from ..checks.verify import VerificationError, wait_until_healthy
 from ..clients.timing import TimingError, run_wrk
 from ..environment import machine_of
 from ..measure import paired
@@ -25,12 +27,16 @@ from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
 from .schedule import Rate
+from .twins import Restarter, TwinRestartError
 
 # A slow case's windows last at most this many AB_WINDOWs (timed cases: 4).
 # At 4, flask's A/A at two sizes took 10m03s here (1 MB windows of 12 s, the
 # stand-in serving about 20 whole answers a second); at 3 its 1 MB windows of
 # 9 s still hold about 180, and one A/B of a path at two sizes fits 10 minutes.
 AB_STRETCH = 3
+# Both twins restarted and answering /health again, here: 1.1-2.2 s (flask
+# and nginx-gridfs at once); the plan counts this much per block.
+RESTART_S = 2.5
 IDLE_CORES = 0.05   # the twin not being timed used less than this of a core in the window: idle
 TWIN_BUSY = "twin-busy"
 
@@ -88,6 +94,9 @@ class AbRun:
         self.cfg, self.ab, self.timer, self.results = cfg, cfg.ab, timer, results
         upstream = upstream_of(self.ab.a, cache_upstream)
         self.supporting = database_services(cfg) + ([upstream] if upstream else [])
+        self.restarter = Restarter(timer.run_dir, [self.ab.a, self.ab.b], cfg.startup_timeout) \
+            if self.ab.restart_twins else None
+        self.restarts_asked = 0
 
     def cases(self, files: list[dict]) -> list[tuple[dict, int]]:
         by_size = {f["name"].removesuffix(".bin"): f for f in files}
@@ -102,6 +111,7 @@ class AbRun:
         targets = {t.name: t for t in self.results.targets}
         self.results.ab = {"a": ab.a, "b": ab.b, "kind": ab.kind, "change": ab.change, "blocks": ab.blocks,
                            "threshold": ab.threshold, "supporting": self.supporting,
+                           "restart_twins": ab.restart_twins,
                            "machine": machine_of(self.results.environment), "cases": [], "rows": []}
         unready = [n for n in (ab.a, ab.b) if not (n in targets and targets[n].verified)]
         if unready:
@@ -109,9 +119,13 @@ class AbRun:
             self.results.ab["error"] = f"not timed: {why}"
             say(f"A/B: {self.results.ab['error']}")
             return
-        for f, c in self.cases(files):
-            self.results.ab["cases"].append(self.case(targets[ab.a], targets[ab.b], f, c))
-            self.results.write_json(self.timer.run_dir / "results.json")
+        try:
+            for f, c in self.cases(files):
+                self.results.ab["cases"].append(self.case(targets[ab.a], targets[ab.b], f, c))
+                self.results.write_json(self.timer.run_dir / "results.json")
+        finally:
+            if self.restarter:
+                self.restarter.close()
         self.results.ab["rows"] = judge(self.results.ab["cases"], ab.threshold)
         for row in self.results.ab["rows"]:
             say(f"A/B {row['case']} {row['metric']}: {row['headline']}")
@@ -151,8 +165,15 @@ class AbRun:
             reps[name].append(rep)
             self.results.order.append(f"{name} {f['name']} c={c} block={block}")
 
+        restarts: list[dict] = []
+
+        def fresh(block: int) -> None:
+            restarted = self.fresh_twins(sides, block, errors)
+            if restarted:
+                restarts.append(restarted)
+
         self.timer.schedule.repeat(phase, [a.name, b.name], window, repetitions=self.ab.blocks,
-                                   skip=lambda name: bool(errors))
+                                   skip=lambda name: bool(errors), before=fresh)
         # A block that shared the machine with something outside the lab is
         # not a paired sample: it is run again, up to half as many more blocks
         spoiled = disturbed_blocks(reps[a.name] + reps[b.name])
@@ -163,7 +184,7 @@ class AbRun:
             offset = self.ab.blocks
             self.timer.schedule.repeat(f"{phase} again", [a.name, b.name],
                                        lambda name, block: window(name, offset + block), repetitions=again,
-                                       skip=lambda name: bool(errors))
+                                       skip=lambda name: bool(errors), before=lambda block: fresh(offset + block))
         for variant, name in (("A", a.name), ("B", b.name)):
             if errors.get(name) or not reps[name]:
                 run = failed_run(name, f["name"], f["size"], c, errors.get(name, "not run"), reps[name])
@@ -172,9 +193,32 @@ class AbRun:
             run.variant = variant
             self.results.runs.append(run)
         return {"file": f["name"], "size_bytes": f["size"], "concurrency": c, "error": "; ".join(errors.values()),
-                "window_s": seconds,
+                "window_s": seconds, "restarts": restarts,
                 "sizing": {n: {"requests": r.requests, "rps": round(r.rps, 3)} for n, r in sizing.items()},
                 "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
+
+    def fresh_twins(self, sides: dict[str, TargetResult], block: int, errors: dict[str, str]) -> dict | None:
+        """Both twins restarted before a block (AB_RESTART_TWINS, see
+        twins.py for why) and answering again; None when they are not
+        restarted. A restart that fails ends the case, named."""
+        if self.restarter is None or errors:
+            return None
+        self.restarts_asked += 1
+        began = time.monotonic()
+        try:
+            answer = self.restarter.restart(str(self.restarts_asked))
+            deadline = time.monotonic() + self.cfg.startup_timeout
+            for target in sides.values():
+                wait_until_healthy(target.url, deadline)
+        except (TwinRestartError, VerificationError, OSError) as e:
+            for name in sides:
+                errors[name] = f"restarting {' and '.join(sides)} before block {block}: {e}"
+            say(f"A/B: FAILED restarting {' and '.join(sides)} before block {block}: {e}")
+            return None
+        finally:
+            self.timer.progress.advance(RESTART_S)
+        return {"block": block, "seconds": round(time.monotonic() - began, 2),
+                "started_at": answer.get("started_at") or {}}
 
     def window_seconds(self, url: dict[str, str], c: int, errors: dict[str, str]) -> tuple[float, dict]:
         """The case's window length, from one AB_WINDOW of wrk on each side

@@ -128,14 +128,18 @@ class Schedule:
     warm_ups: dict[str, dict] = field(default_factory=dict)
 
     def repeat(self, phase: str, names: list[str], one: Callable[[str, int], None],
-               skip: Callable[[str], bool] = lambda name: False, repetitions: int | None = None) -> None:
+               skip: Callable[[str], bool] = lambda name: False, repetitions: int | None = None,
+               before: Callable[[int], None] = lambda repetition: None) -> None:
         """one(name, repetition) for every name in every repetition (the
         run's count, or `repetitions`: an A/B's blocks), in the phase's
-        recorded order; a name for which skip(name) holds (down, failed) is
-        passed over from then on."""
+        recorded order, after before(repetition); a name for which
+        skip(name) holds (down, failed) is passed over from then on."""
         orders = repetition_orders(names, repetitions or self.repetitions, f"{self.seed}:{phase}")
         self.orders[phase] = orders
         for repetition, order in enumerate(orders, 1):
+            if all(skip(name) for name in order):
+                continue
+            before(repetition)
             for name in order:
                 if not skip(name):
                     one(name, repetition)

@@ -12,14 +12,17 @@ from .markdown import server_label
 # A case whose median window sheds more than this share of its answers (503s,
 # failures) is judged as any other, but its rows say so: in 15 A/A runs here
 # the one false alarm was such a case (docs/ab.md), since what a shedding twin
-# serves whole depends on state it keeps for the whole run.
+# serves whole depends on state it keeps for the whole run, unless the twins
+# are restarted before each block.
 SHEDDING = 0.5
 
 
-def shedding_note(row: dict) -> str:
+def shedding_note(row: dict, restarted: bool) -> str:
     """What a reader of a shedding case's verdict must know ('' otherwise)."""
     if row.get("shed") is None or row["shed"] <= SHEDDING:
         return ""
+    if restarted:
+        return f"sheds {row['shed']:.0%} of its answers: read it beside the blocks' failures"
     return (f"sheds {row['shed']:.0%} of its answers, so a verdict here may be this run's twins and not their "
             "images (docs/ab.md): repeat the run before acting on it")
 
@@ -84,6 +87,19 @@ def calibration_lines(ab: dict) -> list[str]:
             + (f" ({cal['rate']:.0%})." if cal.get("rate") is not None else ".")]
 
 
+def restart_lines(ab: dict) -> list[str]:
+    """Whether the interval covers what a container keeps for a whole run."""
+    if not ab.get("restart_twins"):
+        return ["- **Twins kept for the whole run** (AB_RESTART_TWINS=off): what a container keeps for a run (its "
+                "database connections, its queues) is the same in every block, so no interval shows it; `make ab` "
+                "restarts both before each block."]
+    took = [r["seconds"] for case in ab.get("cases", []) for r in case.get("restarts", [])]
+    return [f"- **Both twins restarted before each block** ({len(took)} restarts"
+            + (f", {min(took):.1f}-{max(took):.1f} s each" if took else "")
+            + "): what a container keeps for a run (its database connections, its queues) is drawn anew each "
+            "block, so the interval covers it."]
+
+
 def render_ab(results: Results) -> str:
     ab = results.ab
     env = results.environment
@@ -103,6 +119,7 @@ def render_ab(results: Results) -> str:
         f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD). "
         "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
         "run again (up to half as many more blocks).",
+        *restart_lines(ab),
         *calibration_lines(ab),
     ]
     if ab.get("error"):
@@ -113,7 +130,7 @@ def render_ab(results: Results) -> str:
     if rows:
         lines += ["", "## Verdicts", ""]
         lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
-                  + (f"; {note}" if (note := shedding_note(r)) else "") for r in rows]
+                  + (f"; {note}" if (note := shedding_note(r, bool(ab.get("restart_twins")))) else "") for r in rows]
         lines += ["", "| case | metric | A (median) | B (median) | B/A | 95% interval | blocks | adjusted p | verdict |",
                   "|---|---|--:|--:|--:|---|--:|--:|---|"]
         cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
