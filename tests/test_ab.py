@@ -35,7 +35,7 @@ def test_an_ab_run_is_read_from_its_variables():
     # the A/B's windows are its own, whatever the timed cases' are
     assert (cfg.ab.window, cfg.ab.warmup, cfg.duration, cfg.warmup) == (3, 0, 9, 9)
     defaults = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}).ab
-    assert (defaults.blocks, defaults.window, defaults.warmup) == (14, 3, 2)
+    assert (defaults.blocks, defaults.window, defaults.warmup) == (12, 3, 2)
     # plain compose: nobody restarts the twins unless make ab (tools/ab.py) is there to
     assert defaults.restart_twins is False
     assert from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b",

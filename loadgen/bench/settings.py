@@ -66,7 +66,7 @@ class AbSettings:
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
     change: str = ""       # what differs in B, in words (tools/ab.py writes it)
-    blocks: int = 14       # paired blocks per case (each: one window of A, one of B)
+    blocks: int = 12       # paired blocks per case (each: one window of A, one of B)
     window: int = 3        # seconds per window (longer for a slow case): two of cAdvisor's 1 s readings inside
     warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
@@ -271,7 +271,7 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     kind = env.get("AB_KIND", "A/B").strip() or "A/B"
     if kind not in AB_KINDS:
         raise SettingsError(f"AB_KIND={env.get('AB_KIND')!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    blocks = _one(env, "AB_BLOCKS", "14", int, AB_BLOCKS_MIN, 100)
+    blocks = _one(env, "AB_BLOCKS", "12", int, AB_BLOCKS_MIN, 100)
     window = _one(env, "AB_WINDOW", "3", int, 1, 600)
     warmup = _one(env, "AB_WARMUP", "2", int, 0, 600)
     files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")

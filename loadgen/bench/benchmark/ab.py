@@ -209,7 +209,7 @@ class AbRun:
             answer = self.restarter.restart(str(self.restarts_asked))
             deadline = time.monotonic() + self.cfg.startup_timeout
             for target in sides.values():
-                wait_until_healthy(target.url, deadline)
+                wait_until_healthy(target.url, deadline, interval=0.1)  # each poll is time the block waits
         except (TwinRestartError, VerificationError, OSError) as e:
             for name in sides:
                 errors[name] = f"restarting {' and '.join(sides)} before block {block}: {e}"

@@ -21,9 +21,9 @@ def get(url: str, timeout: float = 30.0) -> tuple[int, dict, bytes]:
         conn.close()
 
 
-def wait_until_healthy(url: str, deadline: float) -> None:
-    """Polls GET <url>/health until 200 or the monotonic deadline; raises with
-    the last cause."""
+def wait_until_healthy(url: str, deadline: float, interval: float = 0.5) -> None:
+    """Polls GET <url>/health every `interval` seconds until 200 or the
+    monotonic deadline; raises with the last cause."""
     last = "no answer"
     while True:
         try:
@@ -35,7 +35,7 @@ def wait_until_healthy(url: str, deadline: float) -> None:
             last = f"GET /health failed: {e!r}"
         if time.monotonic() >= deadline:
             raise VerificationError(f"never answered at {url}: {last}")
-        time.sleep(0.5)
+        time.sleep(interval)
 
 
 def verify_target(url: str, files: list[dict]) -> str | None:
