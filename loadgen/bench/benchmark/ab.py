@@ -34,8 +34,9 @@ from .twins import Restarter, TwinRestartError
 # stand-in serving about 20 whole answers a second); at 3 its 1 MB windows of
 # 9 s still hold about 180, and one A/B of a path at two sizes fits 10 minutes.
 AB_STRETCH = 3
-# Both twins restarted and answering /health again, here: 1.1-2.2 s (flask
-# and nginx-gridfs at once); the plan counts this much per block.
+# Both twins restarted and answering /health again, here: flask's 1.9-4.0 s
+# (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
+# this much per block.
 RESTART_S = 2.5
 IDLE_CORES = 0.05   # the twin not being timed used less than this of a core in the window: idle
 TWIN_BUSY = "twin-busy"
