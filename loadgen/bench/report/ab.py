@@ -10,7 +10,7 @@ from ..results import Results
 from .markdown import server_label
 
 # A case whose median window sheds more than this share of its answers (503s,
-# failures) is judged as any other, but its rows say so: in 15 A/A runs here
+# failures) is judged as any other, but its rows say so: in 14 A/A runs here
 # the one false alarm was such a case (docs/ab.md), since what a shedding twin
 # serves whole depends on state it keeps for the whole run, unless the twins
 # are restarted before each block.
