@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
-from lab_compose import ROOT, LabError, compose_run, compose_services, settings_in  # noqa: E402
+from lab_compose import ROOT, LabError, compose_run, compose_services, results_base, settings_in  # noqa: E402
 from bench.benchmark import twins  # noqa: E402  (bench's side of the restarts)
 
 WORK = ROOT / ".lab" / "ab"
@@ -207,12 +207,6 @@ class TwinRestarts:
         started = subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", *ids], capture_output=True,
                                  text=True, timeout=DOCKER_TIMEOUT_S, check=True).stdout.split()
         return {"started_at": dict(zip(services, started)), "seconds": round(time.monotonic() - began, 2)}
-
-
-def results_base(env: dict, lab: dict) -> Path:
-    """RESULTS_DIR as the lab reads it: where bench's run folders appear."""
-    base = Path(env.get("RESULTS_DIR") or lab.get("RESULTS_DIR", "./results"))
-    return base if base.is_absolute() else ROOT / base
 
 
 def main() -> int:

@@ -65,10 +65,15 @@ def known_targets(services: dict, targets: list[str]) -> list[str]:
     return targets
 
 
+def results_base(env: dict, lab: dict) -> Path:
+    """RESULTS_DIR as the lab reads it: the environment's, else the env file's."""
+    base = Path(env.get("RESULTS_DIR") or lab.get("RESULTS_DIR", "./results"))
+    return base if base.is_absolute() else ROOT / base
+
+
 def results_dir(env: dict, lab: dict, kind: str) -> tuple[str, Path]:
     """A new results/<kind>-<UTC time>/ (RESULTS_DIR as the lab reads it)."""
-    base = Path(env.get("RESULTS_DIR") or lab.get("RESULTS_DIR", "./results"))
-    base = base if base.is_absolute() else ROOT / base
+    base = results_base(env, lab)
     run_id = f"{kind}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     (base / run_id).mkdir(parents=True)
     return run_id, base / run_id
