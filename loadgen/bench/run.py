@@ -166,7 +166,8 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "
         f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
         f"of at least {cfg.duration} s, each after its warm-up"
-        f"{', both twins restarted before each block' if ab.restart_twins else ''}; expected about {clock(planned)}, up to "
+        f"{', both twins restarted before each block' if ab.restart_twins else ''}; "
+        f"expected about {clock(planned)}, up to "
         f"{clock(longest)} if every case is slow (the time left follows the pace)")
     results.timing["planned_seconds"] = round(planned, 1)
     needed = blocks_for_a_verdict(cases * len(AB_METRICS))

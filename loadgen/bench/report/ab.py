@@ -97,7 +97,8 @@ def restart_lines(ab: dict) -> list[str]:
     return [f"- **Both twins restarted before each block** ({len(took)} restarts"
             + (f", {min(took):.1f}-{max(took):.1f} s each" if took else "")
             + "): what a container keeps for a run (its database connections, its queues) is drawn anew each "
-            "block, so the interval covers it."]
+            "block, so the interval covers it; every window times a process seconds old, so the medians may read "
+            "below a warm run's (AB_RESTART_TWINS=off times warm processes, docs/ab.md)."]
 
 
 def render_ab(results: Results) -> str:
@@ -129,8 +130,9 @@ def render_ab(results: Results) -> str:
     rows = ab.get("rows", [])
     if rows:
         lines += ["", "## Verdicts", ""]
+        restarted = bool(ab.get("restart_twins"))
         lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
-                  + (f"; {note}" if (note := shedding_note(r, bool(ab.get("restart_twins")))) else "") for r in rows]
+                  + (f"; {note}" if (note := shedding_note(r, restarted)) else "") for r in rows]
         lines += ["", "| case | metric | A (median) | B (median) | B/A | 95% interval | blocks | adjusted p | verdict |",
                   "|---|---|--:|--:|--:|---|--:|--:|---|"]
         cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
