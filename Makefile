@@ -7,11 +7,18 @@ COMPOSE_OFFICIAL := docker compose --env-file .env $(PINS)
 # local.env has the 2-core pins already where the machine needs them.
 COMPOSE_LOCAL := docker compose --env-file local.env
 PYTEST_ARGS ?=
+# The Go toolchain tools/install-go.sh chose (for make test's go test).
+export PATH := $(or $(LAB_CACHE),/var/cache/gridfs-lab)/go/bin:$(PATH)
 
-.PHONY: setup local-images lab lab-local lab-hosts ab matrix resilience overload test clean
+.PHONY: setup setup-tests local-images lab lab-local lab-hosts ab matrix resilience overload test clean
 
 setup:
 	tools/setup.sh
+
+# What only the tests need besides: native servers and clients, Chromium,
+# FerretDB's binary, vegeta, actionlint, pytest. make lab installs none of it.
+setup-tests:
+	tools/setup.sh --tests
 
 # Images from Debian packages for machines with no container registry;
 # writes local.env (.env with every image variable pointed at them).
@@ -67,9 +74,10 @@ lab-hosts: local-images
 
 # Every test, including the compose end-to-end run on local images; first the
 # FUSE filesystem's Go unit tests (chunk arithmetic, names).
-test: local-images
+test: setup-tests local-images
 	cd services/gridfs-fuse && timeout 900 go test ./...
 	.venv/bin/pytest tests $(PYTEST_ARGS)
 
+# local.env where local images were built, else .env: the same project and volumes.
 clean:
-	$(COMPOSE_LOCAL) down -v --remove-orphans
+	$(if $(wildcard local.env),$(COMPOSE_LOCAL),$(COMPOSE_OFFICIAL)) down -v --remove-orphans

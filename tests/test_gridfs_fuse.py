@@ -56,9 +56,9 @@ def lab_max_open_files() -> str:
 
 
 def go_binary() -> str:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
+    go = shutil.which("go") or str(CACHE / "go" / "bin" / "go")
     if not os.access(go, os.X_OK):
-        pytest.fail("no Go toolchain: tools/setup.sh installs it (/usr/local/go)")
+        pytest.fail(f"no Go toolchain: tools/setup.sh installs it ({CACHE / 'go'})")
     return go
 
 

@@ -1,34 +1,109 @@
 #!/usr/bin/env bash
-# Makes a fresh Debian bookworm machine ready to run the lab and its tests:
-# Debian packages, a Docker engine (started here when none answers), Compose
-# v2, FerretDB, and the test virtualenv. Idempotent; safe to re-run.
+# Makes a Debian bookworm machine ready to run the lab (make lab, lab-local,
+# ab, matrix, resilience, overload, lab-hosts): a Docker engine (Debian's
+# docker.io when none is installed; started when none answers), Compose v2,
+# Go, and .venv with bench's packages for tools/. With --tests (make test),
+# also what only the tests need: the native servers and clients, FerretDB's
+# binary, vegeta, actionlint and the test runner's packages. Says first what
+# it will install and why, then installs it. Idempotent; safe to re-run.
+#   tools/setup.sh [--tests]
+set -euo pipefail
+# One line, before anything fails half-way for want of root.
+if [ "$(id -u)" -ne 0 ]; then
+  echo "[setup.sh] error: run as root (sudo make ...): it installs Debian packages, Compose into /usr/local/lib/docker and builds into /var/cache/gridfs-lab" >&2
+  exit 1
+fi
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
+case ${1:-} in
+  --tests) tests=1 ;;
+  "") tests= ;;
+  *) die "usage: tools/setup.sh [--tests]" ;;
+esac
 
-APT_PACKAGES=(
-  docker.io iptables          # engine (the client alone cannot build or run)
-  debootstrap                 # local base image
-  nginx nginx-dev pkg-config build-essential libmongoc-dev libbson-dev  # native module tests
-  clang libclang-rt-14-dev    # the module's fuzz test (libFuzzer)
-  postgresql                  # FerretDB's backend in native tests
-  apache2-utils wrk aria2 curl  # load and resume clients in tests
-  iperf3                      # the link between two hosts (tests/test_link.py, the hosts e2e)
-  apache2-bin media-types     # httpd-static's native tests (Debian's Apache, /etc/mime.types)
-  fuse3                       # gridfs-fuse's native tests (fusermount3)
-  shellcheck                  # actionlint checks the workflow's run: scripts with it
-  chromium                    # tests/browser_check.py: each run's index.html in a real browser, headless
+# What the lab itself needs, each with its reason (shown in the plan).
+LAB_PACKAGES=(
+  "debootstrap: the local Debian base image (make lab-local)"
+  "curl: FerretDB's module, the local stand-in for mongo"
+  "ca-certificates: HTTPS for curl and go"
+  "python3: bench's tools (tools/*.py) and unpacking FerretDB's module"
+  "python3-venv: .venv for tools/ (make ab, matrix, resilience, overload, lab-hosts)"
+)
+# Only when no Docker engine is installed (docker.io conflicts with docker-ce's containerd).
+ENGINE_PACKAGES=(
+  "docker.io: the Docker engine (none is installed)"
+  "iptables: the engine's networks"
+)
+# Only when no Go of at least 1.25 is here (tools/install-go.sh).
+GO_PACKAGES=(
+  "golang-1.19-go: fetches the pinned Go toolchain (itself too old to build the lab's Go programs)"
+)
+# What only the tests need (make test): never installed by make lab.
+TEST_PACKAGES=(
+  "nginx: nginx-gridfs's native tests (nginx on :80 under systemd)"
+  "nginx-dev: building the GridFS module against Debian's nginx"
+  "pkg-config: the module's build"
+  "build-essential: the module's build"
+  "libmongoc-dev: the module's MongoDB driver"
+  "libbson-dev: the module's BSON"
+  "clang: the module's fuzz test (libFuzzer)"
+  "libclang-rt-14-dev: the module's fuzz test (libFuzzer)"
+  "postgresql: FerretDB's backend in native tests (on :5432 under systemd)"
+  "apache2-utils: ab, a load client in tests"
+  "wrk: a load client in tests"
+  "aria2: the resume client in tests"
+  "iperf3: the link between two hosts (tests/test_link.py, the hosts e2e)"
+  "apache2-bin: httpd-static's native tests (Debian's Apache)"
+  "media-types: httpd-static's native tests (/etc/mime.types)"
+  "fuse3: gridfs-fuse's native tests (fusermount3)"
+  "shellcheck: actionlint checks the workflow's run: scripts with it"
+  "chromium: tests/browser_check.py, each run's index.html in a real browser, headless"
 )
 
-install_packages() {
-  local missing=()
-  for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+owner() { dpkg -S "$1" 2>/dev/null | cut -d: -f1 || true; } # the package a file came from, if any
+
+# The Docker engine as found: one line for the plan; sets engine_missing.
+engine_missing=
+if docker info >/dev/null 2>&1; then
+  pkg=$(owner "$(command -v dockerd || command -v docker)")
+  engine="Docker engine $(docker version -f '{{.Server.Version}}' 2>/dev/null) answers (package ${pkg:-unknown}): left alone"
+elif dockerd=$(command -v dockerd); then
+  pkg=$(owner "$dockerd")
+  engine="Docker engine found ($dockerd, package ${pkg:-unknown}), not answering: started here, otherwise left alone"
+elif command -v docker >/dev/null; then
+  die "a docker client is installed ($(command -v docker)) but no engine answers and no dockerd is here: install the engine that goes with it (e.g. docker-ce), or set DOCKER_HOST"
+else
+  engine="no Docker engine: Debian's docker.io installed and dockerd started"; engine_missing=1
+fi
+go_plan=$("$root/tools/install-go.sh" --plan)
+
+wanted=("${LAB_PACKAGES[@]}")
+[ -n "$engine_missing" ] && wanted+=("${ENGINE_PACKAGES[@]}")
+case $go_plan in *"used as it is"*) ;; *) wanted+=("${GO_PACKAGES[@]}") ;; esac
+[ -n "$tests" ] && wanted+=("${TEST_PACKAGES[@]}")
+missing=() reasons=()
+for entry in "${wanted[@]}"; do
+  installed "${entry%%:*}" || { missing+=("${entry%%:*}"); reasons+=("$entry"); }
+done
+
+say "set-up for the lab${tests:+ and its tests}; the plan:"
+say "  $engine"
+if [ ${#missing[@]} -eq 0 ]; then say "  Debian packages: all there"
+else say "  Debian packages to install:"; for r in "${reasons[@]}"; do say "    $r"; done
+fi
+say "  $go_plan"
+say "  $("$root/tools/install-compose.sh" --plan)"
+if [ -n "$tests" ]; then say "  .venv: bench's Python packages for tools/, and the tests' (tests/requirements.txt)"
+else say "  .venv: bench's Python packages for tools/ (loadgen/requirements.txt)"
+fi
+if [ -n "$tests" ]; then say "  FerretDB, vegeta and actionlint built with Go into $LAB_CACHE for the native tests"; fi
+
+if [ ${#missing[@]} -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
+fi
 
 start_docker() {
   docker info >/dev/null 2>&1 && return
@@ -41,22 +116,26 @@ start_docker() {
   die "dockerd did not answer within 60 s; see /var/log/dockerd.log"
 }
 
-make_venv() {
-  local venv="$root/.venv" stamp="$root/.venv/.requirements.sha256"
-  local want; want=$(cat "$root"/tests/requirements.txt "$root"/services/flask/requirements.txt \
-    "$root"/services/flask-postgres/requirements.txt "$root"/loadgen/requirements.txt | sha256sum)
+venv_install() { # FOR REQUIREMENTS [FILES IT INCLUDES...]: once per change of them
+  local stamp="$root/.venv/.$1.sha256" want
+  want=$(cat "${@:2}" | sha256sum)
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
-  say "installing test dependencies into .venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/tests/requirements.txt"
+  say "installing $1's Python packages into .venv ($2)"
+  [ -x "$root/.venv/bin/pip" ] || python3 -m venv "$root/.venv"
+  "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$2"
   echo "$want" >"$stamp"
 }
 
-install_packages
 start_docker
+"$root/tools/install-go.sh" >/dev/null
+PATH="$LAB_CACHE/go/bin:$PATH"  # the Go it chose, for the scripts below
 "$root/tools/install-compose.sh" >/dev/null
-"$root/tools/build-ferretdb.sh" >/dev/null
-"$root/tools/install-vegeta.sh" >/dev/null
-"$root/tools/install-actionlint.sh" >/dev/null
-make_venv
-say "ready: docker $(docker version -f '{{.Server.Version}}'), $(docker compose version --short) compose"
+venv_install lab "$root/loadgen/requirements.txt"
+if [ -n "$tests" ]; then
+  "$root/tools/build-ferretdb.sh" >/dev/null
+  "$root/tools/install-vegeta.sh" >/dev/null
+  "$root/tools/install-actionlint.sh" >/dev/null
+  venv_install tests "$root/tests/requirements.txt" "$root/services/flask/requirements.txt" \
+    "$root/services/flask-postgres/requirements.txt" "$root/loadgen/requirements.txt"
+fi
+say "ready${tests:+ for the tests}: docker $(docker version -f '{{.Server.Version}}'), compose $(docker compose version --short), $(go env GOVERSION)"
