@@ -7,8 +7,9 @@ import os
 import random
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +17,7 @@ from bench.benchmark.ab import AB_STRETCH, blocks, case_window_seconds, judge, u
 from bench.check_settings import ab_errors
 from bench.clients.timing import served_rate
 from bench.report.ab import SHEDDING, last_calibration, render_ab
-from bench.results import Results
+from bench.results import Results, TargetResult
 from bench.settings import SettingsError, from_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,20 +80,22 @@ def case_of(a_rps: list[float], b_rps: list[float], file="1KB.bin", c=100) -> di
 
 def test_window_metrics_add_the_database_and_upstream_to_the_total():
     m = window_metrics(rep(1, 100.0, 2.0, 0.5), "flask", ["mongo", "postgres", "nginx-gridfs"])
-    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501), "failed": 0, "shed": 0.0}
+    assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501), "refused": 0, "failed": 0,
+                 "shed": 0.0}
     assert window_metrics({"rps": 5.0, "cpu": None}, "flask", ["mongo"])["cpu_total"] is None
     # a window of flask at 1 MB, c=100 (wrk, 20261126T033216Z): 269 of 752 answers were the deadline's 503s,
     # which the Measurement's rate already leaves out
     served = served_rate(46.84, 752, 269)
     assert served == pytest.approx(46.84 * 483 / 752, abs=1e-3)
+    # CPU per request comes per whole answer from usage (its one divisor): window_metrics divides no more
     shed = window_metrics({**rep(1, served, 2.8, 20.0), "requests": 752, "refused": 269}, "flask", ["mongo"])
-    assert shed["rps"] == served and shed["failed"] == 269
-    assert shed["cpu_path"] == pytest.approx(2.8 * 752 / 483) and shed["cpu_total"] == pytest.approx(22.8 * 752 / 483)
+    assert shed["rps"] == served and (shed["refused"], shed["failed"]) == (269, 0)
+    assert shed["cpu_path"] == 2.8 and shed["cpu_total"] == pytest.approx(22.8)
     # 2xx answers cut short count against the rate as well
     cut = window_metrics({**rep(1, 10.0, 1.0, 1.0), "requests": 40, "failed": 10}, "flask", ["mongo"])
-    assert cut["rps"] == pytest.approx(7.5) and cut["cpu_path"] == pytest.approx(40 / 30) and cut["failed"] == 10
+    assert cut["rps"] == pytest.approx(7.5) and cut["cpu_path"] == 1.0 and cut["failed"] == 10
     nothing = window_metrics({**rep(1, 10.0, 1.0, 1.0), "requests": 40, "failed": 40}, "flask", ["mongo"])
-    assert nothing["rps"] == 0 and nothing["cpu_path"] is None
+    assert nothing["rps"] == 0 and nothing["shed"] == 1.0
     assert upstream_of("nginx-cache", "nginx-gridfs:8080") == "nginx-gridfs"
     assert upstream_of("nginx-cache-b", "flask:8080") == "flask" and upstream_of("flask", "x:1") is None
 
@@ -267,14 +270,98 @@ def test_the_gate_measures_the_paths_a_change_touches(changed, gated):
     assert ab_gate.touched_paths(changed, PATHS, ["nginx-gridfs", "flask"]) == gated
 
 
+def gated(cases: list[dict], blocks_planned: int = 8, **ab) -> dict:
+    """An ab.json as bench writes it (run.finish) from judged cases."""
+    return {"run_id": "r", "status": "complete", "a": "flask", "b": "flask-b", "blocks": blocks_planned,
+            "threshold": 0.05, "cases": cases, "rows": judge(cases, 0.05), **ab}
+
+
 def test_the_gate_fails_only_on_the_chosen_metric_beyond_the_threshold():
     rng = random.Random(4)
     a = [1000 * rng.uniform(0.98, 1.02) for _ in range(8)]
-    rows = judge([case_of(a, [x * 0.7 for x in a])], 0.05)
-    ab = {"b": "flask-b", "rows": rows}
-    assert len(ab_gate.judge_gate(ab, ["rps"])) == 1 and "B slower by" in ab_gate.judge_gate(ab, ["rps"])[0]
-    same = judge([case_of(a, a[1:] + a[:1])], 0.05)
-    assert ab_gate.judge_gate({"b": "flask-b", "rows": same}, ["rps", "cpu_path"]) == []
+    code, why = ab_gate.judge_gate(gated([case_of(a, [x * 0.7 for x in a])]), ["rps"])
+    assert code == ab_gate.SLOWER == 1 and len(why) == 1 and "B slower by" in why[0]
+    # shown within the threshold on every gated metric: passes
+    assert ab_gate.judge_gate(gated([case_of(a, a[1:] + a[:1])]), ["rps", "cpu_path"]) == (0, [])
+    # B faster: shown no worse, passes too
+    assert ab_gate.judge_gate(gated([case_of(a, [x * 1.3 for x in a])]), ["rps"])[0] == 0
+    # an interval that reaches past the threshold on the worse side, not all of it: not shown safe
+    wide = [x * f for x, f in zip(a, (0.88, 1.06, 0.9, 1.08, 0.93, 1.02, 0.87, 1.05))]
+    code, why = ab_gate.judge_gate(gated([case_of(a, wide)]), ["rps"])
+    assert code == ab_gate.INCONCLUSIVE == 3 and "inconclusive" in why[0]
+    assert ab_gate.overall([0, 3, 1, 0]) == 1 and ab_gate.overall([3, 2, 1]) == 2 and ab_gate.overall([]) == 0
+
+
+WRK = REPO / "tests" / "fixtures" / "wrk"
+
+
+def wrk_rep(fixture: str, block: int, cpu: dict) -> dict:
+    """A window as Timer.measured gives it: a captured wrk report, its cpu."""
+    from bench.clients.timing import wrk_measurement
+    m = wrk_measurement((WRK / fixture).read_text(), threads=1)
+    return {**asdict(m), "block": block, "flags": [], "cpu": cpu}
+
+
+def test_a_b_that_was_not_measured_never_passes_the_gate(tmp_path):
+    """Exit 2 from the real code that writes what the gate reads: B not
+    timed (AbRun.run with B unverified), a case error, B dying mid-run (a
+    captured wrk window whose server stopped: socket errors), blocks lost."""
+    from bench.benchmark.ab import AbRun
+    cfg = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "8"})
+    results = Results(run_id="r", started_at="s", environment={},
+                      targets=[TargetResult("flask", "http://flask:8080", True),
+                               TargetResult("flask-b", "http://flask-b:8080", False, "connection refused")])
+    AbRun(cfg, SimpleNamespace(run_dir=tmp_path), results).run([{"name": "1KB.bin", "size": 1024}])
+    code, why = ab_gate.judge_gate({"status": "complete", **results.ab}, ["rps"])
+    assert code == ab_gate.NOT_MEASURED == 2 and why == ["not timed: flask-b: connection refused"]
+
+    a = [1000.0 + i for i in range(8)]
+    broken = case_of(a, a)
+    broken["error"] = "block 5: wrk exited with 1: connection refused"
+    assert ab_gate.judge_gate(gated([broken]), ["rps"])[0] == 2
+    # B stopped answering in block 4: a window of socket errors, whatever its rate reads
+    cpu = {"flask": {"cpu_ms_per_request": 0.1}, "flask-b": {"cpu_ms_per_request": 0.1}}
+    died = case_of(a, a)
+    died["blocks"] = blocks([wrk_rep("nginx-1KB-c5.txt", i, cpu) for i in range(1, 9)],
+                            [wrk_rep("nginx-stopped-midway.txt" if i == 4 else "nginx-1KB-c5.txt", i, cpu)
+                             for i in range(1, 9)], "flask", "flask-b", [])
+    code, why = ab_gate.judge_gate(gated([died]), ["rps"])
+    assert code == 2 and why == ["1KB c=100: flask-b failed 70802 requests (no answer, or one cut short)"]
+    # two of 8 blocks disturbed and not run again: 6 counted, an interval, but not the run planned
+    short = case_of(a, a)
+    for blk in short["blocks"][:2]:
+        blk["counted"] = False
+    code, why = ab_gate.judge_gate(gated([short]), ["rps"])
+    assert code == 2 and why == ["1KB c=100: 6 blocks counted of 8 planned"]
+    assert ab_gate.judge_gate(gated([case_of(a, a)], status="interrupted"), ["rps"])[0] == 2
+
+
+def test_cpu_per_request_is_divided_by_the_whole_answers_once():
+    """The real chain: a captured wrk window of flask at 1 MB that shed 300
+    of 695 answers, cAdvisor's captured counters, usage (the one divisor),
+    then the A/B's metrics: the path's CPU over its 395 whole answers,
+    never over them twice (which read 1.76x the truth here)."""
+    from bench.clients.timing import wrk_measurement
+    from bench.measure.usage import PER_REQUEST_RUN, PER_REQUEST_RATE, WindowInput, window
+    from test_cpu_report import TARGET, compose
+    m = wrk_measurement((WRK / "flask-1MB-c100-shed.txt").read_text(), threads=1)
+    assert (m.requests, m.refused, m.failed, m.whole) == (695, 300, 0, 395)
+    assert m.whole_rps == pytest.approx(43.24 * 395 / 695, rel=1e-3)
+    roles, _ = compose()
+    series = {r: list(c.stats) for r, c in roles.items()}
+    stamps = [c.timestamp_ns for c in series[TARGET]]
+    for start, end, divided_by in ((stamps[1] - 1, stamps[-1] + 1, PER_REQUEST_RATE),
+                                   (stamps[1] + 1, stamps[2] - 1, PER_REQUEST_RUN)):
+        run = WindowInput(start, end, m.whole, m.whole_rps, 0.1, 1, whole_share=m.whole / m.requests)
+        cpu, _, _ = window(series, {}, {}, TARGET, run, 1.0)
+        used = cpu[TARGET]
+        expected = (used["cores"] * 1000 / m.whole_rps if divided_by == PER_REQUEST_RATE
+                    else used["cpu_seconds"] * 1000 / m.whole)
+        assert used["cpu_ms_per_request_from"] == divided_by
+        assert used["cpu_ms_per_request"] == pytest.approx(expected, rel=1e-3)
+        metrics = window_metrics({**asdict(m), "cpu": cpu}, TARGET, [])
+        assert metrics["cpu_path"] == used["cpu_ms_per_request"]
+        assert metrics["rps"] == pytest.approx(m.whole_rps) and metrics["shed"] == pytest.approx(300 / 695, abs=1e-4)
 
 
 def test_an_ab_page_charts_every_case_and_metric_with_its_interval():

@@ -512,8 +512,12 @@ def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
 
 def test_the_gate_passes_a_change_that_changes_nothing(ab_gate):
     _, unchanged, _, runs, _ = ab_gate
-    assert unchanged.returncode == 0, unchanged.stdout[-3000:] + unchanged.stderr[-2000:]
-    assert "None: the gate passes." in unchanged.stdout
+    # shown within the threshold (0) or not shown safe (3, a neutral check in the workflow); never failed
+    if unchanged.returncode == 2 and "blocks counted of" in unchanged.stdout:
+        pytest.skip("work outside the lab disturbed more blocks than a run repeats: not measured, as said")
+    assert unchanged.returncode in (0, 3), unchanged.stdout[-3000:] + unchanged.stderr[-2000:]
+    assert ("**Gate: the gate passes** (exit 0)." if unchanged.returncode == 0
+            else "**Gate: inconclusive (not shown within the threshold)** (exit 3).") in unchanged.stdout
     gated = runs[1]
     assert gated["kind"] == "A/B" and "A built from the lab at HEAD" in gated["change"]
     # the A/B report quotes the A/A just run on this machine
@@ -522,7 +526,9 @@ def test_the_gate_passes_a_change_that_changes_nothing(ab_gate):
 
 def test_the_gate_fails_a_b_throttled_to_a_fifth_of_a_core(ab_gate):
     _, _, throttled, runs, _ = ab_gate
+    if throttled.returncode == 2 and "blocks counted of" in throttled.stdout:
+        pytest.skip("work outside the lab disturbed more blocks than a run repeats: not measured, as said")
     assert throttled.returncode == 1, throttled.stdout[-3000:] + throttled.stderr[-2000:]
     rps = next(r for r in runs[2]["rows"] if r["metric"] == "rps")
     assert rps["gate_fails"] and rps["high"] < 0.95 and rps["verdict"] == "worse", rps
-    assert "B slower by" in throttled.stdout and "Gate fails" in throttled.stdout
+    assert "B slower by" in throttled.stdout and "**Gate: the gate fails** (exit 1)." in throttled.stdout

@@ -94,12 +94,12 @@ def test_cpu_per_request_divides_by_the_requests_inside_the_window():
     # the run's rate is 100/s, but only 150 requests completed
     # in the window (a slow start): 1.0 s of CPU / 150 requests
     bins = [(1.0 + i / 10, 7.5) for i in range(20)]
-    used = container_usage(series, S // 2, int(3.5 * S), requests=300, rps=100.0, allowance=1.0, completions=bins)
+    used = container_usage(series, S // 2, int(3.5 * S), whole=300, whole_rps=100.0, allowance=1.0, completions=bins)
     assert used["cpu_ms_per_request_from"] == PER_REQUEST_IN_WINDOW
     assert used["requests_in_window"] == pytest.approx(150)
     assert used["cpu_ms_per_request"] == pytest.approx(1000 * 1.0 / 150)
     # without per-request times (wrk): the window's rate over the run's
-    without = container_usage(series, S // 2, int(3.5 * S), requests=300, rps=100.0, allowance=1.0)
+    without = container_usage(series, S // 2, int(3.5 * S), whole=300, whole_rps=100.0, allowance=1.0)
     assert without["cpu_ms_per_request_from"] == PER_REQUEST_RATE
     assert without["cpu_ms_per_request"] == pytest.approx(1000 * 0.5 / 100)
 
@@ -111,7 +111,7 @@ def test_an_inner_window_after_the_last_answer_falls_back_to_the_whole_run():
     # rate would report a cost near zero: the window becomes 0.0-2.0 s
     series = [counters(0.0, 0.0), counters(1.6, 0.5), counters(1.8, 0.501), counters(2.0, 0.502)]
     bins = [(0.5 + i / 10, 10.0) for i in range(10)]  # 100 requests, all done by 1.5 s
-    used = container_usage(series, S // 2, int(1.9 * S), requests=100, rps=100.0, allowance=1.0, completions=bins)
+    used = container_usage(series, S // 2, int(1.9 * S), whole=100, whole_rps=100.0, allowance=1.0, completions=bins)
     assert not used["inner_window"] and used["window_seconds"] == pytest.approx(2.0)
     assert used["cpu_ms_per_request_from"] == PER_REQUEST_RUN
     assert used["cpu_ms_per_request"] == pytest.approx(1000 * 0.502 / 100)

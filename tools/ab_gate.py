@@ -4,9 +4,10 @@ each path the change touches, one A/B run on this machine (tools/ab.py): A
 built from the lab at BASE_REF, B from this checkout, timed in interleaved
 blocks. The gate fails only where a pre-chosen metric's 95% interval lies
 entirely beyond AB_THRESHOLD on B's worse side: "slower by more than 5%,
-whatever the noise". Two runs on different machines or at different times
-are never compared, so an unchanged pull request passes unless the A/A
-false-alarm rate says otherwise (tests/test_compose_e2e.py runs it).
+whatever the noise"; it passes only where every such interval lies short
+of it on that side (B shown no worse than 5%). Two runs on different
+machines or at different times are never compared (tests/test_compose_e2e.py
+runs it).
 
 usage: tools/ab_gate.py BASE_REF [SERVICE ...]
   SERVICE: the paths to gate; none: those whose folders the change touches
@@ -15,8 +16,11 @@ usage: tools/ab_gate.py BASE_REF [SERVICE ...]
 Environment: AB_GATE_METRICS (default "rps": requests per second; "rps
 cpu_path" adds the path's CPU per request), AB_GATE_DEFAULT (default
 "nginx-gridfs flask"), and tools/ab.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
-B_CPUS... for a known change). Prints a Markdown summary; exits 1 when the
-gate fails, 2 when it could not measure."""
+B_CPUS... for a known change). Prints a Markdown summary. Exits, over all
+the paths gated (the worst): 0 shown within the threshold; 1 slower beyond
+it; 3 inconclusive, not shown safe (the workflow shows it as neutral unless
+AB_GATE_INCONCLUSIVE=fail); 2 not measured (no B, B died, a case error,
+fewer counted blocks than planned, lost answers)."""
 import json
 import os
 import subprocess
@@ -62,10 +66,63 @@ def newest_ab(results: Path, before: set[str]) -> Path | None:
     return made[-1] if made else None
 
 
-def judge_gate(ab: dict, metrics: list[str]) -> list[str]:
-    """Pure: the rows that fail the gate, in words."""
-    return [f"{ab['b']} {r['case']} {r['what']}: {r['headline']}" for r in ab.get("rows", [])
-            if r["metric"] in metrics and r.get("gate_fails")]
+# The gate's exit codes: what happened, for a workflow to act on
+SHOWN_WITHIN = 0    # every gated interval short of the threshold on B's worse side
+SLOWER = 1          # a gated interval entirely beyond it: the change made the path worse
+NOT_MEASURED = 2    # no B, B died, a case failed or lost blocks: nothing to judge
+INCONCLUSIVE = 3    # not shown safe: an interval that reaches past the threshold
+VERDICTS = {SHOWN_WITHIN: "the gate passes", SLOWER: "the gate fails", NOT_MEASURED: "not measured",
+            INCONCLUSIVE: "inconclusive (not shown within the threshold)"}
+
+
+def not_measured(ab: dict, metrics: list[str]) -> list[str]:
+    """Pure: why one ab.json cannot be judged ([] when it can): the run did
+    not end, B (or A) was not timed, a case failed, a case counted fewer
+    blocks than planned, a window lost answers (failed: none or cut short),
+    or a gated metric has no interval."""
+    why = []
+    if ab.get("error"):
+        why.append(ab["error"])
+    if ab.get("status", "complete") != "complete":
+        why.append(f"bench's run is {ab['status']}")
+    if not ab.get("error") and not ab.get("cases"):
+        why.append("no case was timed")
+    for case in ab.get("cases", []):
+        name = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
+        if case.get("error"):
+            why.append(f"{name}: {case['error']}")
+            continue
+        counted = [blk for blk in case.get("blocks", []) if blk.get("counted", True)]
+        if len(counted) < ab.get("blocks", 0):
+            why.append(f"{name}: {len(counted)} blocks counted of {ab['blocks']} planned")
+        lost = {side: sum(blk[key].get("failed") or 0 for blk in counted)
+                for side, key in ((ab.get("a", "A"), "a"), (ab.get("b", "B"), "b"))}
+        why += [f"{name}: {side} failed {n} requests (no answer, or one cut short)" for side, n in lost.items() if n]
+    rows = [r for r in ab.get("rows", []) if r["metric"] in metrics]
+    if ab.get("cases") and not rows:
+        why.append(f"no row of the gated metrics ({', '.join(metrics)})")
+    why += [f"{r['case']} {r['what']}: {r['headline']}" for r in rows if r.get("low") is None]
+    return why
+
+
+def judge_gate(ab: dict, metrics: list[str]) -> tuple[int, list[str]]:
+    """Pure: the gate's exit code for one ab.json and the lines that say why."""
+    why = not_measured(ab, metrics)
+    if why:
+        return NOT_MEASURED, why
+    rows = [r for r in ab["rows"] if r["metric"] in metrics]
+    worse = [f"{ab['b']} {r['case']} {r['what']}: {r['headline']}" for r in rows if r.get("gate_fails")]
+    if worse:
+        return SLOWER, worse
+    unsure = [f"{ab['b']} {r['case']} {r['what']}: {r['headline']}" for r in rows if not r.get("gate_passes")]
+    return (INCONCLUSIVE, unsure) if unsure else (SHOWN_WITHIN, [])
+
+
+def overall(codes: list[int]) -> int:
+    """Pure: one exit code for several paths: the worst of them, where not
+    measured outranks slower, slower inconclusive, inconclusive passing."""
+    rank = [SHOWN_WITHIN, INCONCLUSIVE, SLOWER, NOT_MEASURED]
+    return max(codes, key=rank.index, default=SHOWN_WITHIN)
 
 
 def main(argv: list[str]) -> int:
@@ -90,34 +147,33 @@ def main(argv: list[str]) -> int:
     if not services:
         print("\n".join(lines + ["No serving path is touched: nothing to measure."]))
         return 0
-    failures, broken = [], []
+    codes = []
     for service in services:
         before = {p.parent.name for p in results.glob("*/ab.json")}
         # tools/ab.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
         deadline = float(env.get("AB_TIMEOUT", "3600")) + 1800
         try:
-            code = subprocess.run([sys.executable, str(ROOT / "tools" / "ab.py")], cwd=ROOT,
-                                  env={**env, "SERVICE": service, "A_REF": base}, timeout=deadline).returncode
+            exited = subprocess.run([sys.executable, str(ROOT / "tools" / "ab.py")], cwd=ROOT,
+                                    env={**env, "SERVICE": service, "A_REF": base}, timeout=deadline).returncode
         except subprocess.TimeoutExpired:
-            code = f"no end within {deadline:.0f} s"
+            exited = f"no end within {deadline:.0f} s"
         found = newest_ab(results, before)
         if found is None:
-            broken.append(f"{service}: no A/B result (tools/ab.py exited {code})")
-            continue
-        ab = json.loads(found.read_text())
-        fails = judge_gate(ab, metrics)
-        failures += fails
-        lines += [f"## {service} ({found.parent.name})", ""]
-        lines += [f"- {r['case']}, {r['what']}: {r['headline']}" for r in ab.get("rows", [])]
-        lines += [f"- **A/B not timed:** {ab['error']}"] if ab.get("error") else []
-        lines.append("")
-    lines += [f"**Gate fails** (a {', '.join(metrics)} interval entirely beyond the threshold on the worse side):", ""]
-    lines += [f"- {f}" for f in failures] or ["None: the gate passes."]
-    lines += [f"- **Not measured:** {b}" for b in broken]
+            code, why = NOT_MEASURED, [f"no A/B result (tools/ab.py exited {exited})"]
+            lines += [f"## {service}", ""]
+        else:
+            ab = json.loads(found.read_text())
+            code, why = judge_gate(ab, metrics)
+            lines += [f"## {service} ({found.parent.name})", ""]
+            lines += [f"- {r['case']}, {r['what']}: {r['headline']}" for r in ab.get("rows", [])]
+        codes.append(code)
+        lines += ["", f"**{service}: {VERDICTS[code]}** (exit {code}, gated on {', '.join(metrics)})"
+                  + (":" if why else "."), ""]
+        lines += [f"- {w}" for w in why] + ([""] if why else [])
+    code = overall(codes)
+    lines.append(f"**Gate: {VERDICTS[code]}** (exit {code}).")
     print("\n".join(lines))
-    if broken:
-        return 2
-    return 1 if failures else 0
+    return code
 
 
 if __name__ == "__main__":

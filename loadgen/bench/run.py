@@ -294,7 +294,7 @@ def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, sta
     report = render_markdown(results) if not results.ab else render_ab(results)
     if results.ab:  # an A/B run's own files; report.md is the same page
         (run_dir / "ab.md").write_text(report)
-        (run_dir / "ab.json").write_text(json.dumps({"run_id": results.run_id, **results.ab,
+        (run_dir / "ab.json").write_text(json.dumps({"run_id": results.run_id, "status": results.status, **results.ab,
                                                      "runs": [asdict(r) for r in results.runs if r.variant]},
                                                     indent=2) + "\n")
     (run_dir / "report.md").write_text(report)

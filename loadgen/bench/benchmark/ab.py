@@ -18,7 +18,7 @@ import time
 from urllib.parse import urlsplit
 
 from ..checks.verify import VerificationError, wait_until_healthy
-from ..clients.timing import TimingError, run_wrk
+from ..clients.timing import TimingError, run_wrk, whole_answers, whole_rate
 from ..environment import machine_of
 from ..measure import paired
 from ..measure.cpu_windows import database_services
@@ -72,20 +72,17 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
     CPU ms per request, and the total over the path and what it leans on
     (None where not measured). A 503 from a deadline is quick and cheap: a
     B that sheds more must not read as faster or cheaper, so neither a
-    refused nor a failed answer counts (their CPU is charged to the whole
-    ones). rep["rps"] already leaves the refused ones out."""
+    refused nor a failed answer counts. The CPU figures are already per
+    whole answer (usage.container_usage divides, once)."""
     requests, failed, refused = rep.get("requests") or 0, rep.get("failed") or 0, rep.get("refused") or 0
-    whole = requests - refused - failed
-    of_answers = whole / requests if requests else 1.0
-    of_served = (whole / (requests - refused) if requests > refused else 0.0) if requests else 1.0
     cpu = rep.get("cpu") or {}
     own = (cpu.get(target) or {}).get("cpu_ms_per_request")
     total = None
     if own is not None:
         total = own + sum((cpu.get(role) or {}).get("cpu_ms_per_request") or 0.0 for role in supporting)
-    per_whole = (lambda ms: ms / of_answers if ms is not None and of_answers > 0 else None)
-    return {"rps": rep["rps"] * of_served, "cpu_path": per_whole(own), "cpu_total": per_whole(total),
-            "failed": failed + refused, "shed": round(1 - of_answers, 4)}
+    shed = 1 - whole_answers(requests, failed, refused) / requests if requests else 0.0
+    return {"rps": whole_rate(rep["rps"], requests, failed, refused) if requests else rep["rps"],
+            "cpu_path": own, "cpu_total": total, "refused": refused, "failed": failed, "shed": round(shed, 4)}
 
 
 class AbRun:
@@ -287,6 +284,7 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
         row["coverage"] = interval.coverage
         row["verdict"] = paired.verdict(interval, adjusted, row["higher_is_better"], threshold)
         row["gate_fails"] = paired.beyond_threshold_worse(interval, row["higher_is_better"], threshold)
+        row["gate_passes"] = paired.within_threshold_worse(interval, row["higher_is_better"], threshold)
         row["headline"] = headline(row, threshold)
     return rows
 

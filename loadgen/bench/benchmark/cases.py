@@ -119,8 +119,9 @@ class Timer:
         if link_bound(m.transfer_kbps * 1024, self.link_bps):
             rep["flags"].append(usage.LINK_BOUND)
         if self.monitor is not None:
-            window = usage.WindowInput(m.started_ns, m.ended_ns, m.requests, m.rps, m.loadgen_cores, m.threads,
-                                       busy, idle=self.idle)
+            window = usage.WindowInput(m.started_ns, m.ended_ns, m.whole, m.whole_rps, m.loadgen_cores, m.threads,
+                                       busy, idle=self.idle, completions=m.completions,
+                                       whole_share=m.whole / m.requests if m.requests else 1.0)
             try:
                 rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance)
                 rep["flags"] += [f for f in found if f not in rep["flags"]]

@@ -82,6 +82,14 @@ class Measurement:
     status_codes: dict[str, int] | None = None
 
     @property
+    def whole(self) -> int:
+        return whole_answers(self.requests, self.failed, self.refused)
+
+    @property
+    def whole_rps(self) -> float:
+        return whole_rate(self.rps, self.requests, self.failed, self.refused)
+
+    @property
     def wall_seconds(self) -> float:
         return (self.ended_ns - self.started_ns) / 1e9
 
@@ -264,6 +272,20 @@ def served_rate(rps: float, answers: int, refused: int) -> float:
     """A tool's rate over every answer, as the rate of those that were not
     refused: a fast 503 must not read as work served."""
     return round(rps * (answers - refused) / answers, 3) if answers else 0.0
+
+
+def whole_answers(answers: int, failed: int, refused: int) -> int:
+    """Answers served whole: neither refused (a 503 at the deadline) nor
+    failed (no answer, or a 2xx cut short). The one count a request's cost
+    and a path's rate are taken over."""
+    return max(answers - failed - refused, 0)
+
+
+def whole_rate(rps: float, answers: int, failed: int, refused: int) -> float:
+    """served_rate's figure (answers not refused per second) as whole
+    answers per second."""
+    served = answers - refused
+    return rps * whole_answers(answers, failed, refused) / served if served > 0 else 0.0
 
 
 def _seconds(seconds: float) -> str:

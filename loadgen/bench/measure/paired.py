@@ -162,6 +162,17 @@ def beyond_threshold_worse(interval: Interval, higher_is_better: bool, threshold
     return interval.high < -bound if higher_is_better else interval.low > bound
 
 
+def within_threshold_worse(interval: Interval, higher_is_better: bool, threshold: float) -> bool:
+    """The whole interval lies short of the threshold on B's worse side: B
+    shown to be no worse than the threshold (it may be better by any
+    amount). What a gate passes on; neither this nor beyond_threshold_worse
+    is "not shown safe"."""
+    if interval.low is None:
+        return False
+    bound = math.log1p(threshold)
+    return interval.low >= -bound if higher_is_better else interval.high <= bound
+
+
 def blocks_for_a_verdict(tests: int, alpha: float = ALPHA) -> int:
     """The fewest blocks with which a table of `tests` case-metrics can give
     a verdict at all: all blocks agreeing give p = 2/2^n, which Holm

@@ -196,17 +196,20 @@ PER_REQUEST_RATE = "run's rate"                   # the window's cores over the 
 PER_REQUEST_RUN = "whole run"                     # a fallback window holds the whole run: CPU over its requests
 
 
-def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests: int, rps: float,
+def container_usage(series: list[Counters], start_ns: int, end_ns: int, whole: int, whole_rps: float,
                     allowance: float | None, cpuset: tuple[int, ...] = (), idle: float | None = None,
-                    completions: list[tuple[float, float]] | None = None) -> dict | None:
+                    completions: list[tuple[float, float]] | None = None, whole_share: float = 1.0) -> dict | None:
     """One container's cost of one timed run. `cores` is a rate over the
-    window. CPU per request is the window's CPU over the requests completed
-    inside that same window when the tool gives per-request times
-    (`completions`), so a run's ramp and tail count on neither side; without
-    them, the window's rate over the whole run's requests per second (inner
-    window), or the window's CPU over its requests (a fallback window holds
-    the whole run). With the container's idle cores measured before the
-    case, cpu_ms_per_request_net is the same less that idle rate."""
+    window. CPU per request is per answer served whole (a 503 shed at the
+    deadline or an answer cut short is no work served: its CPU is charged
+    to the whole ones), divided here and nowhere else: the window's CPU over
+    the whole answers completed inside that same window when the tool gives
+    per-request times (`completions`, every answer, times `whole_share`), so
+    a run's ramp and tail count on neither side; without them, the window's
+    rate over the run's whole answers per second (inner window), or the
+    window's CPU over the run's whole answers (a fallback window holds the
+    whole run). With the container's idle cores measured before the case,
+    cpu_ms_per_request_net is the same less that idle rate."""
     found, in_window = run_edges(series, start_ns, end_ns, completions)
     if found is None:
         return None
@@ -214,11 +217,12 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, requests
     cpu_seconds = (last.cpu_total_ns - first.cpu_total_ns) / 1e9
     cores = cpu_seconds / found.seconds
     if in_window:
-        per_request, divided_by = cpu_seconds * 1000 / in_window, PER_REQUEST_IN_WINDOW
+        in_window *= whole_share
+        per_request, divided_by = (cpu_seconds * 1000 / in_window if in_window > 0 else None), PER_REQUEST_IN_WINDOW
     elif found.inner:
-        per_request, divided_by = (cores * 1000 / rps if rps > 0 else None), PER_REQUEST_RATE
+        per_request, divided_by = (cores * 1000 / whole_rps if whole_rps > 0 else None), PER_REQUEST_RATE
     else:
-        per_request, divided_by = (cpu_seconds * 1000 / requests if requests else None), PER_REQUEST_RUN
+        per_request, divided_by = (cpu_seconds * 1000 / whole if whole else None), PER_REQUEST_RUN
     net = None
     if per_request is not None and idle is not None:
         # the idle rate is in cores too: the run's CPU less it, in the same proportion per request
@@ -346,13 +350,14 @@ class WindowInput:
     figures, and /proc/stat's busy shares over it."""
     start_ns: int
     end_ns: int
-    requests: int
-    rps: float
+    whole: int          # answers served whole (clients.timing.whole_answers)
+    whole_rps: float    # and per second
     tool_cores: float
     tool_threads: int
     busy: dict[str, float] = field(default_factory=dict)
     idle: dict[str, float] = field(default_factory=dict)  # role -> cores measured idle before the case
     completions: list[tuple[float, float]] | None = None  # completion_bins of the tool's requests, where it gives them
+    whole_share: float = 1.0  # of the answers the completions count, the share served whole
 
 
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
@@ -362,8 +367,8 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     """(cpu by role, flags, the window's own figures) for one timed run."""
     cpu = {}
     for role, s in series.items():
-        used = container_usage(s, run.start_ns, run.end_ns, run.requests, run.rps, allowance.get(role),
-                               cpusets.get(role, ()), run.idle.get(role), run.completions)
+        used = container_usage(s, run.start_ns, run.end_ns, run.whole, run.whole_rps, allowance.get(role),
+                               cpusets.get(role, ()), run.idle.get(role), run.completions, run.whole_share)
         if used is not None:
             cpu[role] = used
     if LOADGEN in cpu:

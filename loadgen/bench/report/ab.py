@@ -156,12 +156,13 @@ def render_ab(results: Results) -> str:
             lines += [f"Every window {case['window_s']:g} s, A's and B's alike"
                       + (f" (sized on the slower side: {sized})." if sized else "."), ""]
         lines += ["Requests per second and CPU per request count the answers served whole only.", "",
-                  "| block | A req/s | B req/s | B/A req/s | A CPU ms/req | B CPU ms/req | A failed | B failed | flags |",
+                  "| block | A req/s | B req/s | B/A req/s | A CPU ms/req | B CPU ms/req | A refused, failed "
+                  "| B refused, failed | flags |",
                   "|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
         for blk in case["blocks"]:
             a, b = blk["a"], blk["b"]
             ratio = f"{b['rps'] / a['rps']:.3f}" if a["rps"] else "-"
             lines.append(f"| {blk['block']} | {a['rps']:.0f} | {b['rps']:.0f} | {ratio} | "
                          f"{_figure(a['cpu_path'], 'cpu')} | {_figure(b['cpu_path'], 'cpu')} | "
-                         f"{a.get('failed', 0)} | {b.get('failed', 0)} | {', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'} |")
+                         f"{a.get('refused', 0)}, {a.get('failed', 0)} | {b.get('refused', 0)}, {b.get('failed', 0)} | {', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'} |")
     return "\n".join(lines) + "\n"
