@@ -82,6 +82,8 @@ BAD = [
     ("FUSE_NGINX_WORKERS", "0"), ("FUSE_NGINX_WORKERS", "auto"),
     ("HTTPD_SERVERS", "65"), ("HTTPD_THREADS", "01"), ("HTTPD_THREADS", "2001"),
     ("REQUEST_DEADLINE_MS", "3s"), ("REQUEST_DEADLINE_MS", "0"), ("REQUEST_DEADLINE_MS", "600001"),
+    ("FLASK_MAX_OPEN_STREAMS", "0"), ("FLASK_MAX_OPEN_STREAMS", "many"), ("NODE_MAX_OPEN_STREAMS", "0"),
+    ("NODE_MAX_OPEN_STREAMS", "200 300"),
     # an A/B run's (make ab sets them), judged together
     ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_WINDOW", "0"),
     ("AB_WARMUP", "x"), ("AB_THRESHOLD", "0"),
@@ -91,6 +93,8 @@ BAD = [
     ("CACHE_SIZE", "256mb"), ("CACHE_SIZE", "1m"), ("CACHE_SIZE", "256 m"),
     ("FUSE_KERNEL_CACHE", "maybe"), ("FUSE_KERNEL_CACHE", "on off"), ("FUSE_ATTR_TIMEOUT", "-1"),
     ("FUSE_ENTRY_TIMEOUT", "1 2"), ("FUSE_ENTRY_TIMEOUT", "90000"),
+    ("FUSE_MAX_OPEN_FILES", "0"), ("FUSE_MAX_OPEN_FILES", "65536"), ("FUSE_MAX_OPEN_FILES", "128 files"),
+    ("MONGO_TIMEOUT", "0.05"), ("MONGO_TIMEOUT", "2s"), ("MONGO_TIMEOUT", ""),
     ("MONGO_CPUS", "1 2"), ("POSTGRES_CPUS", "2-1"), ("TARGET_CPUS", "4"), ("LOADGEN_CPUS", "x"),
     ("SEED_CPUS", ""), ("CADVISOR_CPUS", "0;1"), ("CADVISOR_CPUS", "0-9"),
     ("LOADGEN_CPU_QUOTA", "1.5"), ("LOADGEN_CPU_QUOTA", "0.001"), ("LOADGEN_CPU_QUOTA", "-1"),

@@ -32,7 +32,7 @@ BENCH_KNOBS = ("BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_DURATION", "BENCH_WA
                "BENCH_STARTUP_TIMEOUT", "BENCH_ALLOW_NONCONFORMING", "BENCH_LOADGENS")
 # An A/B run's (make ab sets them): judged together, as AB_A needs AB_B.
 AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
-            "AB_CONCURRENCY", "AB_RESTART_TWINS")
+            "AB_CONCURRENCY", "AB_RESTART_TWINS", "AB_DESIGN")
 # What decides how much memory bench's writer threads take.
 WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
 # Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/entrypoint.sh).
@@ -40,6 +40,13 @@ WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None, "FUSE_NGINX_WO
                  # httpd-static's start.sh refuses more than one pinned core can use
                  "HTTPD_SERVERS": 64, "HTTPD_THREADS": 2000}
 FUSE_KNOBS = ("FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT")
+# flask (per gunicorn worker) and node: the responses under way at once
+# (lab_http/app.py, node/server.js); empty: the service's own default.
+OPEN_STREAMS = ("FLASK_MAX_OPEN_STREAMS", "NODE_MAX_OPEN_STREAMS")
+# gridfs-fuse's files open at once: nginx's largest limit_conn (openfiles.go).
+FUSE_MAX_OPEN_FILES_MAX = 65535
+# gridfs-fuse's deadline per MongoDB call, in seconds: config.go's floor.
+MONGO_TIMEOUT_MIN = 0.1
 # flask, flask-postgres and node: one deadline per request (queueing and the
 # database), in ms; past it a 503 (lab_http/app.py, node/server.js)
 REQUEST_DEADLINE_MAX_MS = 600_000
@@ -50,7 +57,8 @@ MEMORY_LIMITS = tuple(f"{service}_MEM" for service in SERVICES)
 VARIABLES = (*BASE_IMAGES, *SERVICE_IMAGES, "FILE_SIZES", "FILE_SET", "GRIDFS_DB", *BENCH_KNOBS, *AB_KNOBS,
              "RESULTS_DIR",
              "RESULTS_OWNER",
-             *WORKER_COUNTS, "REQUEST_DEADLINE_MS", "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS, *CPUSETS, "LOADGEN_CPU_QUOTA",
+             *WORKER_COUNTS, "REQUEST_DEADLINE_MS", *OPEN_STREAMS, "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS,
+             "FUSE_MAX_OPEN_FILES", "MONGO_TIMEOUT", *CPUSETS, "LOADGEN_CPU_QUOTA",
              *MEMORY_LIMITS)
 
 # --- memory each service needs at the least ----------------------------------
@@ -208,6 +216,15 @@ def whole_number(name: str, text: str, maximum: int | None) -> int:
     return int(value)
 
 
+def open_streams(name: str, text: str) -> int | None:
+    if not text.strip():
+        return None
+    value = text.strip()
+    if not WHOLE_NUMBER.fullmatch(value):
+        raise SettingsError(f"{name}={text!r}: expected empty (the service's default) or one whole number from 1")
+    return int(value)
+
+
 def upstream(name: str, text: str) -> str:
     """services/nginx-cache/start.sh's host:port."""
     value = text.strip()
@@ -238,10 +255,10 @@ def fuse_switch(name: str, text: str) -> bool:
     return value in ("on", "1", "true", "yes")
 
 
-def seconds(name: str, text: str) -> float:
+def seconds(name: str, text: str, minimum: float = 0) -> float:
     value = text.strip()
-    if not DECIMAL.fullmatch(value) or float(value) > FUSE_TIMEOUT_MAX:
-        raise SettingsError(f"{name}={text!r}: expected one number of seconds from 0 to {FUSE_TIMEOUT_MAX}")
+    if not DECIMAL.fullmatch(value) or not minimum <= float(value) <= FUSE_TIMEOUT_MAX:
+        raise SettingsError(f"{name}={text!r}: expected one number of seconds from {minimum:g} to {FUSE_TIMEOUT_MAX}")
     return float(value)
 
 
@@ -367,11 +384,15 @@ def check(env: dict, host_cores: int) -> list[str]:
     for name, maximum in WORKER_COUNTS.items():
         parsed(name, whole_number, maximum)
     parsed("REQUEST_DEADLINE_MS", whole_number, REQUEST_DEADLINE_MAX_MS)
+    for name in OPEN_STREAMS:
+        parsed(name, open_streams)
     parsed("CACHE_UPSTREAM", upstream)
     cache_bytes = parsed("CACHE_SIZE", cache_size)
     parsed("FUSE_KERNEL_CACHE", fuse_switch)
     parsed("FUSE_ATTR_TIMEOUT", seconds)
     parsed("FUSE_ENTRY_TIMEOUT", seconds)
+    parsed("FUSE_MAX_OPEN_FILES", whole_number, FUSE_MAX_OPEN_FILES_MAX)
+    parsed("MONGO_TIMEOUT", seconds, MONGO_TIMEOUT_MIN)
     pins = {name: parsed(name, cpuset, host_cores) for name in CPUSETS}
     if loadgen_cpus := pins["LOADGEN_CPUS"]:
         pinned = f"LOADGEN_CPUS={env['LOADGEN_CPUS'].strip()!r} pins"

@@ -15,9 +15,11 @@ RECORDED = [
     "BENCH_LOADGENS",
     "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
     "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
-    "AB_CONCURRENCY", "AB_RESTART_TWINS",
+    "AB_CONCURRENCY", "AB_RESTART_TWINS", "AB_DESIGN",
     "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM", "CACHE_SIZE",
-    "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT", "FUSE_NGINX_WORKERS",
+    "FLASK_MAX_OPEN_STREAMS", "NODE_MAX_OPEN_STREAMS",
+    "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT", "FUSE_MAX_OPEN_FILES", "MONGO_TIMEOUT",
+    "FUSE_NGINX_WORKERS",
     "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
     "MONGO_MEM", "POSTGRES_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
 ]
@@ -56,6 +58,7 @@ class SettingsError(ValueError):
 # readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
 AB_KINDS = ("A/B", "A/A")
+AB_DESIGNS = ("duet", "blocks")  # bench.benchmark.ab's DESIGNS
 RESTART_TWINS = ("every-block", "off")  # off: plain compose, where nobody with a Docker socket answers bench
 AB_BLOCKS_MIN = 6
 
@@ -73,6 +76,7 @@ class AbSettings:
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
     restart_twins: bool = False  # both restarted before each block (tools/ab.py does it: bench has no socket)
+    design: str = "duet"   # duet: A and B loaded at once in each window; blocks: one after the other
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,12 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     if restart not in RESTART_TWINS:
         raise SettingsError(f"AB_RESTART_TWINS={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
                             "restarts both twins before each block) or 'off'")
+    design = env.get("AB_DESIGN", "duet").strip() or "duet"
+    if design not in AB_DESIGNS:
+        raise SettingsError(f"AB_DESIGN={design!r}: expected 'duet' (A and B loaded at the same moments) or "
+                            "'blocks' (one window of A, then one of B)")
     settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, window=window, warmup=warmup,
+                    design=design,
                     threshold=_threshold(env), files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")),
                     restart_twins=restart == "every-block")
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
