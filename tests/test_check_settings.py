@@ -43,7 +43,7 @@ def named(line: str) -> str:
     ((".env", "cpus-2.env"), 2),
     ((".env", "local-images/images.env"), 4),
     ((".env", "local-images/images.env", "cpus-2.env"), 2),
-    (("local.env",), 2),
+    pytest.param(("local.env",), 2, marks=pytest.mark.lab),  # written by make local-images
 ])
 def test_the_lab_env_files_pass(files, host_cores):
     assert check(env_file(*files), host_cores) == []
@@ -88,6 +88,7 @@ BAD = [
     ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_WINDOW", "0"),
     ("AB_WARMUP", "x"), ("AB_THRESHOLD", "0"),
     ("AB_THRESHOLD", "five"), ("AB_FILES", "1KB big"), ("AB_CONCURRENCY", "0"), ("AB_RESTART_TWINS", "always"),
+    ("AB_DESIGN", "both"),
     ("CACHE_UPSTREAM", "nginx-gridfs"), ("CACHE_UPSTREAM", "nginx-gridfs:0"), ("CACHE_UPSTREAM", "-x:8080"),
     ("CACHE_UPSTREAM", "a:1 b:2"),
     ("CACHE_SIZE", "256mb"), ("CACHE_SIZE", "1m"), ("CACHE_SIZE", "256 m"),

@@ -10,7 +10,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .benchmark.ab import AB_STRETCH, METRICS as AB_METRICS, RESTART_S, AbRun
+from .benchmark.ab import AB_STRETCH, DUET, RESTART_S, AbRun, metrics_of
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .checks.before_timing import check_all_conformance, verify_targets
@@ -156,23 +156,29 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup, max_duration_s=cfg.duration * AB_STRETCH)
     cases = len(ab.files) * len(ab.concurrency)
     sizing = 2 * (cfg.duration + OVERHEAD_S) if cfg.min_requests else 0.0  # one window of each side, per case
+    # a duet's block is one window of both sides at once (and one sizing run), the blocks design's two
+    windows = 1 if ab.design == DUET else 2
+    sizing = sizing * windows / 2
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
     restart = RESTART_S if ab.restart_twins else 0.0
-    planned = cases * (sizing + ab.blocks * (2 * window + restart))
+    planned = cases * (sizing + ab.blocks * (windows * window + restart))
     # a slow case (1 MB on the stand-in) stretches each window to hold its
     # requests, and warms up longer: the plan says how far that can go
-    longest = cases * (sizing + ab.blocks * (2 * (cfg.duration * AB_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup)
-                                             + restart))
+    longest = cases * (sizing + ab.blocks * (windows * (cfg.duration * AB_STRETCH + MEASURED_OVERHEAD_S
+                                                        + cfg.warmup) + restart))
+    shape = ("one window of A and B at once" if ab.design == DUET
+             else "two windows, A's then B's (or B's then A's)")
     say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "
-        f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of two windows "
+        f"({' '.join(ab.files)} at c={' '.join(map(str, ab.concurrency))}) x {ab.blocks} blocks of {shape} "
         f"of at least {cfg.duration} s, each after its warm-up"
         f"{', both twins restarted before each block' if ab.restart_twins else ''}; "
         f"expected about {clock(planned)}, up to "
         f"{clock(longest)} if every case is slow (the time left follows the pace)")
     results.timing["planned_seconds"] = round(planned, 1)
-    needed = blocks_for_a_verdict(cases * len(AB_METRICS))
+    tests = cases * len(metrics_of(ab.design))
+    needed = blocks_for_a_verdict(tests)
     if ab.blocks < needed:
-        results.warnings.append(f"AB_BLOCKS={ab.blocks} is too few for {cases * len(AB_METRICS)} case-metrics: even "
+        results.warnings.append(f"AB_BLOCKS={ab.blocks} is too few for {tests} case-metrics: even "
                                 f"if every block agrees, no verdict can be faster or slower once adjusted "
                                 f"for the table; {needed} blocks can")
         say(f"WARNING: {results.warnings[-1]}")
@@ -230,7 +236,8 @@ def main() -> int:
             f"open loop {open_loop_words(cfg)}; "
             f"sweep {' '.join(map(str, cfg.sweep)) or 'off'}; working set "
             f"{file_set['spec'] if file_set and cfg.working_set else 'off'}; store writes "
-            f"{f'{cfg.write_files} x {cfg.write_size:,} bytes, 1 and {cfg.write_threads} threads' if cfg.write else 'off'}")
+            + (f"{cfg.write_files} x {cfg.write_size:,} bytes, 1 and {cfg.write_threads} threads" if cfg.write
+               else "off"))
     monitor = None
     try:
         results.environment = environment.describe(cfg.mongo_uri)

@@ -1,12 +1,17 @@
 """An A/B run: B, a twin of service A with one thing changed (its image, its
 build, a CPU quota; or nothing, for an A/A calibration), timed against A in
-the same run, on the same core, database and files, never at the same time.
+the same run, on the same core, database and files.
 
-Each case (size, concurrency) runs AB_BLOCKS blocks; a block is one window
-of A and one of B in the schedule's order (A B, B A, A B, ...: the ABBA
-blocks of a Williams design for two), each window after its own warm-up,
-which is not counted; every window of a case, A's and B's, is as long as
-the slower side needs (case_window_seconds), decided once before the blocks.
+Each case (size, concurrency) runs AB_BLOCKS blocks. In the duet design (the
+default) a block is one window in which A and B take load at once, each from
+its own wrk at the case's concurrency, after a warm-up of both, not counted:
+the machine's own swings (this one's speed moves about 9% over seconds) and
+the database's befall both sides in the same window, so the ratio within a
+window leaves them out. In the blocks design a block is one window of A and
+one of B in the schedule's order (A B, B A, A B, ...: the ABBA blocks of a
+Williams design for two), each window after its own warm-up, never at once.
+Every window of a case, A's and B's, is as long as the slower side needs
+(case_window_seconds), decided once before the blocks.
 A block gives one paired sample per metric, log(B/A): requests per second,
 the path's own CPU per request, and the total CPU per request of what
 serves it (the path, its databases, its upstream). Pairing
@@ -15,10 +20,11 @@ neighbours, the database's caches), which is what a test on two separate
 runs mistakes for a change. The statistics are bench.measure.paired's."""
 import math
 import time
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 from ..checks.verify import VerificationError, wait_until_healthy
-from ..clients.timing import TimingError, run_wrk, whole_answers, whole_rate
+from ..clients.timing import TimingError, run_wrk, run_wrk_together, whole_answers, whole_rate
 from ..environment import machine_of
 from ..measure import paired
 from ..measure.cpu_windows import database_services
@@ -26,7 +32,7 @@ from ..measure.usage import DISTURBED
 from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
-from .schedule import Rate
+from .schedule import Rate, repetition_orders
 from .twins import Restarter, TwinRestartError
 
 # A slow case's windows last at most this many AB_WINDOWs (timed cases: 4).
@@ -47,6 +53,17 @@ METRICS = (
     ("cpu_path", "CPU per request, the path's own", False, ("cheaper", "costlier")),
     ("cpu_total", "CPU per request, path + database + upstream", False, ("cheaper", "costlier")),
 )
+# AB_DESIGN: "duet", A and B take load at the same moments, each from its
+# own wrk, so what the machine does in a window befalls both; "blocks", one
+# window of A then one of B, never at once. In a duet the database and the
+# upstream serve both twins at once: their CPU is no one side's, so the
+# total is judged in blocks only.
+DUET, BLOCKS = "duet", "blocks"
+DESIGNS = (DUET, BLOCKS)
+
+
+def metrics_of(design: str) -> tuple:
+    return METRICS if design == BLOCKS else tuple(m for m in METRICS if m[0] != "cpu_total")
 
 
 def case_window_seconds(cfg, sizing: list[Rate | None], concurrency: int) -> float:
@@ -109,7 +126,7 @@ class AbRun:
         targets = {t.name: t for t in self.results.targets}
         self.results.ab = {"a": ab.a, "b": ab.b, "kind": ab.kind, "change": ab.change, "blocks": ab.blocks,
                            "threshold": ab.threshold, "supporting": self.supporting,
-                           "restart_twins": ab.restart_twins,
+                           "restart_twins": ab.restart_twins, "design": ab.design,
                            "machine": machine_of(self.results.environment), "cases": [], "rows": []}
         unready = [n for n in (ab.a, ab.b) if not (n in targets and targets[n].verified)]
         if unready:
@@ -124,7 +141,7 @@ class AbRun:
         finally:
             if self.restarter:
                 self.restarter.close()
-        self.results.ab["rows"] = judge(self.results.ab["cases"], ab.threshold)
+        self.results.ab["rows"] = judge(self.results.ab["cases"], ab.threshold, metrics_of(ab.design))
         for row in self.results.ab["rows"]:
             say(f"A/B {row['case']} {row['metric']}: {row['headline']}")
 
@@ -163,6 +180,26 @@ class AbRun:
             reps[name].append(rep)
             self.results.order.append(f"{name} {f['name']} c={c} block={block}")
 
+        def duet(order: list[str], block: int) -> None:
+            outs = [f"{case_name(name, f['name'], c)}-ab{block}" for name in order]
+            try:
+                self.timer.warm(f"{phase} b={block}", "+".join(order), c,
+                                lambda s: together(run_wrk_together([url[n] for n in order], c, s)))
+                found = self.timer.measured_together(order, lambda: run_wrk_together(
+                    [url[n] for n in order], c, seconds, self.timer.run_dir, outs))
+            except TimingError as e:
+                for name in order:
+                    errors[name] = f"block {block}: {e}"
+                say(f"{phase} b={block}: FAILED: {e}")
+                return
+            finally:
+                self.timer.progress.advance(seconds + MEASURED_OVERHEAD_S)
+                self.timer.progress.report(f"{phase} b={block} done")
+            for name, rep in zip(order, found):
+                rep["block"] = block
+                reps[name].append(rep)
+            self.results.order.append(f"{' + '.join(order)} {f['name']} c={c} block={block}")
+
         restarts: list[dict] = []
 
         def fresh(block: int) -> None:
@@ -170,8 +207,22 @@ class AbRun:
             if restarted:
                 restarts.append(restarted)
 
-        self.timer.schedule.repeat(phase, [a.name, b.name], window, repetitions=self.ab.blocks,
-                                   skip=lambda name: bool(errors), before=fresh)
+        def run_blocks(name: str, count: int, first: int) -> None:
+            if self.ab.design == DUET:
+                # which wrk starts first (microseconds apart) alternates, A B then B A, from a seeded start
+                orders = repetition_orders([a.name, b.name], count, f"{self.timer.schedule.seed}:{name}")
+                self.timer.schedule.orders[name] = orders
+                for block, order in enumerate(orders, first):
+                    if not errors:
+                        fresh(block)
+                    if not errors:
+                        duet(order, block)
+            else:
+                self.timer.schedule.repeat(name, [a.name, b.name], lambda n, block: window(n, first - 1 + block),
+                                           repetitions=count, skip=lambda n: bool(errors),
+                                           before=lambda block: fresh(first - 1 + block))
+
+        run_blocks(phase, self.ab.blocks, 1)
         # A block that shared the machine with something outside the lab is
         # not a paired sample: it is run again, up to half as many more blocks
         spoiled = disturbed_blocks(reps[a.name] + reps[b.name])
@@ -179,10 +230,7 @@ class AbRun:
             again = min(len(spoiled), max(1, self.ab.blocks // 2))
             say(f"{phase}: block{'s' if len(spoiled) > 1 else ''} {', '.join(map(str, sorted(spoiled)))} "
                 f"disturbed by work outside the lab; {again} more")
-            offset = self.ab.blocks
-            self.timer.schedule.repeat(f"{phase} again", [a.name, b.name],
-                                       lambda name, block: window(name, offset + block), repetitions=again,
-                                       skip=lambda name: bool(errors), before=lambda block: fresh(offset + block))
+            run_blocks(f"{phase} again", again, self.ab.blocks + 1)
         for variant, name in (("A", a.name), ("B", b.name)):
             if errors.get(name) or not reps[name]:
                 run = failed_run(name, f["name"], f["size"], c, errors.get(name, "not run"), reps[name])
@@ -225,6 +273,16 @@ class AbRun:
         if not self.cfg.min_requests:
             return float(self.cfg.duration), {}
         sizing = {}
+        if self.ab.design == DUET:  # sized as timed: both at once
+            try:
+                sizing = dict(zip(url, run_wrk_together(list(url.values()), c, self.cfg.duration)))
+            except TimingError as e:
+                for name in url:
+                    errors[name] = f"sizing the windows: {e}"
+                say(f"{' and '.join(url)}: FAILED sizing the windows: {e}")
+            finally:
+                self.timer.progress.advance(self.cfg.duration + OVERHEAD_S)
+            return case_window_seconds(self.cfg, list(sizing.values()) or [None], c), sizing
         for name, where in url.items():
             try:
                 sizing[name] = run_wrk(where, c, self.cfg.duration)
@@ -234,6 +292,13 @@ class AbRun:
             finally:
                 self.timer.progress.advance(self.cfg.duration + OVERHEAD_S)
         return case_window_seconds(self.cfg, list(sizing.values()) or [None], c), sizing
+
+
+def together(found: list) -> Rate:
+    """Both sides of a duet's warm-up window as one rate for the warm-up's
+    rule (settled when two windows agree): their sum, over the fewer
+    requests."""
+    return SimpleNamespace(requests=min(m.requests for m in found), rps=sum(m.rps for m in found))
 
 
 def disturbed_blocks(reps: list[dict]) -> set[int]:
@@ -258,7 +323,7 @@ def blocks(a_reps: list[dict], b_reps: list[dict], a: str, b: str, supporting: l
     return paired_blocks
 
 
-def judge(cases: list[dict], threshold: float) -> list[dict]:
+def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list[dict]:
     """One row per case and metric: the paired log-ratios, the Hodges-
     Lehmann ratio with its exact 95% interval, the signed-rank p-value
     adjusted with Holm's method across the whole table (see
@@ -266,7 +331,7 @@ def judge(cases: list[dict], threshold: float) -> list[dict]:
     rows = []
     for case in cases:
         counted = [blk for blk in case["blocks"] if blk.get("counted", True)]
-        for key, what, higher_is_better, words in METRICS:
+        for key, what, higher_is_better, words in metrics:
             a = [blk["a"][key] for blk in counted]
             b = [blk["b"][key] for blk in counted]
             d = paired.log_ratios(a, b)

@@ -100,18 +100,29 @@ class Timer:
         """Runs run() (a tool returning a Measurement), once the machine is
         quiet, and returns it as a dict with the CPU, flags and window of the
         interval it ran in."""
-        cpus = self.case_cpus(target)
+        return self.measured_together([target], lambda: [run()])[0]
+
+    def measured_together(self, targets: list[str], run) -> list[dict]:
+        """measured() for tools run at the same moment, one per target (run()
+        returns their Measurements in the targets' order: an A/B duet): each
+        target's CPU is read over the same window as the others'."""
+        cpus = set().union(*(self.case_cpus(t) or set() for t in targets)) or None
         waited, quiet = wait_until_quiet(cpus)
         if not quiet:
-            self.results.warnings.append(f"{target}: a run started on a busy machine (a core of "
+            self.results.warnings.append(f"{' and '.join(targets)}: a run started on a busy machine (a core of "
                                          f"{sorted(cpus) if cpus else 'the host'} still busy after "
                                          f"{waited:.0f} s of waiting)")
         before = read_proc_stat()
-        m = run()
+        found = run()
         after = read_proc_stat()
-        rep = asdict(m)
         busy = usage.busy_shares(usage.parse_proc_stat(before), usage.parse_proc_stat(after)) \
             if before and after else {}
+        return [self.window_of(target, m, busy, waited, tuple(t for t in targets if t != target))
+                for target, m in zip(targets, found)]
+
+    def window_of(self, target: str, m, busy: dict, waited: float, together: tuple[str, ...]) -> dict:
+        """One tool run as a dict, with its CPU, flags and window."""
+        rep = asdict(m)
         rep["cpu"], rep["flags"], rep["cpu_window"] = None, [], {"busy_shares": busy}
         rep["quiet_wait_s"] = round(waited, 2)
         if tool_bound(m.loadgen_cores, m.threads, self.allowance) or usage.a_worker_bound(m.workers):
@@ -123,7 +134,8 @@ class Timer:
                                        busy, idle=self.idle, completions=m.completions,
                                        whole_share=m.whole / m.requests if m.requests else 1.0)
             try:
-                rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance)
+                rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance,
+                                                                           together=together)
                 rep["flags"] += [f for f in found if f not in rep["flags"]]
             except MonitorError as e:
                 self.results.warnings.append(f"{target}: CPU of one run not measured: {e}")

@@ -377,6 +377,23 @@ def run_wrk(url: str, concurrency: int, seconds: float, out_dir: Path | None = N
         raise TimingError(str(e)) from e
 
 
+def run_wrk_together(urls: list[str], concurrency: int, seconds: float, out_dir: Path | None = None,
+                     names: list[str | None] | None = None) -> list[Measurement]:
+    """One wrk per URL, started at the same moment and waited for together,
+    each at `concurrency` with its own rusage: the A/B's duet, where what
+    the machine does in a window befalls every side alike."""
+    threads = wrk_threads(concurrency)
+    cmds = [["wrk", "--latency", "-t", str(threads), "-c", str(concurrency), "-d", f"{max(1, round(seconds))}s",
+             "--timeout", f"{TIMEOUT_S}s", url] for url in urls]
+    names = names or [None] * len(urls)
+    found = _run_together(cmds, seconds + GRACE_S, out_dir, names)
+    try:
+        return [wrk_measurement(p.stdout, threads, p.cpu_seconds, f"{name}.txt" if out_dir and name else None,
+                                p.started_ns, p.ended_ns) for p, name in zip(found, names)]
+    except WrkOutputError as e:
+        raise TimingError(str(e)) from e
+
+
 def vegeta_rate(rate: float) -> str:
     """vegeta takes a whole number per time unit: 250/1s, or 1/4s below one a second."""
     return f"{round(rate)}/1s" if rate >= 1 else f"1/{round(1 / max(rate, 0.01))}s"

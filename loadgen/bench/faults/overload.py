@@ -86,7 +86,8 @@ def clients_row(path: str, load: str, wrk: WrkSummary, after: ContainerAfter) ->
         check="clients", path=path, load=load, answers=wrk.requests,
         whole=wrk.requests - wrk.non_2xx_3xx, clean_errors=wrk.non_2xx_3xx, broken=broken,
         oom_kills=after.kills, container=after.describe(), peak_mib=_mib(after.peak_bytes),
-        limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken), kernel_peak_mib=_mib(after.kernel_peak_bytes))
+        limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken),
+        kernel_peak_mib=_mib(after.kernel_peak_bytes))
 
 
 def large_file_row(path: str, load: str, fetched: dict, after: ContainerAfter) -> OverloadRow:

@@ -233,7 +233,8 @@ def summarise(rows: list[ResilienceRow]) -> list[dict]:
                    f"wrong in {len(trials) - len(ok)} of {len(trials)} trials"
                    + (f" ({never} not recovered)" if never else ""))
         out.append({"path": key[0], "fault": key[1], "database": key[2], "trials": len(trials),
-                    "right": len(ok), "first_good_median_s": _median(first), "first_good_max_s": max(first, default=None),
+                    "right": len(ok),
+                    "first_good_median_s": _median(first), "first_good_max_s": max(first, default=None),
                     "recovered_median_s": _median(recovered), "recovered_max_s": max(recovered, default=None),
                     "slowest_outage_median_ms": _median(slowest), "slowest_outage_max_ms": max(slowest, default=None),
                     "answering_median_s": _median(answering), "answering_max_s": max(answering, default=None),

@@ -44,8 +44,8 @@ def quantile_interval(ordered: list[float], q: float,
     if n == 0:
         return None, None
     cdf = _binomial_cdf(n, q)
-    # l: the largest with P(B < l) = cdf[l - 1] <= tail; u: the smallest with P(B >= u) <= tail
-    lower = max((l for l in range(1, n + 1) if cdf[l - 1] <= tail), default=None)
+    # lo: the largest with P(B < lo) = cdf[lo - 1] <= tail; u: the smallest with P(B >= u) <= tail
+    lower = max((lo for lo in range(1, n + 1) if cdf[lo - 1] <= tail), default=None)
     upper = next((u for u in range(1, n + 1) if 1 - cdf[u - 1] <= tail), None)
     return (ordered[lower - 1] if lower else None), (ordered[upper - 1] if upper else None)
 

@@ -39,7 +39,8 @@ def measure_link(address: str, port: int, seconds: int = SECONDS) -> dict:
         except OSError as e:
             raise LinkError(f"iperf3 could not be run: {e}") from e
         return {"address": address, "port": port, "direction": "paths' host to bench's",
-                "bits_per_second": round(link.bits_per_second), "sent_bits_per_second": round(link.sent_bits_per_second),
+                "bits_per_second": round(link.bits_per_second),
+                "sent_bits_per_second": round(link.sent_bits_per_second),
                 "rtt_ms": round(link.rtt_ms, 3) if link.rtt_ms is not None else None,
                 "retransmits": link.retransmits, "seconds": round(link.seconds, 3)}
     raise LinkError(f"the link to {address}:{port} was not measured after {ATTEMPTS} tries: {error}")

@@ -202,11 +202,14 @@ class Monitor:
                 self.memory_limits[role] = c.memory_limit_bytes
                 self.images[role] = {"image": c.image, "image_id": c.image_id}
 
-    def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None):
+    def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None,
+               together: tuple[str, ...] = ()):
         """(cpu by role, flags, figures) of one timed run that has just
         ended: the counters' series over it, from cAdvisor's stored stats
         (about one entry a second). A run too short to hold two entries of a
-        container waits, up to FRESH_TIMEOUT, for the first entry after it."""
+        container waits, up to FRESH_TIMEOUT, for the first entry after it.
+        `together`: the targets loaded at the same time as this one (an A/B
+        duet), whose CPU is read over the same window."""
         check_stored(run.start_ns, time.time_ns())
         give_up = time.monotonic() + FRESH_TIMEOUT
         entries = int((time.time_ns() - run.start_ns) / 1e9 / HOUSEKEEPING_INTERVAL) + 4
@@ -216,7 +219,7 @@ class Monitor:
             # A run's cost: its target's, the databases' and bench's; the other
             # targets sit idle and are left out.
             series = {role: list(containers[i].stats) for role, i in self.ids.items()
-                      if (role in (target, LOADGEN) or role in self.databases) and i in containers}
+                      if (role in (target, LOADGEN, *together) or role in self.databases) and i in containers}
             waiting = [role for role, s in series.items()
                        if usage.run_edges(s, run.start_ns, run.end_ns, run.completions)[0] is None]
             if not waiting or time.monotonic() >= give_up:
@@ -225,7 +228,7 @@ class Monitor:
         return usage.window(
             series, self.allowance, self.cpusets, target, run, loadgen_allowance,
             all_series={i: list(c.stats) for i, c in containers.items()}, machines=machines,
-            host_cpus=os.cpu_count() or 1)
+            host_cpus=os.cpu_count() or 1, together=together)
 
     def idle(self, start_ns: int, end_ns: int) -> dict[str, float]:
         """role -> cores of every watched container over a span that has just

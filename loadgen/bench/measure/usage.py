@@ -252,12 +252,13 @@ def active(used: dict) -> bool:
     return (used.get("cores") or 0.0) > ACTIVE_CORES
 
 
-def shared_cpus(cpu: dict) -> set[int]:
+def shared_cpus(cpu: dict, together: tuple[str, ...] = ()) -> set[int]:
     """CPUs in the cpusets of two or more of the case's containers that
-    were active in the window."""
+    were active in the window; of the targets loaded together (an A/B duet,
+    sharing their core by design) only the first counts."""
     seen: dict[int, int] = {}
-    for used in cpu.values():
-        if not active(used):
+    for role, used in cpu.items():
+        if not active(used) or role in together[1:]:
             continue
         for c in used.get("cpuset") or ():
             seen[c] = seen.get(c, 0) + 1
@@ -265,10 +266,10 @@ def shared_cpus(cpu: dict) -> set[int]:
 
 
 def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | None,
-          busy: dict[str, float], loadgen: str = LOADGEN) -> list[str]:
+          busy: dict[str, float], loadgen: str = LOADGEN, together: tuple[str, ...] = ()) -> list[str]:
     """The flags of one timed run. tool_cores: the tool's own CPU over its
     wall time; tool_limit: what it could use (its threads, within bench's
-    allowance)."""
+    allowance); together: the targets loaded with this one at once."""
     found = []
     bench = cpu.get(loadgen) or {}
     container_bound = (bench.get("inner_window") and bench.get("allowance_cores")
@@ -276,7 +277,7 @@ def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | 
     tool_bound = tool_cores is not None and tool_limit and tool_cores >= LOADGEN_BOUND_SHARE * tool_limit
     if container_bound or tool_bound:
         found.append(LOADGEN_BOUND)
-    if any(busy.get(f"cpu{c}", 0.0) > CORE_SATURATED_SHARE for c in shared_cpus(cpu)):
+    if any(busy.get(f"cpu{c}", 0.0) > CORE_SATURATED_SHARE for c in shared_cpus(cpu, together)):
         found.append(CORE_SATURATED)
     if (cpu.get(target) or {}).get("throttled_periods", 0) > 0:
         found.append(THROTTLED)
@@ -363,8 +364,9 @@ class WindowInput:
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
            cpusets: dict[str, tuple[int, ...]], target: str, run: WindowInput, loadgen_allowance: float | None,
            all_series: dict[str, list[Counters]] | None = None, machines: list[list[Counters]] | None = None,
-           host_cpus: int = 1) -> tuple[dict, list[str], dict]:
-    """(cpu by role, flags, the window's own figures) for one timed run."""
+           host_cpus: int = 1, together: tuple[str, ...] = ()) -> tuple[dict, list[str], dict]:
+    """(cpu by role, flags, the window's own figures) for one timed run
+    (`together`: the targets loaded at once with it, an A/B duet)."""
     cpu = {}
     for role, s in series.items():
         used = container_usage(s, run.start_ns, run.end_ns, run.whole, run.whole_rps, allowance.get(role),
@@ -373,7 +375,8 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
             cpu[role] = used
     if LOADGEN in cpu:
         cpu[LOADGEN]["tool_cores"] = round(run.tool_cores, 4)
-    found = flags(cpu, target, run.tool_cores, tool_limit(run.tool_threads, loadgen_allowance), run.busy)
+    found = flags(cpu, target, run.tool_cores, tool_limit(run.tool_threads, loadgen_allowance), run.busy,
+                  together=(target, *together) if together else ())
     figures = {"start_ns": run.start_ns, "end_ns": run.end_ns,
                "seconds": round((run.end_ns - run.start_ns) / 1e9, 3), "busy_shares": run.busy,
                **cross_check(all_series or {}, machines or [], run.start_ns, run.end_ns, run.busy, host_cpus)}

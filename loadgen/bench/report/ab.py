@@ -87,6 +87,17 @@ def calibration_lines(ab: dict) -> list[str]:
             + (f" ({cal['rate']:.0%})." if cal.get("rate") is not None else ".")]
 
 
+def method_words(ab: dict) -> str:
+    """What one block is, in the run's design (AB_DESIGN)."""
+    if ab.get("design", "blocks") == "duet":
+        return ("each one window in which A and B take load at the same moments, each from its own wrk at the "
+                "case's concurrency, sharing their core, after a warm-up of both (not counted): what the machine "
+                "does in a window befalls both sides (AB_DESIGN=duet); the database serves both at once, so its CPU "
+                "is no one side's and only the path's own CPU per request is judged")
+    return ("each one window of A and one of B in turn (A B, B A, ...), never at once, each window after its own "
+            "warm-up (not counted; AB_DESIGN=blocks)")
+
+
 def restart_lines(ab: dict) -> list[str]:
     """Whether the interval covers what a container keeps for a whole run."""
     if not ab.get("restart_twins"):
@@ -112,8 +123,7 @@ def render_ab(results: Results) -> str:
         f"B's change: {change}",
         f"- Database: **{server_label(env)}**; machine: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} "
         f"cores, kernel {env.get('kernel', '?')}",
-        f"- Method: {ab.get('blocks')} blocks per case, each one window of A and one of B in turn (A B, B A, ...), "
-        "never at once, each window after its own warm-up (not counted); one paired sample per block, log(B/A). "
+        f"- Method: {ab.get('blocks')} blocks per case, {method_words(ab)}; one paired sample per block, log(B/A). "
         "Ratio: Hodges-Lehmann estimate; interval: the exact distribution-free 95% interval of Wilcoxon's "
         "signed-rank test (at least 95% coverage at any block count; a bootstrap under-covers at 6-12 samples); "
         "p-values adjusted across the table with Holm's method. "

@@ -355,7 +355,8 @@ def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
     lines += [f"**Warning:** {w}" for w in comparison["warnings"]] + ([""] if comparison["warnings"] else [])
     lines += ["## What differs", ""]
     if comparison["differences"]:
-        lines += [f"- {d['kind']} `{d['name']}` {_shown(d['a'])} -> {_shown(d['b'])}" for d in comparison["differences"]]
+        lines += [f"- {d['kind']} `{d['name']}` {_shown(d['a'])} -> {_shown(d['b'])}"
+                  for d in comparison["differences"]]
     else:
         lines.append("No parameter, environment fact or timing setting differs.")
     lines += ["", "## Per case: B / A", ""]

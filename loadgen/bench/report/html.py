@@ -53,7 +53,8 @@ svg.chart { width: 100%; height: auto; font: 13px system-ui, sans-serif; fill: v
 svg .grid { stroke: var(--line); } svg .tick { fill: var(--muted); } svg .bar { fill: #9ecae1; }
 svg .note { fill: #b00020; font-weight: 600; }
 details { margin: 6px 0; } summary { cursor: pointer; }
-dl.answer-pair dt { font-weight: 600; } dl.answer-pair dd { margin: 0 0 6px 12px; font-family: ui-monospace, monospace; }
+dl.answer-pair dt { font-weight: 600; }
+dl.answer-pair dd { margin: 0 0 6px 12px; font-family: ui-monospace, monospace; }
 code { font-size: .9em; }
 .passed { font-size: .85rem; color: var(--muted); }
 #headline td:first-child { white-space: nowrap; }

@@ -63,7 +63,7 @@ def to_html(lines: list[str], images: bool = False) -> str:
             pass  # report.md's PNGs: the page draws its own charts
         elif line.strip():
             para = [line]
-            while i + 1 < len(lines) and lines[i + 1].strip() and not lines[i + 1][0] in "|#->!":
+            while i + 1 < len(lines) and lines[i + 1].strip() and lines[i + 1][0] not in "|#->!":
                 i += 1
                 para.append(lines[i])
             out.append(f"<p>{inline(' '.join(para))}</p>")

@@ -79,7 +79,8 @@ def render(doc: dict) -> str:
         lines.append(
             f"| {r.path} | {r.database} | {r.fault} | {r.trial} "
             f"| {'-' if r.fault_at_s is None else f'{r.fault_at_s:.2f} s'} "
-            f"| {_seconds(_at_once(r.answering_after_s), 'not probed')} | {r.outage_s:.1f} s | {r.requests} | {r.errors} "
+            f"| {_seconds(_at_once(r.answering_after_s), 'not probed')} | {r.outage_s:.1f} s "
+            f"| {r.requests} | {r.errors} "
             f"| {_answers(r.outage_answers)} | {slowest} | {_seconds(r.first_good_s)} | {r.errors_after_back} "
             f"| {_seconds(r.rate_back_s, 'not within the run')} "
             f"| {_seconds(r.recovered_s, 'not within the run')} | {r.verdict} |")
