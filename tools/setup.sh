@@ -2,7 +2,7 @@
 # Makes a Debian bookworm machine ready to run the lab (make lab, lab-local,
 # ab, matrix, resilience, overload, lab-hosts): a Docker engine (Debian's
 # docker.io when none is installed; started when none answers), Compose v2,
-# Go, and .venv with bench's packages for tools/. With --tests (make test),
+# Go, and .venv with bench (and its packages) for tools/. With --tests (make test),
 # also what only the tests need: the native servers and clients, FerretDB's
 # binary, vegeta, actionlint and the test runner's packages. Says first what
 # it will install and why, then installs it. Idempotent; safe to re-run.
@@ -119,9 +119,11 @@ start_docker() {
 venv_install() { # FOR REQUIREMENTS [FILES IT INCLUDES...]: once per change of them
   local stamp="$root/.venv/.$1.sha256" want
   want=$(cat "${@:2}" | sha256sum)
+  [ -x "$root/.venv/bin/pip" ] || python3 -m venv "$root/.venv"
+  # bench itself, so that .venv/bin/python -m bench (compare, index) runs from anywhere
+  echo "$root/loadgen" >"$("$root/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gridfs-lab.pth"
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
   say "installing $1's Python packages into .venv ($2)"
-  [ -x "$root/.venv/bin/pip" ] || python3 -m venv "$root/.venv"
   "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$2"
   echo "$want" >"$stamp"
 }
