@@ -81,3 +81,48 @@ def cadvisor_url(cadvisor_image):
         yield url
     finally:
         remove_container(name)
+
+
+# The tiers (pyproject.toml's markers): `unit` needs only the virtualenv,
+# `native` real servers and tools run on this machine as tools/setup.sh
+# installs them (PostgreSQL, FerretDB, nginx, FUSE, Chromium, wrk...), `lab`
+# a Docker engine. A test's tier follows from the fixtures it asks for (with
+# every fixture they ask for in turn); a module whose tests start such things
+# without a fixture says so with `pytestmark`.
+TIERS = ("unit", "native", "lab")
+NATIVE_FIXTURES = {
+    "postgres", "ferretdb", "mongo_uri",  # above; every fixture on a database asks for one of them
+    "ferretdb_on_sqlite", "own_postgres", "database",  # FerretDB and PostgreSQL of a test's own
+    "fuse_binary", "floor_binary", "actionlint", "vegeta",  # built with Go or the C compiler
+    "chromium", "site", "two_nginx", "served_set", "hung_upstream", "slow_reader",  # servers and clients run here
+}
+LAB_FIXTURES = {"cadvisor_image", "cadvisor_url", "burner", "labelled_burner", "lab", "ab_gate", "matrix",
+                "split_run", "host_b"}
+# Tests whose modules are being rewritten elsewhere for now, so cannot carry
+# a mark of their own: their tier by node id (a prefix).
+HAND_TIERS = {
+    "tests/test_compose_e2e.py::": "lab",
+    # docker compose config, on local.env
+    "tests/test_ab.py::test_the_twin_is_its_service_with_one_change_as_compose_reads_it": "lab",
+    "tests/test_ab.py::test_a_path_with_several_build_arguments_asks_which_one": "lab",
+}
+
+
+def tier_of_fixtures(names) -> str:
+    names = set(names)
+    return "lab" if names & LAB_FIXTURES else "native" if names & NATIVE_FIXTURES else "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marked = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+        marked |= {tier for prefix, tier in HAND_TIERS.items() if item.nodeid.startswith(prefix)}
+        needed = tier_of_fixtures(item.fixturenames)
+        # one tier each, so that -m unit, -m native and -m lab split the suite
+        if len(marked) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: marked {sorted(marked)}; a test has one tier")
+        tier = marked.pop() if marked else needed
+        if TIERS.index(tier) < TIERS.index(needed):
+            raise pytest.UsageError(f"{item.nodeid}: marked {tier}, but its fixtures need {needed}")
+        if not item.get_closest_marker(tier):
+            item.add_marker(tier)

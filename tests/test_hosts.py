@@ -51,6 +51,7 @@ def test_a_bad_lab_hosts_is_named_with_what_is_wrong(text, named):
         hosts.parse_hosts(text)
 
 
+@pytest.mark.lab  # docker compose config (the config fixture)
 def test_the_load_generator_alone_reaches_paths_and_databases_over_the_link(config):
     targets = ["nginx-static", "nginx-gridfs", "nginx-cache"]
     plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], targets)
@@ -71,13 +72,14 @@ def test_the_load_generator_alone_reaches_paths_and_databases_over_the_link(conf
     assert "extra_hosts" not in b["services"]["nginx-gridfs"]  # the databases are on its own engine
 
 
+@pytest.mark.lab  # docker compose config (the config fixture)
 def test_each_override_is_one_compose_reads(config, tmp_path):
     plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], ["nginx-static", "flask"])
     for engine, plan in plans.items():
         path = tmp_path / "override.json"
         path.write_text(json.dumps({"services": plan["services"]}))
-        out = subprocess.run(["docker", "compose", "--env-file", "local.env", "--profile", "hosts", "-f", "compose.yaml",
-                              "-f", str(path),
+        out = subprocess.run(["docker", "compose", "--env-file", "local.env", "--profile", "hosts",
+                              "-f", "compose.yaml", "-f", str(path),
                               "config", "--format", "json"], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         merged = json.loads(out.stdout)["services"]
@@ -98,6 +100,7 @@ def test_bench_takes_a_paths_url_from_bench_target_urls():
             from_env({**env, "BENCH_TARGET_URLS": bad})
 
 
+@pytest.mark.lab  # docker compose config (the config fixture)
 def test_bench_reads_every_hosts_cadvisor_its_own_first(config):
     plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], ["nginx-static"])
     bench = plans["default"]["services"]["bench"]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.lab  # docker compose config, on local.env too
+
 REPO = Path(__file__).resolve().parent.parent
 ROOT_REASON = "lab.root"  # compose label: why this container keeps root
 

@@ -41,6 +41,7 @@ def test_a_row_at_nine_tenths_of_the_link_is_link_bound_and_that_is_its_bottlene
     assert bottleneck([LOADGEN_BOUND], None, "nginx-static") == LOADGEN_CPU
 
 
+@pytest.mark.native  # iperf3
 def test_bench_measures_the_link_against_a_real_iperf3_server():
     """iperf3's one-shot server on loopback, as compose's `link` service
     runs it on the paths' host: one reverse test, then it is gone, and a

@@ -47,6 +47,7 @@ def test_one_worker_at_its_threads_limit_flags_the_case():
     assert not a_worker_bound(None)
 
 
+@pytest.mark.native  # ab and nginx
 def test_two_ab_workers_against_nginx(tmp_path):
     """Real ab processes against a real nginx: started together, each with
     its own output and CPU, merged."""

@@ -14,7 +14,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from nginx_gridfs_build import build_fuzzer
+
+pytestmark = pytest.mark.native  # clang's libFuzzer
 
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "25"))
 REGRESSIONS = Path(__file__).parent / "fuzz" / "regressions"

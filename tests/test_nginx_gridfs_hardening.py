@@ -158,6 +158,7 @@ def test_password_in_the_uri_never_reaches_a_log(stored):
     shutil.rmtree(server.prefix, ignore_errors=True)
 
 
+@pytest.mark.native  # the module built, nginx
 def test_password_in_an_invalid_uri_is_not_in_the_config_error(tmp_path):
     module = build_module()
     conf = tmp_path / "nginx.conf"
@@ -555,6 +556,7 @@ def test_responses_past_the_cap_wait_in_line_and_may_leave_it(stored, mongo_uri,
         stop_nginx(server)
 
 
+@pytest.mark.native  # the module built, nginx
 @pytest.mark.parametrize("value", ["0", "-1", "many"])
 def test_a_bad_cap_on_responses_stops_nginx_at_start(value, tmp_path):
     conf = tmp_path / "nginx.conf"

@@ -94,7 +94,8 @@ def test_report_tables_each_check():
            "failed": [{"check": "large file", "path": "flask", "error": "flask: wrk: no end"}]}
     text = render(doc)
     assert "## 1000 clients at once on `1MB` for 30 s" in text
-    assert f"| nginx-static | {wrk.requests} | {wrk.requests} | 0 | none | 0 | running | 90 / 512 MiB (kernel's peak ?) | ok |" in text
+    assert (f"| nginx-static | {wrk.requests} | {wrk.requests} | 0 | none | 0 | running "
+            "| 90 / 512 MiB (kernel's peak ?) | ok |") in text
     assert "## `100MB` to 50 clients at once" in text and "| flask | - |" in text
     assert "each answer's start within 300 s (LARGE_DEADLINE_MS)" in text
 
@@ -109,6 +110,7 @@ def _local_python_image() -> str:
     return found[0]
 
 
+@pytest.mark.lab  # a container
 def test_the_kernels_own_peak_and_oom_kills_of_a_real_container():
     """5 Hz sampling misses a spike of a tenth of a second; the cgroup's own
     counters do not. A process allocating 48 MiB for 0.1 s, then another

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.lab
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-overload-e2e"
 PATHS = ["nginx-static", "nginx-gridfs"]

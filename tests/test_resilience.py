@@ -112,6 +112,7 @@ def test_settings_are_checked_before_anything_starts():
             driver.read_settings(env, lab)
 
 
+@pytest.mark.lab  # docker compose config
 def test_paths_with_a_database_come_from_compose_labels():
     driver = _driver()
     import json

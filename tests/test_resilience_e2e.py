@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.lab
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-resilience-e2e"
 TARGETS = ["nginx-static", "nginx-gridfs", "flask-postgres"]  # nginx-static has no database: skipped

@@ -42,6 +42,7 @@ def test_bad_settings_name_the_variable(change, named):
         from_env({**GOOD, **change})
 
 
+@pytest.mark.lab  # docker compose config
 def test_every_knob_of_env_is_recorded_and_reaches_bench_with_its_effective_value():
     # .env is the list of knobs: each is recorded in results.json (but the
     # three that only say where, as whom and how long to wait), and compose

@@ -5,6 +5,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.lab
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-settings-e2e"
 
@@ -27,7 +31,8 @@ def test_bad_settings_stop_the_lab_before_anything_starts():
         assert "NGINX_WORKERS='1 2': expected one whole number from 1" in output, output
         assert "BENCH_ALLOW_NONCONFORMING='2'" in output
         assert "FILE_SET='10x5KB-1KB': the smallest size comes first" in output
-        listed = subprocess.run(["docker", "ps", "-a", "--format", "{{.Label \"com.docker.compose.service\"}} {{.State}}",
+        listed = subprocess.run(["docker", "ps", "-a",
+                                 "--format", "{{.Label \"com.docker.compose.service\"}} {{.State}}",
                                  "--filter", f"label=com.docker.compose.project={PROJECT}"],
                                 capture_output=True, text=True, timeout=60).stdout.splitlines()
         states = dict(line.split() for line in listed)

@@ -127,7 +127,7 @@ def with_send_timeout(server):
     return server
 
 
-@pytest.fixture(params=APP_PATHS + SERVER_PATHS)
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.native) for name in APP_PATHS + SERVER_PATHS])
 def service(request):
     name = request.param
     if name in APP_PATHS:

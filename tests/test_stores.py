@@ -49,7 +49,8 @@ def filesystem_store(tmp_path):
     store.close()
 
 
-@pytest.fixture(params=["gridfs", "postgres", "filesystem"])
+@pytest.fixture(params=[pytest.param("gridfs", marks=pytest.mark.native),
+                        pytest.param("postgres", marks=pytest.mark.native), "filesystem"])
 def store(request):
     return request.getfixturevalue(f"{request.param}_store")
 
