@@ -71,8 +71,10 @@ BAD = [
     ("GRIDFS_DB", "_ferretdb_lab"),
     # bench's own knobs: settings.from_env's rules
     ("BENCH_TARGETS", " "), ("BENCH_CONCURRENCY", "five"), ("BENCH_DURATION", "4 5"), ("BENCH_WARMUP", "-1"),
-    ("BENCH_MIN_REQUESTS", "many"), ("BENCH_REPETITIONS", "0"), ("BENCH_PROFILE", "fast"), ("BENCH_TOOLS", "wrk"), ("BENCH_LOADGENS", "0"),
-    ("BENCH_OPEN_LOOP", "1.5"), ("BENCH_OPEN_LOOP", "0.5 0.96"), ("BENCH_OPEN_LOOP_SECONDS", "0"), ("BENCH_OPEN_LOOP_SECONDS", "2.5"), ("BENCH_SWEEP", "1 x"), ("BENCH_SWEEP_DURATION", "0"), ("BENCH_WRITE", "maybe"),
+    ("BENCH_MIN_REQUESTS", "many"), ("BENCH_REPETITIONS", "0"), ("BENCH_PROFILE", "fast"), ("BENCH_TOOLS", "wrk"),
+    ("BENCH_LOADGENS", "0"),
+    ("BENCH_OPEN_LOOP", "1.5"), ("BENCH_OPEN_LOOP", "0.5 0.96"), ("BENCH_OPEN_LOOP_SECONDS", "0"),
+    ("BENCH_OPEN_LOOP_SECONDS", "2.5"), ("BENCH_SWEEP", "1 x"), ("BENCH_SWEEP_DURATION", "0"), ("BENCH_WRITE", "maybe"),
     ("WRITE_FILES", "0"), ("WRITE_SIZE", "10TB"), ("WRITE_THREADS", "300"), ("BENCH_STARTUP_TIMEOUT", "0"),
     ("BENCH_ALLOW_NONCONFORMING", "2"), ("BENCH_REQUESTS", "500"),
     ("RESULTS_DIR", "results"), ("RESULTS_DIR", "./a:b"), ("RESULTS_DIR", ""), ("RESULTS_DIR", "./my results"),

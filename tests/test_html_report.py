@@ -85,7 +85,8 @@ def test_committed_example_page_is_the_renderer_output():
     assert (EXAMPLE / "index.html").read_text() == render_html(results, doc, linked, False), (
         "re-render it (and index.png): cd loadgen && python -c \"import sys; sys.path.insert(0, '../tests'); "
         "from pathlib import Path; from bench.report.html import write_page; from browser_check import check_page; "
-        "p = Path('../results/example'); print(check_page(write_page(p, all_runs=False), screenshot=p / 'index.png'))\"")
+        "p = Path('../results/example'); "
+        "print(check_page(write_page(p, all_runs=False), screenshot=p / 'index.png'))\"")
 
 
 def test_run_index_lists_every_run(tmp_path):

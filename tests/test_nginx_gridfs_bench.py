@@ -148,7 +148,8 @@ def test_database_cpu_per_request_module_vs_pymongo(stored, mongo_uri, ferretdb,
             for _ in range(count):
                 assert len(fetch()) == len(data)
             figures[label] = (database_cpu(ferretdb, postgres) - before) / count * 1000
-        print(f"\n{name}, gridfs_buffer_size {BUFFER or 'default'}: database (FerretDB + PostgreSQL) CPU per request: {MODULE} {figures['module']:.1f} ms, "
+        print(f"\n{name}, gridfs_buffer_size {BUFFER or 'default'}: database (FerretDB + PostgreSQL) CPU per request: "
+              f"{MODULE} {figures['module']:.1f} ms, "
               f"pymongo GridFSBucket {figures['pymongo']:.1f} ms ({count} requests each)")
     finally:
         nginx.stop()

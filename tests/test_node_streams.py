@@ -269,7 +269,8 @@ def test_sequential_downloads_after_clients_left_mid_body_all_succeed(node, file
 
 @pytest.mark.parametrize("variable, value", [
     ("NODE_MAX_STREAMS", "0"), ("NODE_MAX_STREAMS", "-3"), ("NODE_MAX_STREAMS", "many"),
-    ("NODE_MAX_STREAMS", "2.5"), ("NODE_MAX_OPEN_STREAMS", "0"), ("NODE_STREAM_WAIT_MS", "5s"), ("NODE_STREAM_WAIT_MS", "9999999999"),
+    ("NODE_MAX_STREAMS", "2.5"), ("NODE_MAX_OPEN_STREAMS", "0"),
+    ("NODE_STREAM_WAIT_MS", "5s"), ("NODE_STREAM_WAIT_MS", "9999999999"),
     ("SEND_TIMEOUT_MS", "0"), ("SEND_TIMEOUT_MS", "60s"),
 ])
 def test_a_bad_setting_stops_the_process_at_start(mongo_uri, variable, value):

@@ -73,7 +73,7 @@ def test_a_span_is_spread_evenly_after_clipping_to_the_run():
 def test_vegeta_answers_complete_at_send_plus_latency():
     answers = parse_results((FIXTURES / "vegeta" / "slow-0.3s-rate200.jsonl").read_text())
     spans = completion_times(answers)
-    assert len(spans) == len(answers) and all(e == l for e, l, _ in spans)
+    assert len(spans) == len(answers) and all(earliest == latest for earliest, latest, _ in spans)
     first = min(a.sent for a in answers)
     last = max(a.done for a in answers)
     bins = completion_bins(spans, int(first * S), int(last * S) + 1)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from bench.measure.stats import relative_difference, summarize
+from bench.measure.stats import summarize
 from bench.clients.wrk_output import WrkOutputError, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wrk"

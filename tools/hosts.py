@@ -321,8 +321,8 @@ class Split:
             if shaping:
                 self.shape(shaping, undo=True)
             for engine, command in self.compose.items():
-                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine), capture_output=True,
-                               timeout=300)
+                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine),
+                               capture_output=True, timeout=300)
 
 
 LOCAL_ENGINE = "default"  # this machine's engine: the images are built there

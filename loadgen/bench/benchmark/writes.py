@@ -36,8 +36,8 @@ def memory_shortfall(threads: int, file_bytes: int, limit: int | None) -> str | 
         return None
     return (f"WRITE_THREADS={threads} x WRITE_SIZE={file_bytes:,} bytes need about {needed / 2**20:.0f} MiB in bench "
             f"(a GridFS upload holds about {UPLOAD_COPIES} copies of its file, "
-            f"plus {BENCH_OWN_BYTES / 2**20:.0f} MiB of bench's own), but LOADGEN_MEM allows {limit / 2**20:.0f} MiB: raise LOADGEN_MEM, or lower WRITE_THREADS "
-            "or WRITE_SIZE")
+            f"plus {BENCH_OWN_BYTES / 2**20:.0f} MiB of bench's own), but LOADGEN_MEM allows {limit / 2**20:.0f} MiB: "
+            "raise LOADGEN_MEM, or lower WRITE_THREADS or WRITE_SIZE")
 
 
 def _own_cpu_seconds() -> float:
