@@ -139,3 +139,19 @@ def test_the_blocks_a_table_needs_for_any_verdict():
     assert blocks_for_a_verdict(3) == 7      # 3 x 2/128 = 0.047
     assert blocks_for_a_verdict(6) == 8      # 6 x 2/256 = 0.047: the default plan, 2 cases x 3 metrics
     assert blocks_for_a_verdict(18) == 10
+
+
+@pytest.mark.parametrize("n, sd", [(6, 0.1), (12, 0.05), (24, 0.13)])
+def test_the_detectable_change_is_found_with_80_percent_power(n, sd):
+    """Checked against scipy's noncentral t: a change of detectable() in
+    log(B/A), n blocks of this spread, is found by a two-sided t test at 5%
+    in 80% of runs."""
+    from scipy import stats
+    from bench.measure.paired import counting_floor, detectable
+    delta = detectable(sd, n)
+    critical = stats.t.ppf(0.975, n - 1)
+    power = stats.nct.sf(critical, n - 1, delta * math.sqrt(n) / sd) + stats.nct.cdf(-critical, n - 1,
+                                                                                    delta * math.sqrt(n) / sd)
+    assert power == pytest.approx(0.8, abs=0.01)
+    # counting alone: 400 answers a window on each side read a ratio to sqrt(2/400) per block
+    assert counting_floor([400] * n, [400] * n) == pytest.approx(math.expm1(detectable(math.sqrt(2 / 400), n)))

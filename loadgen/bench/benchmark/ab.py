@@ -99,7 +99,8 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
         total = own + sum((cpu.get(role) or {}).get("cpu_ms_per_request") or 0.0 for role in supporting)
     shed = 1 - whole_answers(requests, failed, refused) / requests if requests else 0.0
     return {"rps": whole_rate(rep["rps"], requests, failed, refused) if requests else rep["rps"],
-            "cpu_path": own, "cpu_total": total, "refused": refused, "failed": failed, "shed": round(shed, 4)}
+            "cpu_path": own, "cpu_total": total, "refused": refused, "failed": failed, "shed": round(shed, 4),
+            "whole": whole_answers(requests, failed, refused)}
 
 
 class AbRun:
@@ -339,7 +340,11 @@ def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list
                          "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,
                          "higher_is_better": higher_is_better, "words": list(words), "log_ratios": d,
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0,
-                         "shed": shed_share(counted)})
+                         "shed": shed_share(counted), "detectable": _rounded(paired.detectable_change(d)),
+                         # counting's own noise in a rate: a window of N whole answers reads it to 1/sqrt(N)
+                         "counting_floor": _rounded(paired.counting_floor(
+                             [blk["a"].get("whole") for blk in counted], [blk["b"].get("whole") for blk in counted]))
+                         if key == "rps" else None})
     for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
         interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)
         row["p_adjusted"] = adjusted
@@ -352,6 +357,10 @@ def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list
         row["gate_passes"] = paired.within_threshold_worse(interval, row["higher_is_better"], threshold)
         row["headline"] = headline(row, threshold)
     return rows
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
 
 
 def shed_share(counted: list[dict]) -> float | None:

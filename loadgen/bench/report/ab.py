@@ -61,6 +61,17 @@ def _interval(row: dict) -> str:
     return f"[{row['low']:.3f}, {row['high']:.3f}]"
 
 
+def _detectable(row: dict) -> str:
+    """±x% at 80% power, and the counting floor where it is at least half of it."""
+    if row.get("detectable") is None:
+        return "-"
+    text = f"±{row['detectable'] * 100:.1f}%"
+    floor = row.get("counting_floor")
+    if floor is not None and floor >= row["detectable"] / 2:
+        text += f" (counting floor ±{floor * 100:.1f}%)"
+    return text
+
+
 def _median(values: list) -> float | None:
     known = sorted(v for v in values if v is not None)
     return known[(len(known) - 1) // 2] if known else None
@@ -143,8 +154,13 @@ def render_ab(results: Results) -> str:
         restarted = bool(ab.get("restart_twins"))
         lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
                   + (f"; {note}" if (note := shedding_note(r, restarted)) else "") for r in rows]
-        lines += ["", "| case | metric | A (median) | B (median) | B/A | 95% interval | blocks | adjusted p | verdict |",
-                  "|---|---|--:|--:|--:|---|--:|--:|---|"]
+        lines += ["", "Detectable: the smallest change this run would find 80% of the time, from its own blocks' "
+                  "spread (a t approximation); where counting alone (a window of N answers reads its rate to "
+                  "1/sqrt(N)) sets a floor near it, the floor is given. \"No change beyond ±T\" is said only when "
+                  "the interval lies within ±T, which a run can show only where T is above its detectable change.",
+                  "", "| case | metric | A (median) | B (median) | B/A | 95% interval | detectable | blocks | "
+                  "adjusted p | verdict |",
+                  "|---|---|--:|--:|--:|---|--:|--:|--:|---|"]
         cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
         for r in rows:
             case = cases.get((r["file"], r["concurrency"]), {"blocks": []})
@@ -152,7 +168,8 @@ def render_ab(results: Results) -> str:
             a = _median([blk["a"][r["metric"]] for blk in counted])
             b = _median([blk["b"][r["metric"]] for blk in counted])
             lines.append(f"| {r['case']} | {r['what']} | {_figure(a, r['metric'])} | {_figure(b, r['metric'])} | "
-                         f"{_ratio(r)} | {_interval(r)} | {r['n']} | {r['p_adjusted']:.3g} | {r['verdict']} |")
+                         f"{_ratio(r)} | {_interval(r)} | {_detectable(r)} | {r['n']} | {r['p_adjusted']:.3g} | "
+                         f"{r['verdict']} |")
     for case in ab.get("cases", []):
         title = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
         lines += ["", f"## Blocks: {title}", ""]
