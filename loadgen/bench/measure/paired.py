@@ -200,6 +200,20 @@ def detectable_change(d: list[float]) -> float | None:
     return math.expm1(found) if found is not None else None
 
 
+def log_correlation(a: list[float], b: list[float]) -> float | None:
+    """Pearson's correlation of log A and log B over the blocks: how much of
+    what moves A moves B too, which pairing removes (var of log(B/A) is
+    var A + var B - 2 rho sd A sd B). None below 3 blocks or with no spread."""
+    pairs = [(math.log(x), math.log(y)) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
+    if len(pairs) < 3:
+        return None
+    xs, ys = zip(*pairs)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in pairs)
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
 def counting_floor(answers_a: list[float], answers_b: list[float]) -> float | None:
     """The detectable change that counting alone sets: a window of N answers
     reads its rate to about 1/sqrt(N) (Poisson), whatever else holds still.

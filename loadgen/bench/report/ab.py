@@ -182,6 +182,11 @@ def render_ab(results: Results) -> str:
             sized = "; ".join(f"{n} {r['rps']:g} req/s" for n, r in (case.get("sizing") or {}).items())
             lines += [f"Every window {case['window_s']:g} s, A's and B's alike"
                       + (f" (sized on the slower side: {sized})." if sized else "."), ""]
+        rho = [r for r in ab.get("rows", []) if (r["file"], r["concurrency"]) == (case["file"], case["concurrency"])
+               and r["metric"] == "rps" and r.get("rho") is not None]
+        if rho:
+            lines += [f"A's and B's requests per second correlate at ρ = {rho[0]['rho']:.2f} over the blocks: "
+                      "what moves both (the machine, the database) pairing leaves out of B/A.", ""]
         lines += ["Requests per second and CPU per request count the answers served whole only.", "",
                   "| block | A req/s | B req/s | B/A req/s | A CPU ms/req | B CPU ms/req | A refused, failed "
                   "| B refused, failed | flags |",
