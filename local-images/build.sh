@@ -33,10 +33,10 @@ build_base() {
   local ctx; ctx=$(mktemp -d)
   cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
   say "importing $tag"
-  cat "$tarball" | docker import \
+  docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
-    --change 'CMD ["bash"]' - "$PREFIX/debian:rootfs" >/dev/null
+    --change 'CMD ["bash"]' - "$PREFIX/debian:rootfs" <"$tarball" >/dev/null
   printf 'FROM %s\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nCOPY ca-certificates.crt /usr/local/share/ca-certificates/host-ca-bundle.crt\n' "$PREFIX/debian:rootfs" >"$ctx/Dockerfile"
   docker build -q -t "$tag" "$ctx" >/dev/null
   rm -rf "$ctx"

@@ -95,11 +95,14 @@ ab_env() {
 ab_calibrate() {
   ab_env
   local before after code=0
-  # (ls fails when there is none yet: pipefail would end the script there)
+  # (ls fails when there is none yet: pipefail would end the script there;
+  # bench names the run folders, by date and time)
+  # shellcheck disable=SC2012
   before=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1 || true)
   SERVICE=$1 timeout 3600 python3 tools/ab.py || code=$?
+  # shellcheck disable=SC2012
   after=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1 || true)
-  [ -n "$after" ] && [ "$after" != "$before" ] || die "no A/A result (tools/ab.py exited $code)"
+  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no A/A result (tools/ab.py exited $code)"
   echo "run-dir: $(dirname "$after")"
   return "$code"
 }

@@ -14,7 +14,7 @@ if [ ! -x "$cached" ]; then
   # go install names the binary after the package path's last element, or the
   # one before it when that is a major version (.../vegeta/v12 -> vegeta)
   built=("$tmp"/*)
-  [ ${#built[@]} -eq 1 ] && [ -x "${built[0]}" ] || die "go install of $package left ${built[*]} in $tmp, expected one program"
+  { [ ${#built[@]} -eq 1 ] && [ -x "${built[0]}" ]; } || die "go install of $package left ${built[*]} in $tmp, expected one program"
   mv "${built[0]}" "$cached"; rmdir "$tmp"
 fi
 echo "$cached"

@@ -38,6 +38,7 @@ CREATE DATABASE :"db";
 SQL
     fi
     for f in /docker-entrypoint-initdb.d/*; do
+      # shellcheck source=/dev/null # whatever init scripts the image is given
       case "$f" in
         *.sql) echo "postgres: running $f"; psql --dbname "$POSTGRES_DB" -f "$f" ;;
         *.sh) echo "postgres: running $f"; . "$f" ;;

@@ -44,6 +44,7 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all \
   nginx -e stderr -g "daemon off; worker_processes ${FUSE_NGINX_WORKERS:-4};" &
 nginx_pid=$!
 
+# shellcheck disable=SC2317 # run by the trap below
 stop() {
   kill -TERM "$nginx_pid" 2>/dev/null; wait "$nginx_pid"
   kill -TERM "$fuse_pid" 2>/dev/null; wait "$fuse_pid"

@@ -12,6 +12,7 @@ servers=${HTTPD_SERVERS:-1}
 threads=${HTTPD_THREADS:-1250}
 for var in HTTPD_SERVERS HTTPD_THREADS; do
   eval "value=\${$var:-}"
+  # shellcheck disable=SC2154 # value is set by the eval
   case $value in
     '') ;;
     *[!0-9]* | 0*) echo "httpd-static: $var=$value is not a whole number of at least 1" >&2; exit 2 ;;

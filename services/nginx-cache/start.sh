@@ -24,7 +24,7 @@ esac
 case $port in
   '' | *[!0-9]*) fail "CACHE_UPSTREAM=$upstream: '$port' is not a port number" ;;
 esac
-[ "$port" -ge 1 ] && [ "$port" -le 65535 ] || fail "CACHE_UPSTREAM=$upstream: port $port is out of range"
+{ [ "$port" -ge 1 ] && [ "$port" -le 65535 ]; } || fail "CACHE_UPSTREAM=$upstream: port $port is out of range"
 
 size=${CACHE_SIZE:-256m}
 number=${size%[kKmMgG]}
