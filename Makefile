@@ -10,7 +10,8 @@ PYTEST_ARGS ?=
 # The Go toolchain tools/install-go.sh chose (for make test's go test).
 export PATH := $(or $(LAB_CACHE),/var/cache/gridfs-lab)/go/bin:$(PATH)
 
-.PHONY: setup setup-tests local-images lab lab-local lab-hosts ab matrix resilience overload test clean
+.PHONY: setup setup-tests venv check local-images lab lab-local lab-hosts ab matrix resilience overload test \
+	test-native clean
 
 setup:
 	tools/setup.sh
@@ -19,6 +20,16 @@ setup:
 # FerretDB's binary, vegeta, actionlint, pytest. make lab installs none of it.
 setup-tests:
 	tools/setup.sh --tests
+
+# The tests' virtualenv alone (no root, no Docker): all make check needs.
+venv:
+	tools/venv.sh
+
+# The one-minute tier (docs/ci.md): ruff, shellcheck, gofmt and go vet, node
+# --check and the unit tests (pytest -m unit); a checker not installed is
+# skipped with a line saying so.
+check: venv
+	tools/check.sh
 
 # Images from Debian packages for machines with no container registry;
 # writes local.env (.env with every image variable pointed at them).
@@ -77,6 +88,11 @@ lab-hosts: local-images
 test: setup-tests local-images
 	cd services/gridfs-fuse && timeout 900 go test ./...
 	.venv/bin/pytest tests $(PYTEST_ARGS)
+
+# The tests on native servers and tools alone (PostgreSQL, FerretDB, nginx,
+# FUSE, Chromium...): no Docker, no local images.
+test-native: setup-tests
+	.venv/bin/pytest -m native $(PYTEST_ARGS)
 
 # local.env where local images were built, else .env: the same project and volumes.
 clean:
