@@ -10,8 +10,8 @@ PYTEST_ARGS ?=
 # The Go toolchain tools/install-go.sh chose (for make test's go test).
 export PATH := $(or $(LAB_CACHE),/var/cache/gridfs-lab)/go/bin:$(PATH)
 
-.PHONY: setup setup-tests venv check local-images lab lab-local lab-hosts ab matrix resilience overload test \
-	test-native clean
+.PHONY: setup setup-tests venv check local-images lab lab-local lab-hosts ab ab-calibrate matrix resilience overload \
+	test test-native clean
 
 setup:
 	tools/setup.sh
@@ -59,6 +59,14 @@ lab-local: local-images
 # B_CPUS=0.8, B_ENV="GUNICORN_WORKERS=2"; none: an A/A calibration).
 ab: local-images
 	.venv/bin/python tools/ab.py
+
+# How far an A/B run's verdicts hold on this machine: AB_CALIBRATION_RUNS A/A
+# runs of SERVICE (default 20, one after another, at the A/B settings), then
+# per case and metric the p-values' uniformity (KS, QQ table), Cochran's Q and
+# I², the between-run sd and the false alarms with their Clopper-Pearson bound:
+# make ab-calibrate SERVICE=flask AB_CALIBRATION_RUNS=20 (tools/ab_calibrate.py)
+ab-calibrate: local-images
+	.venv/bin/python tools/ab_calibrate.py
 
 # One run per value of one setting on local images, then one table across
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).
