@@ -416,3 +416,14 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
     assert "### 1MB c=100, cpu_path" in page and "| 4 | 0.800 |" in page
     # an A/B page of the same path, machine and settings finds it
     assert cal.calibration_for(results, {**aa("20991231T000000Z", []), "kind": "A/B"})["runs"] == 4
+
+
+def test_an_ab_page_quotes_its_calibration_or_says_it_has_none(tmp_path):
+    from bench.report.ab import calibration_set_lines
+    ab = {**aa("20990110T000000Z", []), "kind": "A/B", "window": 3}
+    assert "none** (`make ab-calibrate SERVICE=flask`" in calibration_set_lines(
+        {**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]
+    write_calibration(tmp_path, "calibration-flask-20990102T000000Z", "20990102T090000Z")
+    line = calibration_set_lines({**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]
+    assert line.startswith("- **Calibration** (calibration-flask-20990102T000000Z, 5 A/A runs")
+    assert "1 of 10 case-metrics got a verdict (95% at most" in line and "1KB c=100 rps ±" in line

@@ -19,6 +19,7 @@ from .measure.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
 from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, clock, planned_seconds, say, warm_up_seconds
 from .settings import SLOW_CASE_STRETCH
+from .measure.calibration import calibration_for
 from .report.ab import last_calibration, render_ab
 from .report.markdown import render_markdown
 from .results import Results
@@ -186,6 +187,7 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
     AbRun(cfg, timer, results, os.environ.get("CACHE_UPSTREAM", "")).run(files)
     results.ab["calibration"] = last_calibration(Path(cfg.results_dir), results)
+    results.ab["calibration_set"] = calibration_for(Path(cfg.results_dir), {"run_id": results.run_id, **results.ab})
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
     phases.end("A/B blocks")
 

@@ -127,7 +127,8 @@ class AbRun:
         targets = {t.name: t for t in self.results.targets}
         self.results.ab = {"a": ab.a, "b": ab.b, "kind": ab.kind, "change": ab.change, "blocks": ab.blocks,
                            "threshold": ab.threshold, "supporting": self.supporting,
-                           "restart_twins": ab.restart_twins, "design": ab.design,
+                           "restart_twins": ab.restart_twins, "design": ab.design, "window": ab.window,
+                           "warmup": ab.warmup, "files": list(ab.files), "concurrency": list(ab.concurrency),
                            "machine": machine_of(self.results.environment), "cases": [], "rows": []}
         unready = [n for n in (ab.a, ab.b) if not (n in targets and targets[n].verified)]
         if unready:

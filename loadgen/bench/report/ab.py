@@ -83,6 +83,24 @@ def _figure(value: float | None, metric: str) -> str:
     return f"{value:.0f}" if metric == "rps" else f"{value:.3f}"
 
 
+def calibration_set_lines(ab: dict) -> list[str]:
+    """The newest `make ab-calibrate` of this path, machine and settings, or
+    that there is none."""
+    cal = ab.get("calibration_set")
+    if not cal:
+        return ["- **Calibration of this path and settings on this machine: none** (`make ab-calibrate "
+                f"SERVICE={ab.get('a')}` runs 20 A/As at these settings and says how far the verdicts hold)."]
+    alarms = cal.get("false_alarms") or {}
+    repeat = [f"{case} {metric} ±{m['repeatability_pct']:.1f}%" for case, metrics in (cal.get("cases") or {}).items()
+              for metric, m in metrics.items() if m.get("repeatability_pct") is not None]
+    return [f"- **Calibration** ({cal['calibration']}, {cal['runs']} A/A runs of this path and settings here): "
+            f"{alarms.get('alarms', '?')} of {alarms.get('rows', '?')} case-metrics got a verdict"
+            + (f" (95% at most {alarms['high']:.1%})" if alarms.get("high") is not None else "")
+            + (f"; lowest KS p of the p-values {cal['ks_min_p']:.3g}" if cal.get("ks_min_p") is not None else "")
+            + (f"; two runs differ by up to (2.8 x the between-run sd): {', '.join(repeat)}" if repeat else "")
+            + "."]
+
+
 def calibration_lines(ab: dict) -> list[str]:
     if ab.get("kind") == "A/A":
         found = false_alarms(ab.get("rows", []))
@@ -142,6 +160,7 @@ def render_ab(results: Results) -> str:
         "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
         "run again (up to half as many more blocks).",
         *restart_lines(ab),
+        *calibration_set_lines(ab),
         *calibration_lines(ab),
     ]
     if ab.get("error"):
