@@ -98,16 +98,6 @@ NATIVE_FIXTURES = {
 }
 LAB_FIXTURES = {"cadvisor_image", "cadvisor_url", "burner", "labelled_burner", "lab", "ab_gate", "matrix",
                 "split_run", "host_b"}
-# Tests whose modules are being rewritten elsewhere for now, so cannot carry
-# a mark of their own: their tier by node id (a prefix).
-HAND_TIERS = {
-    "tests/test_compose_e2e.py::": "lab",
-    # docker compose config, on local.env
-    "tests/test_ab.py::test_the_twin_is_its_service_with_one_change_as_compose_reads_it": "lab",
-    "tests/test_ab.py::test_a_path_with_several_build_arguments_asks_which_one": "lab",
-}
-
-
 def tier_of_fixtures(names) -> str:
     names = set(names)
     return "lab" if names & LAB_FIXTURES else "native" if names & NATIVE_FIXTURES else "unit"
@@ -116,7 +106,6 @@ def tier_of_fixtures(names) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         marked = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
-        marked |= {tier for prefix, tier in HAND_TIERS.items() if item.nodeid.startswith(prefix)}
         needed = tier_of_fixtures(item.fixturenames)
         # one tier each, so that -m unit, -m native and -m lab split the suite
         if len(marked) > 1:

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -218,6 +219,7 @@ def compose_config(override: Path) -> dict:
     return json.loads(done.stdout)["services"]
 
 
+@pytest.mark.lab  # docker compose config, on local.env
 @pytest.mark.parametrize("service, change, check", [
     ("flask", {"B_IMAGE": "python:3.13-slim"}, lambda b: b["build"]["args"]["PYTHON_IMAGE"] == "python:3.13-slim"),
     ("node", {"B_CPUS": "0.8"}, lambda b: b["cpus"] == 0.8),
@@ -242,6 +244,7 @@ def test_the_twin_is_its_service_with_one_change_as_compose_reads_it(tmp_path, s
         assert a["build"] == b["build"] and a.get("cpus") == b.get("cpus") and a["environment"] == b["environment"]
 
 
+@pytest.mark.lab
 def test_a_path_with_several_build_arguments_asks_which_one(tmp_path):
     base = ["docker", "compose", "--env-file", str(REPO / "local.env")]
     services = ab_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
@@ -394,3 +397,15 @@ def test_a_disturbed_block_is_kept_on_record_but_judged_on_by_nothing():
     rows = {r["metric"]: r for r in judge([spoiled], 0.05)}
     assert rows["rps"]["n"] == 7
     assert rows["rps"]["verdict"] == {r["metric"]: r for r in clean}["rps"]["verdict"] != "better"
+
+
+@pytest.mark.lab
+def test_a_b_image_that_cannot_be_had_fails_at_once_naming_it():
+    """make ab SERVICE=flask B_IMAGE=<nothing>: named before any build, within
+    30 s (on this machine docker pull finds no registry; elsewhere, no such
+    repository)."""
+    began = time.monotonic()
+    with pytest.raises(ab_tool.LabError, match=r"B_IMAGE=gridfs-lab-local/no-such-image:0: not on this engine"):
+        ab_tool.image_to_be_had("gridfs-lab-local/no-such-image:0")
+    assert time.monotonic() - began < 30
+    ab_tool.image_to_be_had("gridfs-lab-local/debian:bookworm")  # a local image is there already

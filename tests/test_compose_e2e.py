@@ -13,6 +13,8 @@ import pytest
 
 from test_least_privilege import inspected_problems
 
+pytestmark = pytest.mark.lab  # the whole lab, end to end
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "gridfs-lab-e2e"  # fixed, so its images are reused from run to run
 SIZES = "1KB 300KB"          # one file within a chunk, one across two chunks

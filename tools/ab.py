@@ -11,7 +11,7 @@ The change, one of (environment variables, as make passes them):
   B_CONTEXT=DIR              B built from another folder (its Dockerfile as A's)
   B_REF=main                 B built from the lab at a git ref (a pull
                              request's service against main's)
-  B_CPUS=0.8                 a CPU quota on B (cores), the known change the
+  B_CPUS=0.45                a CPU quota on B (cores), the known change the
                              A/B is checked against
   B_ENV="GUNICORN_WORKERS=2" environment variables for B only
 None of them: an A/A run (B is A unchanged), to measure how often an
@@ -61,6 +61,30 @@ def image_arg(service: str, build: dict, chosen: str) -> str:
     return args[0]
 
 
+def image_to_be_had(image: str, timeout: float = 30.0) -> None:
+    """B_IMAGE is on this engine, or can be pulled within `timeout`: else a
+    clear error now, before any build or run."""
+    try:
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=timeout).returncode == 0:
+            return
+        pulled = subprocess.run(["docker", "pull", image], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"B_IMAGE={image}: not on this engine and not pulled within {timeout:g} s") from None
+    if pulled.returncode != 0:
+        raise LabError(f"B_IMAGE={image}: not on this engine and docker pull failed: "
+                       f"{(pulled.stderr or pulled.stdout).strip()[-300:]}")
+
+
+def older_than_head(ref: str) -> bool:
+    """B_REF names an ancestor of this checkout: then B is the older side
+    and a "slower" verdict means this checkout is the faster one."""
+    same = subprocess.run(["git", "rev-parse", ref, "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if same.returncode != 0 or len(set(same.stdout.split())) < 2:
+        return False
+    return subprocess.run(["git", "merge-base", "--is-ancestor", ref, "HEAD"], cwd=ROOT, capture_output=True,
+                          timeout=60).returncode == 0
+
+
 def ref_checkout(ref: str) -> Path:
     """The lab at `ref`, checked out once per commit under .lab/ab/ (a git
     worktree: no second clone)."""
@@ -94,6 +118,10 @@ def twin(service: str, spec: dict, env: dict) -> tuple[dict, list[str]]:
         if env.get("B_REF"):
             context = ref_checkout(env["B_REF"]) / context.relative_to(ROOT)
             changed.append(f"built from the lab at {env['B_REF']}")
+            if older_than_head(env["B_REF"]):
+                print(f"[ab] WARNING: B_REF={env['B_REF']} is an ancestor of this checkout: B is the older code, "
+                      "so \"B slower\" means this checkout is faster (A_REF=REF builds A from REF instead)",
+                      file=sys.stderr, flush=True)
         else:
             context = Path(env["B_CONTEXT"]).resolve()
             changed.append(f"built from {env['B_CONTEXT']}")
@@ -218,6 +246,9 @@ def main() -> int:
             raise LabError(f"AB_ENV_FILE: {env_file} does not exist (make local-images writes local.env; "
                            "AB_ENV_FILE=.env runs official images)")
         lab = settings_in(env_file)
+        print(f"[ab] images and settings from {env_file.name} (AB_ENV_FILE; "
+              f"{'.env: official images' if env_file.name == 'local.env' else 'local.env: images built here'} "
+              "otherwise), for A and B alike", flush=True)
         base = ["docker", "compose", "-p", env.get("AB_PROJECT", "gridfs-lab"), "--env-file", str(env_file)]
         if (os.cpu_count() or 1) < 4 and env_file.name != "local.env":
             base += ["--env-file", str(ROOT / "cpus-2.env")]  # as make lab does (local.env has the pins already)
@@ -226,6 +257,8 @@ def main() -> int:
         if service not in paths:
             raise LabError(f"SERVICE={service!r}: expected one of the serving paths in BENCH_TARGETS: "
                            f"{' '.join(paths)}")
+        if env.get("B_IMAGE"):
+            image_to_be_had(env["B_IMAGE"])
         definition, changed = twin(service, services[service], env)
         a_definition = a_at_ref(service, services[service], env["A_REF"]) if env.get("A_REF") else None
         if a_definition:

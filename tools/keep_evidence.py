@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Keeps the runs a doc cites: results/evidence/<run>/ gets an A/B run's
+ab.json and ab.md, another run's results.json and report.md, each JSON
+without the raw tool output, the per-request completions, the conformance
+cases and the cAdvisor samples (about 50 KB a run), so a table in docs/ can
+be checked against what it quotes long after the machine that made it is
+gone. tests/test_evidence.py checks that every run id docs/*.md and
+README.md name is kept here.
+
+usage: tools/keep_evidence.py RUN_ID [RUN_ID ...]   (from RESULTS_DIR, ./results)"""
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIDENCE = ROOT / "results" / "evidence"
+# what a reader of a doc's table never needs and a run has plenty of
+DROPPED = ("raw_output", "completions", "latency_histogram", "workers", "conformance")
+COPIED = ("ab.md", "report.md", "calibration.json", "calibration.md")
+SLIMMED = ("ab.json", "results.json")
+
+
+def slimmed(node):
+    """Pure: a results.json tree without the bulky keys, everything else as it was."""
+    if isinstance(node, dict):
+        return {k: slimmed(v) for k, v in node.items() if k not in DROPPED}
+    if isinstance(node, list):
+        return [slimmed(v) for v in node]
+    return node
+
+
+def keep(run: Path, into: Path) -> Path:
+    """One run's evidence: an A/B run's ab.json and ab.md (its results.json
+    and report.md say the same again), else results.json and report.md."""
+    if not run.is_dir():
+        raise FileNotFoundError(f"{run}: no such run folder")
+    out = into / run.name
+    out.mkdir(parents=True, exist_ok=True)
+    ab = (run / "ab.json").is_file()
+    for name in COPIED:
+        if (run / name).is_file() and not (ab and name == "report.md"):
+            shutil.copyfile(run / name, out / name)
+    for name in SLIMMED:
+        if (run / name).is_file() and not (ab and name == "results.json"):
+            data = json.loads((run / name).read_text())
+            data.pop("cpu_samples", None)
+            (out / name).write_text(json.dumps(slimmed(data), separators=(",", ":")) + "\n")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    results = Path(os.environ.get("RESULTS_DIR") or ROOT / "results")
+    for run_id in argv:
+        try:
+            out = keep(results / run_id, EVIDENCE)
+        except (OSError, ValueError) as e:
+            print(f"keep_evidence: {run_id}: {e}", file=sys.stderr)
+            return 1
+        size = sum(p.stat().st_size for p in out.iterdir())
+        print(f"{out.relative_to(ROOT)}: {size // 1024} KB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
