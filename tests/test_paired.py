@@ -153,5 +153,5 @@ def test_the_detectable_change_is_found_with_80_percent_power(n, sd):
     power = stats.nct.sf(critical, n - 1, delta * math.sqrt(n) / sd) + stats.nct.cdf(-critical, n - 1,
                                                                                     delta * math.sqrt(n) / sd)
     assert power == pytest.approx(0.8, abs=0.01)
-    # counting alone: 400 answers a window on each side read a ratio to sqrt(2/400) per block
-    assert counting_floor([400] * n, [400] * n) == pytest.approx(math.expm1(detectable(math.sqrt(2 / 400), n)))
+    # counting alone: 40 whole answers a window on each side read a ratio to one answer in 40, rounded
+    assert counting_floor([40] * n, [40] * n) == pytest.approx(math.expm1(detectable(math.sqrt(2 / 12) / 40, n)))

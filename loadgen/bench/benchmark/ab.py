@@ -343,7 +343,7 @@ def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0,
                          "shed": shed_share(counted), "detectable": _rounded(paired.detectable_change(d)),
                          "rho": _rounded(paired.log_correlation(a, b)),
-                         # counting's own noise in a rate: a window of N whole answers reads it to 1/sqrt(N)
+                         # counting's own resolution: a window of N whole answers reads its rate to one in N
                          "counting_floor": _rounded(paired.counting_floor(
                              [blk["a"].get("whole") for blk in counted], [blk["b"].get("whole") for blk in counted]))
                          if key == "rps" else None})
