@@ -157,7 +157,8 @@ class AbRun:
         url = {name: f"{target.url}/files/{f['name']}" for name, target in sides.items()}
         seconds, sizing = self.window_seconds(url, c, errors)
         # the plan counted windows of AB_WINDOW: a stretched case's time left now says its length
-        self.timer.progress.planned += self.ab.blocks * 2 * (seconds - self.cfg.duration)
+        windows = 1 if self.ab.design == DUET else 2  # a block's windows
+        self.timer.progress.planned += self.ab.blocks * windows * (seconds - self.cfg.duration)
         if not errors:
             say(f"{phase}: windows of {seconds:g} s, A's and B's alike"
                 + (f" (sized by {', '.join(f'{n} {r.rps:.1f} req/s' for n, r in sizing.items())})" if sizing else ""))
