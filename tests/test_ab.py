@@ -82,7 +82,7 @@ def case_of(a_rps: list[float], b_rps: list[float], file="1KB.bin", c=100) -> di
 def test_window_metrics_add_the_database_and_upstream_to_the_total():
     m = window_metrics(rep(1, 100.0, 2.0, 0.5), "flask", ["mongo", "postgres", "nginx-gridfs"])
     assert m == {"rps": 100.0, "cpu_path": 2.0, "cpu_total": pytest.approx(2.501), "refused": 0, "failed": 0,
-                 "shed": 0.0, "whole": 0}
+                 "shed": 0.0, "whole": 0, "answers": 0}
     assert window_metrics({"rps": 5.0, "cpu": None}, "flask", ["mongo"])["cpu_total"] is None
     # a window of flask at 1 MB, c=100 (wrk, 20261126T033216Z): 269 of 752 answers were the deadline's 503s,
     # which the Measurement's rate already leaves out

@@ -100,7 +100,7 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
     shed = 1 - whole_answers(requests, failed, refused) / requests if requests else 0.0
     return {"rps": whole_rate(rep["rps"], requests, failed, refused) if requests else rep["rps"],
             "cpu_path": own, "cpu_total": total, "refused": refused, "failed": failed, "shed": round(shed, 4),
-            "whole": whole_answers(requests, failed, refused)}
+            "whole": whole_answers(requests, failed, refused), "answers": requests}
 
 
 class AbRun:
@@ -344,9 +344,11 @@ def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0,
                          "shed": shed_share(counted), "detectable": _rounded(paired.detectable_change(d)),
                          "rho": _rounded(paired.log_correlation(a, b)),
-                         # counting's own resolution: a window of N whole answers reads its rate to one in N
+                         # what counting whole answers alone resolves (rounding; the shed lottery)
                          "counting_floor": _rounded(paired.counting_floor(
-                             [blk["a"].get("whole") for blk in counted], [blk["b"].get("whole") for blk in counted]))
+                             [blk["a"].get("whole") for blk in counted], [blk["b"].get("whole") for blk in counted],
+                             [blk["a"].get("answers") for blk in counted],
+                             [blk["b"].get("answers") for blk in counted]))
                          if key == "rps" else None})
     for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
         interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)

@@ -214,18 +214,28 @@ def log_correlation(a: list[float], b: list[float]) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
 
-def counting_floor(answers_a: list[float], answers_b: list[float]) -> float | None:
-    """The detectable change that counting whole answers alone sets: a
-    window of N answers reads its rate to one answer in N (a count is whole:
-    uniform rounding, sd 1/sqrt(12) of an answer). Not Poisson's 1/sqrt(N):
-    closed-loop clients answer in step, and a duet's A/A read 0.6% where
-    Poisson would say 4%. Where it is near detectable_change (a slow case's
-    few answers), longer windows, not a quieter machine, would narrow it."""
-    pairs = [(a, b) for a, b in zip(answers_a, answers_b) if a and b and a > 0 and b > 0]
-    if len(pairs) < 3:
+def counting_floor(whole_a: list[float], whole_b: list[float], answers_a: list[float] | None = None,
+                   answers_b: list[float] | None = None) -> float | None:
+    """The detectable change that counting whole answers alone sets. A
+    window's count of whole answers is read to one in N (a count is whole:
+    rounding, sd 1/sqrt(12) of an answer); where a path sheds, which of its
+    answers come whole is a lottery, binomial over the answers: the count
+    moves by sqrt((1 - share whole) / N) of itself. Not Poisson's 1/sqrt(N)
+    everywhere: closed-loop clients answer in step (a duet's A/A at 1 KB
+    read 0.6% where Poisson would say 4%), while nginx-gridfs shedding 80%
+    at 1 MB read the lottery's 16%. Where it is near detectable_change,
+    longer windows or fewer shed answers, not a quieter machine, narrow it."""
+    answers_a = answers_a or whole_a
+    answers_b = answers_b or whole_b
+    variances = []
+    for wa, wb, na, nb in zip(whole_a, whole_b, answers_a, answers_b):
+        if not (wa and wb and na and nb and wa > 0 and wb > 0):
+            continue
+        side = (lambda w, n: (1 - min(w / n, 1.0)) / w + 1 / (12 * w ** 2))
+        variances.append(side(wa, na) + side(wb, nb))
+    if len(variances) < 3:
         return None
-    sd = math.sqrt(sum(1 / a ** 2 + 1 / b ** 2 for a, b in pairs) / len(pairs) / 12)
-    return math.expm1(detectable(sd, len(pairs)))
+    return math.expm1(detectable(math.sqrt(sum(variances) / len(variances)), len(variances)))
 
 
 def blocks_for_a_verdict(tests: int, alpha: float = ALPHA) -> int:
