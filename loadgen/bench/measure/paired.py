@@ -214,6 +214,11 @@ def log_correlation(a: list[float], b: list[float]) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
 
+def _count_variance(whole: float, answers: float) -> float:
+    """Of log(whole answers) in one window: the shed lottery and rounding."""
+    return (1 - min(whole / answers, 1.0)) / whole + 1 / (12 * whole ** 2)
+
+
 def counting_floor(whole_a: list[float], whole_b: list[float], answers_a: list[float] | None = None,
                    answers_b: list[float] | None = None) -> float | None:
     """The detectable change that counting whole answers alone sets. A
@@ -227,12 +232,9 @@ def counting_floor(whole_a: list[float], whole_b: list[float], answers_a: list[f
     longer windows or fewer shed answers, not a quieter machine, narrow it."""
     answers_a = answers_a or whole_a
     answers_b = answers_b or whole_b
-    variances = []
-    for wa, wb, na, nb in zip(whole_a, whole_b, answers_a, answers_b):
-        if not (wa and wb and na and nb and wa > 0 and wb > 0):
-            continue
-        side = (lambda w, n: (1 - min(w / n, 1.0)) / w + 1 / (12 * w ** 2))
-        variances.append(side(wa, na) + side(wb, nb))
+    variances = [_count_variance(wa, na) + _count_variance(wb, nb)
+                 for wa, wb, na, nb in zip(whole_a, whole_b, answers_a, answers_b)
+                 if wa and wb and na and nb and wa > 0 and wb > 0]
     if len(variances) < 3:
         return None
     return math.expm1(detectable(math.sqrt(sum(variances) / len(variances)), len(variances)))
