@@ -155,21 +155,4 @@ def test_the_detectable_change_is_found_with_80_percent_power(n, sd):
     assert power == pytest.approx(0.8, abs=0.01)
     # counting alone: 40 whole answers a window on each side read a ratio to one answer in 40, rounded
     assert counting_floor([40] * n, [40] * n) == pytest.approx(math.expm1(detectable(math.sqrt(2 / 12) / 40, n)))
-    # 40 whole of 240 answers (nginx-gridfs at 1 MB, shedding): the lottery of which come whole
-    shed = math.sqrt(2 * ((1 - 40 / 240) / 40 + 1 / (12 * 40 ** 2)))
-    assert counting_floor([40] * n, [40] * n, [240] * n, [240] * n) == pytest.approx(math.expm1(detectable(shed, n)))
 
-
-def test_the_shed_lottery_reads_as_its_floor_says():
-    """Simulated: each of 240 answers a window comes whole with chance 1/6,
-    nothing else moves; the spread of log(B/A) over many windows is what
-    counting_floor's variance says, to 10%."""
-    from bench.measure.paired import counting_floor, detectable
-    rng = random.Random(7)
-    d = []
-    for _ in range(4000):
-        a, b = (sum(rng.random() < 1 / 6 for _ in range(240)) for _ in "ab")
-        d.append(math.log(b / a))
-    sd = (sum(x * x for x in d) / len(d)) ** 0.5
-    floor = counting_floor([40] * 12, [40] * 12, [240] * 12, [240] * 12)
-    assert math.log1p(floor) == pytest.approx(detectable(sd, 12), rel=0.1)

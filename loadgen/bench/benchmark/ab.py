@@ -344,11 +344,9 @@ def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0,
                          "shed": shed_share(counted), "detectable": _rounded(paired.detectable_change(d)),
                          "rho": _rounded(paired.log_correlation(a, b)),
-                         # what counting whole answers alone resolves (rounding; the shed lottery)
+                         # what counting whole answers can resolve at all: one in N a window
                          "counting_floor": _rounded(paired.counting_floor(
-                             [blk["a"].get("whole") for blk in counted], [blk["b"].get("whole") for blk in counted],
-                             [blk["a"].get("answers") for blk in counted],
-                             [blk["b"].get("answers") for blk in counted]))
+                             [blk["a"].get("whole") for blk in counted], [blk["b"].get("whole") for blk in counted]))
                          if key == "rps" else None})
     for row, adjusted in zip(rows, paired.holm([r["p"] for r in rows])):
         interval = paired.hodges_lehmann(row["log_ratios"]) if row["n"] else paired.Interval(0.0, None, None, 0.0)

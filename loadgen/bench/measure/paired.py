@@ -214,27 +214,18 @@ def log_correlation(a: list[float], b: list[float]) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
 
-def _count_variance(whole: float, answers: float) -> float:
-    """Of log(whole answers) in one window: the shed lottery and rounding."""
-    return (1 - min(whole / answers, 1.0)) / whole + 1 / (12 * whole ** 2)
-
-
-def counting_floor(whole_a: list[float], whole_b: list[float], answers_a: list[float] | None = None,
-                   answers_b: list[float] | None = None) -> float | None:
-    """The detectable change that counting whole answers alone sets. A
-    window's count of whole answers is read to one in N (a count is whole:
-    rounding, sd 1/sqrt(12) of an answer); where a path sheds, which of its
-    answers come whole is a lottery, binomial over the answers: the count
-    moves by sqrt((1 - share whole) / N) of itself. Not Poisson's 1/sqrt(N)
-    everywhere: closed-loop clients answer in step (a duet's A/A at 1 KB
-    read 0.6% where Poisson would say 4%), while nginx-gridfs shedding 80%
-    at 1 MB read the lottery's 16%. Where it is near detectable_change,
-    longer windows or fewer shed answers, not a quieter machine, narrow it."""
-    answers_a = answers_a or whole_a
-    answers_b = answers_b or whole_b
-    variances = [_count_variance(wa, na) + _count_variance(wb, nb)
-                 for wa, wb, na, nb in zip(whole_a, whole_b, answers_a, answers_b)
-                 if wa and wb and na and nb and wa > 0 and wb > 0]
+def counting_floor(whole_a: list[float], whole_b: list[float]) -> float | None:
+    """The detectable change below which counting whole answers cannot go:
+    a window's count is read to one in N (a count is whole: rounding, sd
+    1/sqrt(12) of an answer). A lower bound, never an estimate of the noise:
+    not Poisson's 1/sqrt(N) (closed-loop clients answer in step: a duet's
+    A/A at 1 KB read 0.6% where Poisson would say 4%), nor a shedding path's
+    lottery of which answers come whole (nginx-gridfs shedding 85% at 1 MB
+    read a spread of 0.17 where independent draws would give 0.21: the
+    loop balances them). Where it nears detectable_change, longer windows,
+    not more blocks or a quieter machine, would narrow the interval."""
+    variances = [1 / (12 * wa ** 2) + 1 / (12 * wb ** 2) for wa, wb in zip(whole_a, whole_b)
+                 if wa and wb and wa > 0 and wb > 0]
     if len(variances) < 3:
         return None
     return math.expm1(detectable(math.sqrt(sum(variances) / len(variances)), len(variances)))

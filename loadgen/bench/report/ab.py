@@ -174,9 +174,8 @@ def render_ab(results: Results) -> str:
         lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
                   + (f"; {note}" if (note := shedding_note(r, restarted)) else "") for r in rows]
         lines += ["", "Detectable: the smallest change this run would find 80% of the time, from its own blocks' "
-                  "spread (a t approximation); where counting whole answers alone sets a floor near it (a window of N "
-                  "reads its rate to one in N; a shedding path's whole answers are a lottery over its answers), the "
-                  "floor is given. \"No change beyond ±T\" is said only when "
+                  "spread (a t approximation); where counting whole answers sets a floor near it (a window of N reads "
+                  "its rate to one in N at best), the floor is given. \"No change beyond ±T\" is said only when "
                   "the interval lies within ±T, which a run can show only where T is above its detectable change.",
                   "", "| case | metric | A (median) | B (median) | B/A | 95% interval | detectable | blocks | "
                   "adjusted p | verdict |",
