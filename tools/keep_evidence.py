@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Keeps the runs a doc cites: results/evidence/<run>/ gets an A/B run's
 ab.json and ab.md, another run's results.json and report.md, each JSON
-without the raw tool output, the per-request completions, the conformance
-cases and the cAdvisor samples (about 50 KB a run), so a table in docs/ can
+gzipped, without the raw tool output, the per-request completions, the
+conformance cases and the cAdvisor samples (about 30 KB a run), so a table in docs/ can
 be checked against what it quotes long after the machine that made it is
 gone. tests/test_evidence.py checks that every run id docs/*.md and
 README.md name is kept here.
 
 usage: tools/keep_evidence.py RUN_ID [RUN_ID ...]   (from RESULTS_DIR, ./results)"""
+import gzip
 import json
 import os
 import shutil
@@ -46,7 +47,9 @@ def keep(run: Path, into: Path) -> Path:
         if (run / name).is_file() and not (ab and name == "results.json"):
             data = json.loads((run / name).read_text())
             data.pop("cpu_samples", None)
-            (out / name).write_text(json.dumps(slimmed(data), separators=(",", ":")) + "\n")
+            # gzip: a duet's windows carry every container's CPU, 150-300 KB a run as text
+            with gzip.open(out / f"{name}.gz", "wt") as kept:
+                kept.write(json.dumps(slimmed(data), separators=(",", ":")) + "\n")
     return out
 
 
