@@ -2,9 +2,10 @@
 the Node and Flask GridFS paths against real FerretDB, flask-postgres
 against real PostgreSQL. A files document or chunk that does not add up (its
 content type, length, chunk size, upload date, _id, each chunk's exact size,
-the chunk sequence) is a 5xx for that file only, or, once the head is out, a
-connection closed short of Content-Length: never a crash, a 200 with a
-truncated or padded body, nor a slot lost. A content type that is not a safe
+the chunk sequence) is a 500 for that file only (never a 503: corruption does
+not heal on retry), or, once the head is out, a connection closed short of
+Content-Length: never a crash, a 200 with a truncated or padded body, nor a
+slot lost. A content type that is not a safe
 header value falls back to the name's type, as nginx-gridfs does."""
 import socket
 import subprocess
@@ -13,7 +14,7 @@ from datetime import datetime, timezone
 
 import psycopg
 import pytest
-from bson import ObjectId
+from bson import Int64, ObjectId
 from pymongo import MongoClient
 
 import postgres_store
@@ -23,8 +24,12 @@ DB_NAME = "lab_stored_values_test"
 UPLOADED = datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=timezone.utc)
 GOOD = {"length": 10, "chunkSize": 4, "chunks": [b"aaaa", b"bbbb", b"cc"]}
 # name -> (changes to GOOD's files document, its chunks or None for GOOD's)
-# for the files whose answer is a 503 before any byte of the body.
+# for the files whose answer is a 500 before any byte of the body.
 REFUSED = {
+    # Issue 39: flask answered 200 with Content-Length: 9223372036854775807.
+    "lying-length.bin": ({"length": Int64(2**63 - 1), "chunkSize": 261120}, None),
+    "too-many-chunks.bin": ({"length": Int64(2**31 * 4)}, None),
+    "huge-chunk-size.bin": ({"chunkSize": 16 * 1024 * 1024 + 1}, None),
     # (A NaN length: FerretDB drops the connection on storing one, so
     # test_a_nan_length_is_refused checks it without a database.)
     "negative-length.bin": ({"length": -1}, None),
@@ -46,6 +51,8 @@ CUT_SHORT = {
     "long-last-chunk.bin": ({"length": 6}, [b"aaaa", b"bbbb"], b"aaaa"),
     "long-middle-chunk.bin": ({}, [b"aaaa", b"bbbbbb", b"cc"], b"aaaa"),
     "chunk-skipped.bin": ({}, {0: b"aaaa", 1: b"bbbb", 3: b"cc"}, b"aaaabbbb"),
+    "text-n.bin": ({}, {0: b"aaaa", "1": b"bbbb", 2: b"cc"}, b"aaaa"),
+    "text-later-chunk.bin": ({}, [b"aaaa", "bbbb", b"cc"], b"aaaa"),
 }
 # Content types that must not become a header: the name's type instead.
 UNSAFE_TYPES = {
@@ -129,10 +136,10 @@ def assert_serves_good(port: int) -> None:
 
 
 @pytest.mark.parametrize("name", REFUSED)
-def test_a_bad_stored_value_is_a_503_before_the_body(gridfs_path, name):
+def test_a_bad_stored_value_is_a_500_before_the_body(gridfs_path, name):
     status, headers, body = wire_get(gridfs_path.port, name)
-    assert status == 503, (status, body, gridfs_path.log())
-    assert headers["Retry-After"] == "1" and body == b"storage unavailable\n"
+    assert status == 500, (status, headers, body, gridfs_path.log())
+    assert "Retry-After" not in headers and body == b"corrupt stored file\n"
     assert_serves_good(gridfs_path.port)  # that file only
 
 
@@ -203,8 +210,8 @@ def postgres_path(postgres):
 
 
 def test_postgres_chunks_of_the_wrong_size_are_refused(postgres_path):
-    status, _, body = wire_get(postgres_path.port, "long-first-chunk.bin")
-    assert (status, body) == (503, b"storage unavailable\n")
+    status, headers, body = wire_get(postgres_path.port, "long-first-chunk.bin")
+    assert (status, body) == (500, b"corrupt stored file\n") and "Retry-After" not in headers
     status, headers, body = wire_get(postgres_path.port, "long-last-chunk.bin")
     assert (status, headers["Content-Length"], body) == (200, "6", b"aaaa")
     assert_serves_good(postgres_path.port)

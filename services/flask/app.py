@@ -67,7 +67,7 @@ class GridFSStore:
             raise StoreUnavailable(repr(error)) from error
         if document is None:
             return None
-        # Stored values are untrusted: checked_file makes a bad one a 503.
+        # Stored values are untrusted: checked_file makes a bad one a 500.
         metadata = document.get("metadata")
         return checked_file(f"file {document['_id']!r}", id_text(document["_id"]), document.get("length"),
                             document.get("chunkSize"), document.get("uploadDate"),

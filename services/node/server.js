@@ -536,6 +536,13 @@ function sendUnavailable(res) {
   sendText(res, 503, 'storage unavailable', { 'Retry-After': '1' });
 }
 
+// A stored file that breaks GridFS's rules will not heal on retry: a 500
+// (nginx-gridfs's answer), no Retry-After, the connection closed.
+function sendCorrupt(res, name, error) {
+  log(`corrupt stored file ${JSON.stringify(name)}: ${error.message}`);
+  sendText(res, 500, 'corrupt stored file');
+}
+
 async function serveFile(req, res) {
   const deadline = Date.now() + REQUEST_DEADLINE_MS;
   if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -604,8 +611,7 @@ async function serveFile(req, res) {
     file = checkedFile(document);
   } catch (error) {
     if (!(error instanceof CorruptFile)) throw error;
-    log(`corrupt file document for ${JSON.stringify(name)}: ${error.message}`);
-    sendUnavailable(res);
+    sendCorrupt(res, name, error);
     return;
   }
   const { length, lastModified, etag } = file;
@@ -683,7 +689,11 @@ async function serveFile(req, res) {
   } catch (error) {
     release();
     cursor.close().catch(() => {});
-    if (!(storeFailed(error) || error instanceof CorruptFile)) throw error;
+    if (error instanceof CorruptFile) {
+      sendCorrupt(res, name, error);
+      return;
+    }
+    if (!storeFailed(error)) throw error;
     log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
     return;

@@ -3,8 +3,8 @@
 // header or a read, and the plan of its chunk reads: the Node counterpart
 // of services/python-common/lab_http/chunks.py (same rules, same ETag).
 // Stored values are untrusted: anything that does not add up is a
-// CorruptFile (a 503 for that file only), never a crash, a truncated body
-// or a wrong one.
+// CorruptFile (a 500 for that file only, or its connection cut once the
+// head is out), never a crash, a truncated body or a wrong one.
 const { ObjectId } = require('mongodb');
 
 // Bytes of chunks one cursor batch may bring in: a whole file of up to this
@@ -14,7 +14,13 @@ const READ_BUFFER_BYTES = 1280 * 1024;
 // A stored _id longer than this is not put into an ETag header.
 const MAX_ID_TEXT = 255;
 const MAX_CONTENT_TYPE = 255;
+// GridFS's limits, as lab_http and nginx-gridfs check them: a chunk of 1
+// byte to 16 MiB (MongoDB's document size), fewer than 2^31 chunks (n is an
+// int32), so that no header carries a length the chunks cannot hold.
+const MAX_CHUNK_SIZE = 16 * 1024 * 1024;
+const MAX_CHUNKS = 2 ** 31 - 1;
 
+// A file that breaks GridFS's rules: it will not heal on retry, so never a 503.
 class CorruptFile extends Error {}
 
 // A stored content type becomes a header: only type/subtype with optional
@@ -35,16 +41,21 @@ function idText(id) {
 }
 
 // What a files document's values mean, or a CorruptFile naming the first
-// bad one: length a whole number >= 0, chunkSize a whole number > 0, an
+// bad one: length a whole number >= 0, chunkSize a whole number of 1 byte
+// to MAX_CHUNK_SIZE, the length held by at most MAX_CHUNKS chunks, an
 // uploadDate, an _id fit for the ETag (1 to 255 characters once unsafe
 // ones are dropped). GridFS lengths are int32, int64 or (from JavaScript
-// drivers, past 2 GiB) a double: all numbers here.
+// drivers, past 2 GiB) a double: numbers here, but an int64 past 2^53,
+// which the driver leaves a Long (refused as not a safe integer).
 function checkedFile(document) {
   const { _id: id, length, chunkSize, uploadDate } = document;
   const label = `file ${String(id)}`;
   if (!(Number.isSafeInteger(length) && length >= 0)) throw new CorruptFile(`${label}: length ${length}`);
-  if (!(Number.isSafeInteger(chunkSize) && chunkSize > 0)) {
+  if (!(Number.isSafeInteger(chunkSize) && chunkSize > 0 && chunkSize <= MAX_CHUNK_SIZE)) {
     throw new CorruptFile(`${label}: chunkSize ${chunkSize}`);
+  }
+  if (Math.ceil(length / chunkSize) > MAX_CHUNKS) {
+    throw new CorruptFile(`${label}: length ${length} needs more than ${MAX_CHUNKS} chunks of ${chunkSize} bytes`);
   }
   if (!(uploadDate instanceof Date) || Number.isNaN(uploadDate.getTime())) {
     throw new CorruptFile(`${label}: uploadDate ${uploadDate}`);

@@ -3,7 +3,7 @@ streams the newest revision of <name> out of a FileStore chunk by chunk,
 with the HTTP semantics of nginx's static module (validators, Range,
 304/412/416), so that the paths and nginx compare like for like; GET
 /health answers without touching the store; a store that cannot answer is a
-503 with Retry-After."""
+503 with Retry-After, a stored file that breaks GridFS's rules a 500."""
 import os
 import sys
 import time
@@ -20,7 +20,7 @@ from .hosts import split_absolute_form, valid_host
 from .names import content_type_for, name_from_target
 from .preconditions import if_range_allows, precondition_status
 from .ranges import NOT_SATISFIABLE, is_byte_range, parse_range
-from .store import FileStore, StoreError, StoreUnavailable
+from .store import CorruptFile, FileStore, StoreError, StoreUnavailable
 
 
 class DeadlinePassed(StoreUnavailable):
@@ -174,6 +174,8 @@ def create_app(store: FileStore, service: str) -> Flask:
         except StoreError as error:
             log(f"{store.kind} unavailable looking up {name!r}: {error!r}")
             return unavailable()
+        except CorruptFile as error:
+            return corrupt(name, error)
         if stored is None:
             return text_response(404, "not found")
 
@@ -219,6 +221,8 @@ def create_app(store: FileStore, service: str) -> Flask:
         except BaseException as error:
             body.close()
             open_streams.release()
+            if isinstance(error, CorruptFile):
+                return corrupt(name, error)
             if not isinstance(error, StoreError):
                 raise
             log(f"cannot read {name!r} from {store.kind}: {error!r}")
@@ -229,6 +233,12 @@ def create_app(store: FileStore, service: str) -> Flask:
         pieces = ClosingIterator(chain((first_piece,), body), [open_streams.release, body.close])
         return Response(pieces, status, headers, direct_passthrough=True)
 
+    def corrupt(name: str, error: CorruptFile) -> Response:
+        # A stored file that breaks GridFS's rules will not heal on retry:
+        # a 500 (nginx-gridfs's answer), no Retry-After, the connection closed.
+        log(f"corrupt stored file {name!r}: {error}")
+        return text_response(500, "corrupt stored file")
+
     def stored_body(store: FileStore, stored, start: int, end: int):
         pieces = store.read(stored, start, end)
         started = False  # a failure before the first piece is the caller's 503, logged there
@@ -236,8 +246,8 @@ def create_app(store: FileStore, service: str) -> Flask:
             for piece in pieces:
                 yield piece
                 started = True
-        except StoreError as error:
-            if started:
+        except (StoreError, CorruptFile) as error:
+            if started:  # the head is out: the server cuts the connection short of Content-Length
                 log(f"{store.kind} failed midway through a body: {error!r}")
             raise
         finally:

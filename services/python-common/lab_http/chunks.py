@@ -1,8 +1,9 @@
 """Files stored as numbered chunks of a fixed size (GridFS's layout, mirrored
 by the SQL store): the checks on a stored file's values, the plan of chunk
 reads, and slicing a byte range out of the chunks read. Stored values are
-untrusted: anything that does not add up is CorruptFile (a 503 for that
-file only), never a crash, a truncated body or a wrong one."""
+untrusted: anything that does not add up is CorruptFile (a 500 for that
+file only, or its connection cut once the head is out), never a crash, a
+truncated body or a wrong one."""
 import calendar
 from datetime import datetime
 from typing import Iterable, Iterator
@@ -16,6 +17,12 @@ READ_BUFFER_BYTES = 1280 * 1024
 # A stored _id longer than this is not put into an ETag header.
 MAX_ID_TEXT = 255
 ETAG_UNSAFE = frozenset('" ')  # besides controls and non-ASCII
+# GridFS's limits, as nginx-gridfs and gridfs-fuse check them: a chunk of 1
+# byte to 16 MiB (MongoDB's document size), fewer than 2^31 chunks (n is an
+# int32), so that no arithmetic on a stored length or chunk size overflows
+# and no header carries a length the chunks cannot hold.
+MAX_CHUNK_SIZE = 16 * 1024 * 1024
+MAX_CHUNKS = 2**31 - 1
 
 
 def whole_number(value) -> int | None:
@@ -29,15 +36,19 @@ def whole_number(value) -> int | None:
 def checked_file(label: str, id_text: str, length, chunk_size, uploaded, content_type,
                  location) -> StoredFile:
     """The StoredFile of a stored file's values, or CorruptFile naming the
-    first bad one: length a whole number >= 0, chunk size a whole number >
-    0, an upload date, and an id text fit for the ETag (visible ASCII but
-    '"', at most 255 characters). The content type stays as stored: the app
+    first bad one: length a whole number >= 0, chunk size a whole number of
+    1 byte to MAX_CHUNK_SIZE, the length held by at most MAX_CHUNKS chunks,
+    an upload date, and an id text fit for the ETag (visible ASCII but '"',
+    at most 255 characters). The content type stays as stored: the app
     falls back to the name's type when it is not a safe header value."""
     checked_length, checked_chunk_size = whole_number(length), whole_number(chunk_size)
     if checked_length is None or checked_length < 0:
         raise CorruptFile(f"{label}: length {length!r}")
-    if checked_chunk_size is None or checked_chunk_size <= 0:
+    if checked_chunk_size is None or not 0 < checked_chunk_size <= MAX_CHUNK_SIZE:
         raise CorruptFile(f"{label}: chunk size {chunk_size!r}")
+    if -(-checked_length // checked_chunk_size) > MAX_CHUNKS:
+        raise CorruptFile(f"{label}: length {checked_length} needs more than {MAX_CHUNKS} chunks "
+                          f"of {checked_chunk_size} bytes")
     if not isinstance(uploaded, datetime):
         raise CorruptFile(f"{label}: upload date {uploaded!r}")
     if not (0 < len(id_text) <= MAX_ID_TEXT) or any(

@@ -11,8 +11,11 @@ class StoreUnavailable(StoreError):
     """The database is down, unreachable or too slow."""
 
 
-class CorruptFile(StoreError):
-    """A stored file's chunks disagree with its length or chunk size."""
+class CorruptFile(Exception):
+    """A stored file breaks GridFS's rules (its values, or its chunks against
+    its length and chunk size): a 500 before the head, or the connection cut
+    after it. Not a StoreError: a corrupt file does not heal on retry, so it
+    is never a 503 with Retry-After."""
 
 
 @dataclass(frozen=True)
@@ -28,11 +31,12 @@ class FileStore(Protocol):
     kind: str  # the database, named in log lines ("MongoDB", "PostgreSQL")
 
     def find(self, name: str) -> StoredFile | None:
-        """The newest revision of `name`, or None; raises StoreError."""
+        """The newest revision of `name`, or None; raises StoreError or
+        CorruptFile."""
 
     def read(self, stored: StoredFile, start: int, end: int) -> Iterator[bytes]:
         """Bytes [start, end) chunk by chunk, reading only the chunks that
-        hold them; raises StoreError (also midway)."""
+        hold them; raises StoreError or CorruptFile (also midway)."""
 
     def within(self, deadline: float) -> ContextManager:
         """A block whose waits on the store (a connection, a server, an
