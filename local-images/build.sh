@@ -74,7 +74,9 @@ build_derived postgres "$PREFIX/postgres:15"
 build_derived httpd "$PREFIX/httpd:2.4"
 ferretdb_bin=$("$root/tools/build-ferretdb.sh")
 cp "$ferretdb_bin" "$LAB_CACHE/ferretdb"
-build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2" "$LAB_CACHE/ferretdb"
+# -lab2: the stand-in's second interface (logins, for make lab-hosts); an
+# image whose tag exists is kept, so a changed interface takes a new tag
+build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2-lab2" "$LAB_CACHE/ferretdb"
 # A machine with fewer than 4 cores gets the 2-core pins too, so that
 # `docker compose --env-file local.env up bench` runs as it is.
 pins=(); [ "$(nproc)" -lt 4 ] && pins=("$root/cpus-2.env")
