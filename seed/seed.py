@@ -31,6 +31,7 @@ import pymongo
 from pymongo.database import Database
 from pymongo.errors import ConnectionFailure, PyMongoError
 
+import bad_documents
 import file_set
 import postgres_store
 from file_set import CONTENT_TYPE, UNITS, FileSetError
@@ -266,6 +267,7 @@ def main() -> None:
         entries.append(entry)
     for entry in entries:
         check_back(client[db], files_dir, entry, postgres)
+    print(f"seed: {bad_documents.store(client[db])}", flush=True)
     set_stores = [file_set.GridFSSet(client[db]), file_set.DiskSet(files_dir)]
     if postgres is not None:
         set_stores.append(file_set.PostgresSet(postgres))

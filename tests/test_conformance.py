@@ -1,6 +1,7 @@
 """The conformance suite (loadgen/bench/checks/conformance.py) against real servers:
 nginx-static judged against itself passes every case; a server that ignores
-Range and Host is caught; every native serving path passes against nginx-static."""
+Range and Host is caught; every native serving path passes against nginx-static,
+every GridFS path also the seed's documents that break GridFS's rules."""
 import hashlib
 import shutil
 import subprocess
@@ -12,10 +13,12 @@ import gridfs
 import pymongo
 import pytest
 
+import bad_documents
 import seed as seed_mod
-from bench.checks.conformance import check, hostile_requests
+from bench.checks.conformance import BAD_DOCUMENTS, check, hostile_requests
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
+from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary  # noqa: F401 (a fixture)
 
 DB = "conformance"
 SIZES = [1024, 300 * 1024]  # within one chunk; across a chunk boundary
@@ -35,6 +38,7 @@ def files(mongo_uri):
         (directory / name).write_bytes(data)
         bucket.upload_from_stream(name, data, metadata={"contentType": "application/octet-stream"})
         manifest.append({"name": name, "size": size, "sha256": hashlib.sha256(data).hexdigest()})
+    bad_documents.store(pymongo.MongoClient(mongo_uri)[DB])
     yield directory, manifest
     shutil.rmtree(base)
 
@@ -96,12 +100,49 @@ def test_a_server_that_reads_no_body_answers_one_nobody_sent_and_is_caught(files
     assert results["framing: Content-Length and Transfer-Encoding"].passed
 
 
-@pytest.mark.parametrize("start", [flask_service, node_service, nginx_gridfs_service],
-                         ids=["flask", "node", "nginx-gridfs"])
-def test_serving_path_conforms(start, mongo_uri, files, reference):
-    service = start(mongo_uri, DB).start()
+def test_the_seed_writes_every_bad_document_the_suite_asks_for():
+    assert set(bad_documents.DOCUMENTS) == set(BAD_DOCUMENTS)
+    # A lie in the files document is one that leaves the chunks GOOD's.
+    for name, lie in BAD_DOCUMENTS.items():
+        file_changes, chunk_changes = bad_documents.DOCUMENTS[name]
+        assert (lie == "files document") == (bool(file_changes) and not chunk_changes), name
+
+
+class FuseService:
+    """gridfs-fuse as the lab runs it: the daemon's mount behind its nginx."""
+
+    def __init__(self, binary, mongo_uri: str, db: str):
+        self.mount = GridFSMount(binary, mongo_uri, db)
+        self.nginx = NginxOnFuse(self.mount)
+
+    def start(self) -> "FuseService":
+        self.mount.start()
+        self.nginx.start()
+        self.url = self.nginx.url
+        return self
+
+    def log(self) -> str:
+        return self.nginx.log()
+
+    def stop(self) -> None:
+        self.nginx.stop()
+        self.mount.stop()
+
+
+@pytest.mark.parametrize("path", ["flask", "node", "nginx-gridfs", "gridfs-fuse"])
+def test_serving_path_conforms(path, request, mongo_uri, files, reference):
+    """With the bad documents (issue 39): before, flask answered the lying
+    length 200 with Content-Length 9223372036854775807, flask and node the
+    other lying documents 503, and gridfs-fuse's daemon panicked."""
+    if path == "gridfs-fuse":
+        service = FuseService(request.getfixturevalue("fuse_binary"), mongo_uri, DB)
+    else:
+        start = {"flask": flask_service, "node": node_service, "nginx-gridfs": nginx_gridfs_service}[path]
+        service = start(mongo_uri, DB)
+    service.start()
     try:
-        results = check(reference.url, service.url, files[1])
+        results = check(reference.url, service.url, files[1], bad_documents=True)
+        log = service.log()
     finally:
         service.stop()
-    assert all(r.passed for r in results), failures(results) + "\n--- log ---\n" + service.log()
+    assert all(r.passed for r in results), failures(results) + "\n--- log ---\n" + log

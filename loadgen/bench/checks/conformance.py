@@ -11,6 +11,9 @@ Bad input that HTTP defines an answer for (repeated or malformed Host,
 absolute-form targets, HTTP versions, an HTTP/0.9 request line) must get
 nginx's status, and nginx's bytes where it serves the file. Message
 framing (checks/framing.py) must end each request where nginx ends it.
+A GridFS path must also refuse the documents that break GridFS's rules
+(the seed writes them, seed/bad_documents.py): a 500, or a cut after the
+head where only a later chunk lies; never a 503, a hang or a crash.
 
 Run on its own:  python -m bench.checks.conformance --reference URL --target URL [--files-dir DIR]
 """
@@ -405,11 +408,95 @@ def bad_input_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseRes
     return results
 
 
-def check(reference_url: str, target_url: str, files: list[dict]) -> list[CaseResult]:
+# --- documents that break GridFS's rules (GridFS paths only) ------------------
+
+# The paths that read GridFS themselves (an A/B twin is named <path>-b).
+GRIDFS_PATHS = frozenset({"nginx-gridfs", "flask", "node", "gridfs-fuse"})
+# What the seed writes (seed/bad_documents.py): a 10-byte file of 4-byte
+# chunks but for one lie each, and where the lie shows: in the files
+# document (a 500 before the head: its values cannot be trusted for a
+# Content-Length), or only in a later chunk (a 500, or the head and the
+# bytes before that chunk, then the connection cut short of Content-Length).
+BAD_DOCUMENT_CONTENT = b"aaaabbbbcc"
+BAD_DOCUMENTS = {
+    "gridfs-lab-bad-lying-length.bin": "files document",  # length 2^63-1
+    "gridfs-lab-bad-zero-chunk-size.bin": "files document",
+    "gridfs-lab-bad-wrong-size-chunk.bin": "later chunk",
+    "gridfs-lab-bad-missing-chunk.bin": "later chunk",
+    "gridfs-lab-bad-string-n.bin": "later chunk",
+    "gridfs-lab-bad-non-binary-data.bin": "later chunk",
+}
+MAX_BAD_ANSWER = 1 << 20  # more than this of a 10-byte file is a failure, and reading stops
+
+
+def serves_gridfs(target: str) -> bool:
+    return target.removesuffix("-b") in GRIDFS_PATHS
+
+
+def _get_until_closed(server: Server, path: str) -> Answer:
+    """A GET's answer as far as it went, its note how it ended: "closed",
+    "reset", "timeout" or "too long" (Server.request drops what came before
+    a reset, and trusts Content-Length)."""
+    request = f"GET {path} HTTP/1.1\r\nHost: {server.host}\r\nConnection: close\r\n\r\n".encode("latin-1")
+    data, end = b"", "closed"
+    try:
+        with socket.create_connection((server.host, server.port), timeout=server.timeout) as sock:
+            sock.sendall(request)
+            while chunk := sock.recv(65536):
+                data += chunk
+                if len(data) > MAX_BAD_ANSWER:
+                    end = "too long"
+                    break
+    except socket.timeout:
+        end = "timeout"
+    except ConnectionError:
+        end = "reset"
+    if b"\r\n\r\n" not in data:
+        return Answer(None, {}, b"", end)
+    answer = _parse(data, head=False)
+    answer.note = end
+    return answer
+
+
+def _bad_document_outcome(answer: Answer) -> str:
+    if answer.status is None:
+        return answer.note
+    if answer.status != 200:
+        return str(answer.status)
+    prefix = "a prefix" if BAD_DOCUMENT_CONTENT.startswith(answer.body) else "other bytes"
+    return (f"200 Content-Length {answer.header('content-length')}, then {len(answer.body)} bytes "
+            f"({prefix}), {answer.note}")
+
+
+def bad_document_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseResult]:
+    """Each bad document: the answer BAD_DOCUMENTS says; then the target
+    still serves the first good file as nginx does (the process alive)."""
+    results = []
+    for name, lie in BAD_DOCUMENTS.items():
+        answer = _get_until_closed(tgt, f"/files/{name}")
+        passed = answer.status == 500
+        expected = "500 before the head"
+        if lie == "later chunk":
+            expected += f", or 200 Content-Length {len(BAD_DOCUMENT_CONTENT)} cut short after a prefix"
+            passed = passed or (answer.status == 200 and answer.note in ("closed", "reset")
+                                and answer.header("content-length") == str(len(BAD_DOCUMENT_CONTENT))
+                                and len(answer.body) < len(BAD_DOCUMENT_CONTENT)
+                                and BAD_DOCUMENT_CONTENT.startswith(answer.body))
+        results.append(CaseResult(f"bad document: {name} (a lie in its {lie})", expected,
+                                  _bad_document_outcome(answer), passed))
+    path = f"/files/{files[0]['name']}"
+    results.append(_same("bad document: the next good file served", ref.request("GET", path),
+                         tgt.request("GET", path)))
+    return results
+
+
+def check(reference_url: str, target_url: str, files: list[dict], bad_documents: bool = False) -> list[CaseResult]:
+    """bad_documents: also the cases of the documents the seed writes into
+    GridFS (seed/bad_documents.py), for a path that serves GridFS."""
     from .framing import framing_cases  # built on this module's Server and CaseResult
     ref, tgt = Server(reference_url), Server(target_url)
     return (functional_cases(ref, tgt, files) + hostile_cases(ref, tgt, files) + bad_input_cases(ref, tgt, files)
-            + framing_cases(ref, tgt, files))
+            + framing_cases(ref, tgt, files) + (bad_document_cases(ref, tgt, files) if bad_documents else []))
 
 
 def main(argv=None) -> int:
@@ -418,9 +505,11 @@ def main(argv=None) -> int:
     parser.add_argument("--target", required=True, help="the serving path's base URL")
     parser.add_argument("--files-dir", default="/data/files", help="where manifest.json is")
     parser.add_argument("--json", action="store_true", help="print every case as JSON")
+    parser.add_argument("--gridfs", action="store_true",
+                        help="the target serves GridFS: also the seed's documents that break its rules")
     args = parser.parse_args(argv)
     files = json.loads((Path(args.files_dir) / "manifest.json").read_text())["files"]
-    results = check(args.reference, args.target, files)
+    results = check(args.reference, args.target, files, bad_documents=args.gridfs)
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     for r in results:
