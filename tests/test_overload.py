@@ -75,7 +75,7 @@ def test_settings_are_checked_before_anything_starts():
     s = d.read_settings({}, lab)
     assert (s["clients"], s["seconds"], s["file"], s["large_file"], s["large_mem"], s["large_cache_size"],
             s["large_deadline_ms"]) == (1000, 30, "1MB", "100MB", "256m", "128m", 300000)
-    assert d.read_settings({"LARGE_FILE": "off"}, lab)["checks"] == ["clients"]
+    assert d.read_settings({"LARGE_FILE": "off"}, lab)["checks"] == ["goodput", "clients"]
     for env, words in [({"OVERLOAD_CLIENTS": "1e3"}, "OVERLOAD_CLIENTS='1e3': expected a whole number"),
                        ({"OVERLOAD_FILE": "big"}, "OVERLOAD_FILE='BIG'"),
                        ({"LARGE_MEM": "256MB"}, "LARGE_MEM='256mb': expected a Docker memory size"),

@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""make overload: each serving path (1) under OVERLOAD_CLIENTS clients at
-once (1000) on OVERLOAD_FILE (1MB) for OVERLOAD_SECONDS (30), wrk from a
-bench container, with TARGET_MEM as set; (2) serving LARGE_FILE (100MB) to
+"""make overload: each serving path's (0) goodput on OVERLOAD_FILE (1MB):
+its capacity, the best whole-answer rate over closed-loop concurrencies
+OVERLOAD_CONCURRENCIES (1 2 4 ... 64, climbing while the rate rises), then
+three windows of OVERLOAD_WINDOW_SECONDS (10) at 3x and at 10x that rate,
+open loop, every path's windows interleaved (vegeta in one bench container,
+`python -m bench overload-window`), each window's flags from every
+container's CPU as its cgroup counts it, read here (bench.faults.overload);
+(1) under OVERLOAD_CLIENTS clients at
+once (1000) on OVERLOAD_FILE for OVERLOAD_SECONDS (30), wrk from a
+bench container, with TARGET_MEM as set (reported, not judged); (2) serving LARGE_FILE (100MB) to
 LARGE_CLIENTS (50) clients at once, every byte verified, inside a LARGE_MEM
 (256m) limit, each answer's start bounded by LARGE_DEADLINE_MS (300000)
 rather than the lab's REQUEST_DEADLINE_MS: that check is about memory, and
@@ -15,34 +22,45 @@ report.md, and what each path logged during each case (<check>-<path>.log).
 
 Environment (each checked before anything starts): OVERLOAD_ENV_FILE
 (default local.env), OVERLOAD_PROJECT (gridfs-lab-overload),
-OVERLOAD_CLIENTS, OVERLOAD_SECONDS, OVERLOAD_FILE, LARGE_FILE (off: skip
-the large-file check), LARGE_CLIENTS, LARGE_MEM, LARGE_DEADLINE_MS,
-OVERLOAD_CHECKS (default "clients large"), BENCH_TARGETS (default: the env
-file's)."""
+OVERLOAD_CONCURRENCIES, OVERLOAD_WINDOW_SECONDS, OVERLOAD_CLIENTS,
+OVERLOAD_SECONDS, OVERLOAD_FILE, LARGE_FILE (off: skip the large-file
+check), LARGE_CLIENTS, LARGE_MEM, LARGE_DEADLINE_MS, OVERLOAD_CHECKS
+(default "goodput clients large"), BENCH_TARGETS (default: the env file's)."""
+import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.check_settings import REQUEST_DEADLINE_MAX_MS  # noqa: E402
-from bench.faults.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
+from bench.benchmark.schedule import repetition_orders  # noqa: E402
+from bench.clients.timing import TIMEOUT_S as CLIENT_TIMEOUT_S  # noqa: E402
+from bench.faults.overload import (MULTIPLES, OPEN_LOOP_WORKERS, WINDOWS, ContainerAfter, Measured, Window,  # noqa: E402
+                                   capacity, climbing, clients_row, goodput_row, large_file_row, window_flags)
+from bench.measure import usage  # noqa: E402
+from bench.measure.cadvisor import Counters  # noqa: E402
 from bench.report.overload import render  # noqa: E402
 from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
 from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,  # noqa: E402
                          inspect, keep_log, known_targets, now_iso, number, oom_events, open_lab, results_dir,
                          save)
 
-CHECKS = ("clients", "large")
+CHECKS = ("goodput", "clients", "large")
 SIZE = re.compile(r"\d+(KB|MB|GB)")
 MEMORY = re.compile(r"\d+[kmg]")
 BUILD_TIMEOUT_S = 3600
 SEED_TIMEOUT_S = 1800
 WRK_TIMEOUT_S = 30        # an answer slower than this is a client timeout
 LARGE_TIMEOUT_S = 3600    # 50 x 100 MB from FerretDB's ~30 MB/s takes minutes
+WINDOW_GRACE_S = 60       # past a goodput window's duration and one request's timeout: docker exec killed
+REST_S = 1.0              # between goodput windows: the last one's connections closed
+SAMPLE_EVERY_S = 0.2      # every container's CPU counters and /proc/stat, read from the host
 
 
 def say(text: str) -> None:
@@ -51,6 +69,8 @@ def say(text: str) -> None:
 
 def read_settings(env: dict, lab: dict) -> dict:
     s = {
+        "concurrencies": env.get("OVERLOAD_CONCURRENCIES", "1 2 4 8 16 32 64").split(),
+        "window_seconds": number(env, "OVERLOAD_WINDOW_SECONDS", "10", 1, 600),
         "clients": number(env, "OVERLOAD_CLIENTS", "1000", 1, 20000, whole=True),
         "seconds": number(env, "OVERLOAD_SECONDS", "30", 1, 3600, whole=True),
         "file": env.get("OVERLOAD_FILE", "1MB").strip().upper(),
@@ -70,11 +90,17 @@ def read_settings(env: dict, lab: dict) -> dict:
         raise LabError(f"LARGE_FILE={s['large_file']!r}: expected one size such as 100MB, or off")
     if not MEMORY.fullmatch(s["large_mem"]):
         raise LabError(f"LARGE_MEM={s['large_mem']!r}: expected a Docker memory size such as 256m")
+    if not s["concurrencies"] or not all(c.isdigit() and 1 <= int(c) <= 10000 for c in s["concurrencies"]):
+        raise LabError(f"OVERLOAD_CONCURRENCIES={' '.join(s['concurrencies'])!r}: expected rising whole numbers "
+                       f"from 1 to 10000, such as 1 2 4 8")
+    s["concurrencies"] = [int(c) for c in s["concurrencies"]]
+    if s["concurrencies"] != sorted(set(s["concurrencies"])):
+        raise LabError(f"OVERLOAD_CONCURRENCIES={' '.join(map(str, s['concurrencies']))!r}: expected rising numbers")
     units = {"k": 1 / 1024, "m": 1, "g": 1024}
     s["large_cache_size"] = f"{int(int(s['large_mem'][:-1]) * units[s['large_mem'][-1]] // 2)}m"
     bad = [c for c in s["checks"] if c not in CHECKS]
     if bad or not s["checks"]:
-        raise LabError(f"OVERLOAD_CHECKS={' '.join(s['checks'])!r}: expected one or both of {CHECKS}")
+        raise LabError(f"OVERLOAD_CHECKS={' '.join(s['checks'])!r}: expected one or more of {CHECKS}")
     return s
 
 
@@ -124,6 +150,218 @@ def large_case(base: list[str], env: dict, s: dict, path: str):
     return large_file_row(path, load, fetched, after_load(cid, began, peak)), fetched
 
 
+# --- goodput: the host reads every container's CPU while bench's container loads ---
+
+CGROUP = Path("/sys/fs/cgroup")
+USER_HZ_NS = 10_000_000  # cgroup v1's cpuacct.stat counts in USER_HZ ticks
+
+
+def cpu_dir(cid: str) -> Path | None:
+    """The container's CPU accounting cgroup: v1's cpuacct, or v2's unified one."""
+    for candidate in (CGROUP / "cpuacct" / "docker" / cid, CGROUP / "cpuacct" / "system.slice" / f"docker-{cid}.scope",
+                      CGROUP / "system.slice" / f"docker-{cid}.scope", CGROUP / "docker" / cid):
+        if (candidate / "cpuacct.usage").exists() or (candidate / "cpu.stat").exists():
+            return candidate
+    return None
+
+
+def fields(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
+
+
+def read_counters(directory: Path, now_ns: int) -> Counters:
+    """A container's cumulative CPU as cAdvisor would report it, from its
+    cgroup (v1: cpuacct.usage, cpuacct.stat and the cpu controller's
+    cpu.stat for throttling; v2: cpu.stat)."""
+    if (directory / "cpuacct.usage").exists():
+        ticks = fields((directory / "cpuacct.stat").read_text())
+        throttle = Path(str(directory).replace("/cpuacct/", "/cpu/", 1)) / "cpu.stat"
+        throttled = fields(throttle.read_text()).get("nr_throttled", 0) if throttle.exists() else 0
+        return Counters(now_ns, int((directory / "cpuacct.usage").read_text()), ticks.get("user", 0) * USER_HZ_NS,
+                        ticks.get("system", 0) * USER_HZ_NS, throttled, 0, 0)
+    stat = fields((directory / "cpu.stat").read_text())
+    return Counters(now_ns, stat["usage_usec"] * 1000, stat.get("user_usec", 0) * 1000,
+                    stat.get("system_usec", 0) * 1000, stat.get("nr_throttled", 0), 0, 0)
+
+
+class CpuSampler:
+    """Every container's CPU counters and /proc/stat, SAMPLE_EVERY_S, in a thread."""
+
+    def __init__(self, cids: dict[str, str]):
+        self.dirs = {role: cpu_dir(cid) for role, cid in cids.items()}
+        self.series: dict[str, list[Counters]] = {role: [] for role in cids}
+        self.proc_stat: list[tuple[int, usage.ProcStat]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            now = time.time_ns()
+            for role, directory in self.dirs.items():
+                try:
+                    if directory:
+                        self.series[role].append(read_counters(directory, now))
+                except (OSError, ValueError, KeyError):
+                    pass  # gone with its container: the series so far stands
+            with contextlib.suppress(OSError, ValueError):
+                self.proc_stat.append((now, usage.parse_proc_stat(Path("/proc/stat").read_text())))
+            self._stop.wait(SAMPLE_EVERY_S)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def busy(self, start_ns: int, end_ns: int) -> dict[str, float]:
+        """Each CPU's busy share over the window, from the readings nearest inside it."""
+        inside = [ps for at, ps in self.proc_stat if start_ns <= at <= end_ns]
+        if len(inside) < 2:
+            before = [ps for at, ps in self.proc_stat if at <= start_ns][-1:]
+            after = [ps for at, ps in self.proc_stat if at >= end_ns][:1]
+            inside = before + after
+        return usage.busy_shares(inside[0], inside[-1]) if len(inside) >= 2 else {}
+
+
+def cpuset(text: str) -> tuple[int, ...]:
+    """Docker's CpusetCpus ("0", "0-1", "0,2-3") as CPU numbers."""
+    cpus = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        cpus += range(int(low), int(high or low) + 1)
+    return tuple(cpus)
+
+
+def allowance_of(state: dict) -> tuple[float | None, tuple[int, ...]]:
+    """A container's CPU allowance (a CFS quota, else its cpuset's CPUs) and cpuset."""
+    host = state["HostConfig"]
+    cpus = cpuset(host.get("CpusetCpus") or "")
+    if host.get("NanoCpus"):
+        return host["NanoCpus"] / 1e9, cpus
+    if (host.get("CpuQuota") or 0) > 0 and host.get("CpuPeriod"):
+        return host["CpuQuota"] / host["CpuPeriod"], cpus
+    return (float(len(cpus)) if cpus else None), cpus
+
+
+class Loadgen:
+    """One bench container kept for the goodput check, each window a
+    `docker exec` into it, so no window waits for a container to start."""
+
+    def __init__(self, base: list[str], env: dict):
+        self.base, self.env = base, env
+
+    def __enter__(self):
+        out = compose_run(self.base, ["run", "-d", "--rm", "--no-deps", "--entrypoint", "sleep", "bench", "86400"],
+                          self.env, 300, "starting bench's container for the goodput check")
+        self.name = out.strip().splitlines()[-1]
+        self.cid = inspect(self.name)["Id"]
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["docker", "rm", "-f", self.cid], capture_output=True, timeout=60)
+
+    def run(self, args: list[str], timeout: float, what: str) -> str:
+        cmd = ["docker", "exec", self.cid, "timeout", "-k", "5", f"{timeout:.0f}", "python", "-m", "bench", *args]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{what}: no end after {timeout + 30:g} s") from None
+        if p.returncode != 0:
+            raise LabError(f"{what}: exited {p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
+        return p.stdout
+
+
+class Goodput:
+    """make overload's goodput check over every path at once: capacities
+    first, path by path; then every (path, multiple) window, interleaved."""
+
+    def __init__(self, loadgen: Loadgen, sampler: CpuSampler, meta: dict, databases: dict[str, str | None], s: dict):
+        self.loadgen, self.sampler, self.meta, self.databases, self.s = loadgen, sampler, meta, databases, s
+
+    def window(self, path: str, multiple: int, round_: int, rate: float, workers: int) -> Measured:
+        url = f"http://{path}:8080/files/{self.s['file']}.bin"
+        seconds = self.s["window_seconds"]
+        out = self.loadgen.run(["overload-window", url, f"{rate:g}", f"{seconds:g}", str(workers)],
+                               seconds + CLIENT_TIMEOUT_S + WINDOW_GRACE_S, f"{path}: a goodput window")
+        try:
+            found = json.loads(out.strip().splitlines()[-1])
+        except (IndexError, ValueError) as e:
+            raise LabError(f"{path}: overload-window's output is not its JSON line: {e}") from None
+        time.sleep(REST_S + SAMPLE_EVERY_S)  # a reading past the window's end
+        w = Window.from_dict(found["window"])
+        start, end = found["started_ns"], found["ended_ns"]
+        cpu = {}
+        for role in ("bench", path, self.databases.get(path)):
+            if role and self.sampler.series.get(role):
+                allowance, cpus = self.meta[role]
+                used = usage.container_usage(self.sampler.series[role], start, end, w.whole, w.whole_rate,
+                                             allowance, cpus)
+                if used:
+                    cpu[role] = used
+        wall = (end - start) / 1e9
+        limit = usage.tool_limit(found["threads"], self.meta["bench"][0])
+        flags, bound = window_flags(cpu, path, found["load_cpu_seconds"] / wall if wall > 0 else None, limit,
+                                    self.sampler.busy(start, end), rate, w.sent_rate)
+        m = Measured(path, multiple, round_, w, flags, bound)
+        say(f"{path} {m.name}: {w.whole_rate:g} whole/s, {w.refused} refused, sent {w.sent_rate:g}/s"
+            f"{', failures ' + str(w.failures) if w.failures else ''}"
+            f"{'' if m.judged else ', not judged: ' + bound}")
+        return m
+
+    def capacity_steps(self, path: str) -> list[Measured]:
+        steps = []
+        for workers in self.s["concurrencies"]:
+            steps.append(self.window(path, 0, 1, 0, workers))
+            if not climbing([m.window.whole_rate for m in steps]):
+                break
+        return steps
+
+    def overloaded(self, capacities: dict[str, float], seed: str) -> list[Measured]:
+        conditions = [f"{path} {m}" for path, cap in capacities.items() if cap > 0 for m in MULTIPLES]
+        windows = []
+        for round_, order in enumerate(repetition_orders(conditions, WINDOWS, seed), 1):
+            for condition in order:
+                path, multiple = condition.split()
+                rate = max(1, round(int(multiple) * capacities[path]))
+                windows.append(self.window(path, int(multiple), round_, rate, OPEN_LOOP_WORKERS))
+        return windows
+
+
+def goodput_check(base: list[str], env: dict, s: dict, paths: list[str], services: dict, seed: str, out: Path,
+                  doc: dict) -> None:
+    """Fills doc["goodput"] (a row per path) and doc["goodput_windows"]."""
+    name = f"{s['file']}.bin"
+    databases = {p: (services[p].get("labels") or {}).get("lab.database") for p in paths}
+    began = time.time()
+    with Loadgen(base, env) as loadgen:
+        for path in paths:
+            loadgen.run(["fetch", f"http://{path}:8080/files/{name}", name, "1"], 600,
+                        f"{path}: serving {name} before the load")
+        cids = {"bench": loadgen.cid, **{svc: container_id(base, env, svc)
+                                         for svc in {*paths, *filter(None, databases.values())}}}
+        meta = {role: allowance_of(inspect(cid)) for role, cid in cids.items()}
+        with CpuSampler(cids) as sampler, contextlib.ExitStack() as stack:
+            peaks = {p: stack.enter_context(PeakMemory(cids[p])) for p in paths}
+            goodput = Goodput(loadgen, sampler, meta, databases, s)
+            steps = {}
+            for i, path in enumerate(paths):
+                say(f"goodput {i + 1}/{len(paths)}: {path}'s capacity, closed loop at {s['concurrencies']}")
+                steps[path] = goodput.capacity_steps(path)
+            caps = {p: capacity(steps[p]).window.whole_rate for p in paths}
+            say(f"goodput: {WINDOWS} windows at {' and '.join(f'{m}x' for m in MULTIPLES)} of "
+                + ", ".join(f"{p} {c:g}/s" for p, c in caps.items()) + ", interleaved")
+            windows = goodput.overloaded(caps, seed)
+        for path in paths:
+            row = goodput_row(path, steps[path], [w for w in windows if w.path == path],
+                              after_load(cids[path], began, peaks[path]))
+            doc["goodput"].append(row.to_dict())
+            say(f"{path}: capacity {row.capacity_rps:g}/s: {row.verdict}")
+            keep_log(base, env, out, f"goodput-{path}", path, began)
+        doc["goodput_windows"] = [m.to_dict() for m in [*(m for p in paths for m in steps[p]), *windows]]
+
+
 def main() -> int:
     env = dict(os.environ)
     try:
@@ -133,7 +371,8 @@ def main() -> int:
         return 2
     try:
         s = read_settings(env, lab)
-        paths = known_targets(compose_services(base, env), s["targets"])
+        services = compose_services(base, env)
+        paths = known_targets(services, s["targets"])
     except LabError as e:
         print(f"overload: error: {e}", file=sys.stderr)
         return 2
@@ -143,13 +382,23 @@ def main() -> int:
     run_id, out = results_dir(env, lab, "overload")
     doc = {"kind": "overload", "run_id": run_id, "env_file": env_file.name, "started": now_iso(), "finished": None,
            "settings": s, "images": {k: v for k, v in lab.items() if k.endswith("_IMAGE")},
-           "target_mem": env.get("TARGET_MEM") or lab.get("TARGET_MEM"), "overload": [], "failed": []}
+           "target_mem": env.get("TARGET_MEM") or lab.get("TARGET_MEM"), "goodput": [], "goodput_windows": [],
+           "overload": [], "failed": []}
 
     try:
         say(f"{', '.join(s['checks'])} on {' '.join(paths)}: building, seeding {' '.join(sizes)}")
         compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
         compose_run(base, ["up", "-d", *paths], env, 600, "starting the paths")
         compose_run(base, ["run", "--rm", "seed"], env, SEED_TIMEOUT_S, "seeding")
+        if "goodput" in s["checks"]:
+            try:
+                goodput_check(base, env, s, paths, services, run_id, out, doc)
+            except LabError as e:
+                say(f"goodput: not measured: {e}")
+                doc["failed"].append({"check": "goodput", "path": "-", "error": str(e)})
+            save(out, doc)
+            # a killed path comes back for the next check
+            compose_run(base, ["up", "-d", "--no-deps", *paths], env, 300, "bringing the paths back")
         checks = [("clients", clients_case, env)]
         if "large" in s["checks"]:
             # nginx-cache's tmpfs counts toward its limit: half of it, so the file fits beside nginx

@@ -14,6 +14,8 @@ commands:
   resilience-load URL FILE RATE SECONDS
                                make resilience's open-loop load (tools/resilience.py)
   fetch URL FILE CLIENTS       make overload's large-file clients (tools/overload.py)
+  overload-window URL RATE SECONDS WORKERS
+                               one window of make overload's goodput check (tools/overload.py)
   -h, --help                   this text
 """
 
@@ -33,6 +35,9 @@ if command == ["resilience-load"]:
 if command == ["fetch"]:
     from .clients.fetch import main as fetch_main
     sys.exit(fetch_main(sys.argv[2:]))
+if command == ["overload-window"]:
+    from .faults.overload_load import main as window_main
+    sys.exit(window_main(sys.argv[2:]))
 if command == ["check-settings"]:
     from .check_settings import main as check_settings_main
     sys.exit(check_settings_main())

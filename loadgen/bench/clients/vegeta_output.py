@@ -82,6 +82,22 @@ def _unix_seconds(stamp: str) -> float:
     return whole + int(digits) / 10 ** len(digits)
 
 
+def parse_result(line: str) -> Answer:
+    """One line of `vegeta encode -to=json`. A status of 0 is no answer, or
+    one cut short: vegeta reads the whole body (even with -max-body=0, which
+    only keeps none of it) before it records the status, so a connection
+    closed mid-body is code 0 with the reader's error ("unexpected EOF")."""
+    try:
+        r = json.loads(line)
+        body = base64.b64decode(r["body"]) if r.get("body") else b""
+        return Answer(
+            sent=_unix_seconds(r["timestamp"]), latency=int(r["latency"]) / 1e9, code=int(r["code"]),
+            bytes_in=int(r["bytes_in"]), body_sha256=hashlib.sha256(body).hexdigest() if body else "",
+            error=str(r.get("error") or ""))
+    except (ValueError, KeyError, TypeError) as e:
+        raise VegetaOutputError(f"not a vegeta JSON result: {e}") from e
+
+
 def parse_results(text: str) -> list[Answer]:
     """`vegeta encode -to=json` lines as Answers, in the order sent."""
     answers = []
@@ -89,14 +105,9 @@ def parse_results(text: str) -> list[Answer]:
         if not line.strip():
             continue
         try:
-            r = json.loads(line)
-            body = base64.b64decode(r["body"]) if r.get("body") else b""
-            answers.append(Answer(
-                sent=_unix_seconds(r["timestamp"]), latency=int(r["latency"]) / 1e9, code=int(r["code"]),
-                bytes_in=int(r["bytes_in"]), body_sha256=hashlib.sha256(body).hexdigest() if body else "",
-                error=str(r.get("error") or "")))
-        except (ValueError, KeyError, TypeError) as e:
-            raise VegetaOutputError(f"line {number} is not a vegeta JSON result: {e}") from e
+            answers.append(parse_result(line))
+        except VegetaOutputError as e:
+            raise VegetaOutputError(f"line {number}: {e}") from e
     return sorted(answers, key=lambda a: a.sent)
 
 

@@ -1,13 +1,32 @@
 """Pure judgement of make overload's checks (tools/overload.py): a serving
-path under far more clients than the lab's timed cases use, or serving a
-file far larger than its memory limit. No I/O.
+path's goodput when offered load open-loop past its capacity, then under
+far more clients than the lab's timed cases use, or serving a file far
+larger than its memory limit. No I/O.
 
-Right is: no OOM kill (of the container or of any process in it), the
-container still running, and every answer whole or a clean HTTP error (a
-503 that sheds load); wrong is a kill, a connection cut mid-answer, a hang."""
-from dataclasses import asdict, dataclass
+Goodput (judged): each path's capacity, its best whole-answer rate over
+closed-loop concurrencies 1, 2, 4 ..., then WINDOWS windows at each of
+MULTIPLES times it, open loop, interleaved; a path holds when the median
+window keeps HOLDS_SHARE of its capacity as whole answers per second at
+every multiple, its refusals (503) come back within REFUSAL_P99_MS at p99,
+and nothing failed (a cut, a client timeout, any other status) or was
+OOM-killed. A window whose load generator or shared core saturated is
+named and not judged.
 
+The other checks (reported; the clients check not judged: its clients ask
+again at once on every refusal): no OOM kill (of the container or of any
+process in it), the container still running, and every answer whole or a
+clean HTTP error (a 503 that sheds load); wrong is a kill, a connection cut
+mid-answer, a hang."""
+import statistics
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from ..benchmark.cases import SENT_RATE_KEPT
+from ..clients.vegeta_output import Answer
 from ..clients.wrk_output import WrkSummary
+from ..measure import usage
+from ..measure.bottleneck import LOADGEN_CPU, SHARED_CORE, bottleneck
+from ..measure.latency import order_statistic
 
 MIB = 1024 ** 2
 
@@ -102,3 +121,253 @@ def large_file_row(path: str, load: str, fetched: dict, after: ContainerAfter) -
         clean_errors=sum(clean.values()), broken=broken, oom_kills=after.kills, container=after.describe(),
         peak_mib=_mib(after.peak_bytes), limit_mib=_mib(after.limit_bytes), verdict=_verdict(after, broken),
         kernel_peak_mib=_mib(after.kernel_peak_bytes))
+
+
+# --- goodput: capacity, then open-loop load at multiples of it ---
+
+MULTIPLES = (3, 10)      # offered load, in multiples of the path's capacity
+WINDOWS = 3              # windows per condition (path x multiple), judged on their median
+HOLDS_SHARE = 0.8        # of its capacity, the whole answers per second a path keeps at every multiple
+REFUSAL_P99_MS = 100.0   # a refusal slower than this at p99 spent the work it was meant to save
+CAPACITY_GAIN = 1.05     # a doubled concurrency climbs on only when it beat the best rate so far by this
+REFUSED = 503
+# vegeta's workers at most in an open-loop window: each holds a connection.
+# Enough for 10x a capacity of 1,000/s whose answers take up to a second;
+# past it vegeta falls behind its schedule and the window says so.
+OPEN_LOOP_WORKERS = 10000
+NOT_JUDGED = (LOADGEN_CPU, SHARED_CORE)  # bottlenecks that make a window say nothing of the path
+
+
+@dataclass(frozen=True)
+class Window:
+    """One vegeta run's answers, tallied. Whole: a 2xx read to its end
+    (vegeta checks the body against the framing: a cut one is status 0)."""
+    rate: float              # requests/s asked (0: closed loop)
+    workers: int             # closed loop: its clients; open loop: vegeta's cap
+    seconds: float           # the attack's duration asked
+    sent: int
+    sent_rate: float         # requests over first to last sent
+    whole: int
+    whole_rate: float        # whole answers per second (whole_rate())
+    refused: int             # 503s
+    failures: dict           # what was neither whole nor refused: kind -> count
+    refused_p50_ms: float | None
+    refused_p99_ms: float | None
+    admitted_p99_ms: float | None  # of the whole answers
+    first_sent: float        # Unix seconds
+    last_done: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Window":
+        return cls(**d)
+
+
+def failure_kind(answer: Answer) -> str | None:
+    """None for a whole answer or a refusal; else what went wrong, in words."""
+    if 200 <= answer.code < 300 or answer.code == REFUSED:
+        return None
+    if answer.code:
+        return f"status {answer.code}"
+    error = answer.error.lower()
+    if "timeout" in error or "deadline exceeded" in error:
+        return "client timeout"
+    if "refused" in error:
+        return "connection refused"
+    if "eof" in error or "reset" in error or "broken pipe" in error:
+        return "cut"
+    return "no answer"
+
+
+def _quantile(ordered: list[float], q: float) -> float | None:
+    return round(order_statistic(ordered, q), 3) if ordered else None
+
+
+def whole_rate(whole: int, seconds: float, first_sent: float, last_whole_done: float) -> float:
+    """Whole answers per second over the window: from the first request sent
+    to the last whole answer, never shorter than the duration asked. A path
+    that keeps serving at its capacity while its backlog drains reads at its
+    capacity, closed loop and open loop alike."""
+    span = max(seconds, last_whole_done - first_sent)
+    return whole / span if span > 0 else 0.0
+
+
+def tally(answers: Iterable[Answer], rate: float, workers: int, seconds: float) -> Window:
+    """One pass over a window's answers (a stream: a window at 10x a fast
+    path's capacity holds hundreds of thousands)."""
+    refused_ms, whole_ms, failures = [], [], {}
+    sent = whole = 0
+    first = last_sent = last_done = last_whole = None
+    for a in answers:
+        sent += 1
+        first = a.sent if first is None else min(first, a.sent)
+        last_sent = a.sent if last_sent is None else max(last_sent, a.sent)
+        last_done = a.done if last_done is None else max(last_done, a.done)
+        kind = failure_kind(a)
+        if kind:
+            failures[kind] = failures.get(kind, 0) + 1
+        elif a.code == REFUSED:
+            refused_ms.append(a.latency * 1000)
+        else:
+            whole += 1
+            whole_ms.append(a.latency * 1000)
+            last_whole = a.done if last_whole is None else max(last_whole, a.done)
+    refused_ms.sort()
+    whole_ms.sort()
+    first = first or 0.0
+    sent_span = (last_sent or 0.0) - first
+    return Window(
+        rate=rate, workers=workers, seconds=seconds, sent=sent,
+        sent_rate=round((sent - 1) / sent_span, 3) if sent > 1 and sent_span > 0 else 0.0,
+        whole=whole, whole_rate=round(whole_rate(whole, seconds, first, last_whole or first), 3),
+        refused=len(refused_ms), failures=failures, refused_p50_ms=_quantile(refused_ms, 0.5),
+        refused_p99_ms=_quantile(refused_ms, 0.99), admitted_p99_ms=_quantile(whole_ms, 0.99),
+        first_sent=first, last_done=last_done or first)
+
+
+def climbing(rates: list[float]) -> bool:
+    """Whether to measure the next, doubled concurrency: the one just
+    measured beat the best before it by CAPACITY_GAIN."""
+    return len(rates) < 2 or rates[-1] > CAPACITY_GAIN * max(rates[:-1])
+
+
+def window_flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | None,
+                 busy: dict[str, float], rate: float, sent_rate: float) -> tuple[list[str], str]:
+    """A window's flags and bottleneck, decided where the lab decides them
+    for every timed row (measure.usage.flags, measure.bottleneck); an open
+    loop sent below SENT_RATE_KEPT of its rate fell behind its schedule."""
+    found = usage.flags(cpu, target, tool_cores, tool_limit, busy)
+    if rate and sent_rate < SENT_RATE_KEPT * rate:
+        found.append(usage.BEHIND_SCHEDULE)
+    return found, bottleneck(found, cpu, target)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One window as make overload ran it: which, and how far to trust it."""
+    path: str
+    multiple: int            # 0: a capacity step (closed loop)
+    round: int
+    window: Window
+    flags: list[str] = field(default_factory=list)
+    bottleneck: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return self.bottleneck not in NOT_JUDGED
+
+    @property
+    def name(self) -> str:
+        what = f"{self.multiple}x" if self.multiple else f"c={self.window.workers}"
+        return f"{what} #{self.round}"
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "multiple": self.multiple, "round": self.round, "window": self.window.to_dict(),
+                "flags": self.flags, "bottleneck": self.bottleneck, "judged": self.judged}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Measured":
+        return cls(d["path"], d["multiple"], d["round"], Window.from_dict(d["window"]), d["flags"], d["bottleneck"])
+
+
+def capacity(steps: list[Measured]) -> Measured | None:
+    """The capacity step: the best whole-answer rate of the closed-loop steps."""
+    return max(steps, key=lambda m: m.window.whole_rate, default=None)
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A path at one multiple of its capacity: its windows' medians (of the
+    judged ones) and range."""
+    multiple: int
+    offered_rps: float
+    windows: int
+    judged: int
+    share: float | None      # median goodput share: whole answers/s over capacity
+    share_low: float | None
+    share_high: float | None
+    whole_rps: float | None
+    sent_rps: float | None
+    refused: int             # over every window
+    refused_p50_ms: float | None
+    refused_p99_ms: float | None
+    admitted_p99_ms: float | None
+    not_judged: list[str]    # "3x #2: load generator", ...
+
+
+def condition(multiple: int, cap: float, windows: list[Measured]) -> Condition:
+    judged = [m.window for m in windows if m.judged]
+    shares = sorted(w.whole_rate / cap for w in judged) if cap > 0 else []
+    return Condition(
+        multiple=multiple, offered_rps=round(multiple * cap, 3), windows=len(windows), judged=len(judged),
+        share=_median(shares), share_low=round(shares[0], 3) if shares else None,
+        share_high=round(shares[-1], 3) if shares else None, whole_rps=_median([w.whole_rate for w in judged]),
+        sent_rps=_median([w.sent_rate for w in judged]), refused=sum(m.window.refused for m in windows),
+        refused_p50_ms=_median([w.refused_p50_ms for w in judged]),
+        refused_p99_ms=_median([w.refused_p99_ms for w in judged]),
+        admitted_p99_ms=_median([w.admitted_p99_ms for w in judged]),
+        not_judged=[f"{m.name}: {m.bottleneck}" for m in windows if not m.judged])
+
+
+@dataclass(frozen=True)
+class GoodputRow:
+    path: str
+    capacity_rps: float
+    capacity_workers: int
+    capacity_flags: list[str]    # the capacity step's: loadgen-bound makes it a floor
+    steps: list[str]             # each concurrency climbed: "c=4: 120.5/s"
+    conditions: list[dict]       # Condition, one per multiple
+    failures: dict               # over every window, capacity steps included
+    oom_kills: int
+    container: str
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GoodputRow":
+        return cls(**d)
+
+
+def goodput_row(path: str, steps: list[Measured], windows: list[Measured], after: ContainerAfter) -> GoodputRow:
+    """The verdict: "holds", or what did not hold, in words."""
+    best = capacity(steps)
+    cap = best.window.whole_rate if best else 0.0
+    conditions = [condition(m, cap, [w for w in windows if w.multiple == m])
+                  for m in sorted({w.multiple for w in windows})]
+    failures: dict[str, int] = {}
+    for m in steps + windows:
+        for kind, n in m.window.failures.items():
+            failures[kind] = failures.get(kind, 0) + n
+    problems, unjudged = [], []
+    if cap <= 0:
+        problems.append("no whole answer at any concurrency")
+    for c in conditions:
+        if not c.judged:
+            unjudged.append(f"{c.multiple}x")
+            continue
+        if c.share is not None and c.share < HOLDS_SHARE:
+            problems.append(f"{c.multiple}x keeps {c.share:.0%}")
+        if c.refused_p99_ms is not None and c.refused_p99_ms >= REFUSAL_P99_MS:
+            problems.append(f"{c.multiple}x refusals' p99 {c.refused_p99_ms:.0f} ms")
+    problems += [f"{n} x {kind}" for kind, n in sorted(failures.items())]
+    if after.kills:
+        problems.append(f"{after.kills} OOM kills")
+    if after.describe() != "running":
+        problems.append(f"container {after.describe()}")
+    if unjudged:
+        problems.append(f"{', '.join(unjudged)} not judged: every window's load generator or shared core saturated")
+    return GoodputRow(
+        path=path, capacity_rps=round(cap, 3), capacity_workers=best.window.workers if best else 0,
+        capacity_flags=list(best.flags) if best else [],
+        steps=[f"c={m.window.workers}: {m.window.whole_rate:g}/s" for m in steps],
+        conditions=[asdict(c) for c in conditions], failures=failures, oom_kills=after.kills,
+        container=after.describe(), verdict="; ".join(problems) or "holds")
