@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PATH := $(or $(LAB_CACHE),/var/cache/gridfs-lab)/go/bin:$(PATH)
 
 .PHONY: setup setup-tests venv check local-images lab lab-local lab-hosts ab ab-calibrate matrix resilience overload \
-	test test-native clean
+	new-path test test-native clean
 
 setup:
 	tools/setup.sh
@@ -90,6 +90,12 @@ overload: local-images
 # make lab-hosts LAB_HOSTS="loadgen=default@10.0.0.1 paths=b@10.0.0.2 db=b@10.0.0.2"
 lab-hosts: local-images
 	.venv/bin/python tools/hosts.py
+
+# A new serving path as a copy of an existing one: its folder, its compose
+# service (in bench's depends_on) and its BENCH_TARGETS word (tools/new_path.py):
+# make new-path NAME=my-path FROM=flask; the contract: docs/adding-a-path.md
+new-path:
+	python3 tools/new_path.py "$(NAME)" "$(FROM)"
 
 # Every test, including the compose end-to-end run on local images; first the
 # FUSE filesystem's Go unit tests (chunk arithmetic, names).
