@@ -10,6 +10,7 @@
 const { Readable, pipeline } = require('node:stream');
 const express = require('express');
 const { MongoClient, MongoError } = require('mongodb');
+const { Admission } = require('./admission');
 const { CorruptFile, checkedFile, chunksPerRead, storedSize } = require('./stored-file');
 
 const PORT = Number(process.env.PORT || 8080);
@@ -500,6 +501,23 @@ class Semaphore {
 
 const mongoSlots = new Semaphore(MAX_STREAMS);
 const openStreams = new Semaphore(MAX_OPEN_STREAMS);
+// At most MAX_STREAMS admitted at once: each takes a slot for its lookup.
+const admission = new Admission(MAX_STREAMS, REQUEST_DEADLINE_MS);
+
+// Refusals counted and logged at most once a second: one line per refusal
+// would cost the path its refusals' speed.
+const refusals = {
+  refused: 0,
+  since: Date.now(),
+  count() {
+    this.refused++;
+    if (Date.now() - this.since < 1000) return;
+    log(`${this.refused} requests refused in the last second or more: admission limit ${admission.limit.toFixed(1)}, `
+      + `${admission.inFlight} in flight, mean latency ${admission.meanLatencyMs.toFixed(0)} ms`);
+    this.refused = 0;
+    this.since = Date.now();
+  },
+};
 
 // A place in `slots` for this response, in turn: its release function,
 // called at the latest when the response closes, or null when none freed
@@ -556,15 +574,40 @@ async function serveFile(req, res) {
     return;
   }
 
+  // Admitted before any database work, or refused at once (admission.js).
+  const clientGone = new AbortController();
+  const abort = () => clientGone.abort();
+  res.once('close', abort);
+  const admittedAt = await admission.enter(deadline, clientGone.signal);
+  res.off('close', abort);
+  if (admittedAt === null) {
+    if (res.destroyed) return;
+    refusals.count();
+    sendText(res, 503, 'server busy', { 'Retry-After': '1' });
+    return;
+  }
+  let failed = true;
+  try {
+    failed = await serveAdmitted(req, res, name, deadline);
+  } finally {
+    // A 503 is MongoDB failing or the deadline passing: the limit comes down.
+    admission.finished(admittedAt, failed);
+  }
+}
+
+// The answer to an admitted GET or HEAD of `name`: its MongoDB work before
+// the head (the lookup, the first chunk batch) is over when it resolves,
+// to whether it failed (a 503).
+async function serveAdmitted(req, res, name, deadline) {
   // A place among the open streams, held until the response closes (one
   // that never gets its body, a 404 or a 304, gives it back at once).
   const streamWaitMs = Math.max(1, deadline - Date.now());
   if (await takeSlot(openStreams, res, streamWaitMs) === null) {
-    if (res.destroyed) return;
+    if (res.destroyed) return false;
     log(`no place of NODE_MAX_OPEN_STREAMS (${MAX_OPEN_STREAMS}) free within REQUEST_DEADLINE_MS `
       + `(${REQUEST_DEADLINE_MS} ms) for ${JSON.stringify(name)}: 503`);
     sendUnavailable(res);
-    return;
+    return true;
   }
 
   // A slot before the lookup: every request that uses MongoDB takes one,
@@ -576,11 +619,11 @@ async function serveFile(req, res) {
   const waitMs = Math.max(1, Math.min(STREAM_WAIT_MS, deadline - Date.now()));
   const release = await takeSlot(mongoSlots, res, waitMs);
   if (release === null) {
-    if (res.destroyed) return; // the client left while waiting
+    if (res.destroyed) return false; // the client left while waiting
     log(`no slot of ${MAX_STREAMS} free within ${waitMs} ms (NODE_STREAM_WAIT_MS ${STREAM_WAIT_MS}, `
       + `REQUEST_DEADLINE_MS ${REQUEST_DEADLINE_MS}) for ${JSON.stringify(name)}: 503`);
     sendUnavailable(res);
-    return;
+    return true;
   }
 
   const current = store; // this request's client, even if the watchdog replaces it meanwhile
@@ -598,11 +641,11 @@ async function serveFile(req, res) {
     if (!storeFailed(error)) throw error;
     log(`MongoDB unavailable looking up ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
-    return;
+    return true;
   }
   if (document === null) {
     sendText(res, 404, 'not found');
-    return;
+    return false;
   }
 
   // Every stored value is checked before it reaches a header or a read.
@@ -612,7 +655,7 @@ async function serveFile(req, res) {
   } catch (error) {
     if (!(error instanceof CorruptFile)) throw error;
     sendCorrupt(res, name, error);
-    return;
+    return false;
   }
   const { length, lastModified, etag } = file;
   const contentType = file.contentType ?? guessContentType(name);
@@ -627,13 +670,13 @@ async function serveFile(req, res) {
     const unmodifiedSince = httpTime(ifUnmodifiedSince);
     if (unmodifiedSince === null || unmodifiedSince < lastModified) {
       sendText(res, 412, 'precondition failed');
-      return;
+      return false;
     }
   }
   const ifMatch = headers['if-match'];
   if (ifMatch !== undefined && !etagMatches(ifMatch, etag, false)) {
     sendText(res, 412, 'precondition failed');
-    return;
+    return false;
   }
   const ifModifiedSince = headers['if-modified-since'];
   const ifNoneMatch = headers['if-none-match'];
@@ -642,7 +685,7 @@ async function serveFile(req, res) {
         && (ifNoneMatch === undefined || etagMatches(ifNoneMatch, etag, true))) {
       res.writeHead(304, validators);
       res.end();
-      return;
+      return false;
     }
   }
 
@@ -660,7 +703,7 @@ async function serveFile(req, res) {
     const ranges = rangeApplies ? parseRange(rangeHeader, length) : null;
     if (ranges === NOT_SATISFIABLE) {
       sendText(res, 416, 'range not satisfiable', { 'Content-Range': `bytes */${length}` });
-      return;
+      return false;
     }
     // Several ranges: nginx answers multipart/byteranges; we answer the
     // whole file with 200, which RFC 9110 allows (a server may ignore
@@ -677,7 +720,7 @@ async function serveFile(req, res) {
   if (req.method === 'HEAD' || start === end) {
     res.writeHead(status, responseHeaders);
     res.end();
-    return;
+    return false;
   }
   // The first chunk is read before the status line goes out, so that a
   // MongoDB failure there is still a clean 503; later failures can only cut
@@ -691,12 +734,12 @@ async function serveFile(req, res) {
     cursor.close().catch(() => {});
     if (error instanceof CorruptFile) {
       sendCorrupt(res, name, error);
-      return;
+      return false;
     }
     if (!storeFailed(error)) throw error;
     log(`cannot read chunks of ${JSON.stringify(name)}: ${error.name}: ${error.message}`);
     sendUnavailable(res);
-    return;
+    return true;
   }
   release();
   try {
@@ -751,6 +794,7 @@ async function serveFile(req, res) {
       log(`stream of ${JSON.stringify(name)} cut short: ${error.name}: ${error.message}`);
     }
   });
+  return false;
 }
 
 const app = express();

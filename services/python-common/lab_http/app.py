@@ -16,6 +16,7 @@ from flask import Flask, Response, g, request
 from werkzeug.http import http_date
 from werkzeug.wsgi import ClosingIterator
 
+from .admission import Admission
 from .hosts import split_absolute_form, valid_host
 from .names import content_type_for, name_from_target
 from .preconditions import if_range_allows, precondition_status
@@ -109,6 +110,22 @@ def framing_refusal(environ: dict, deadline: float) -> Response | None:
     return None
 
 
+class RefusalLog:
+    """Refusals counted and logged at most once a second: one line per
+    refusal would cost the path its refusals' speed."""
+
+    def __init__(self, write, every: float = 1.0):
+        self.write, self.every = write, every
+        self.refused, self.since = 0, time.monotonic()
+
+    def count(self) -> None:
+        self.refused += 1
+        now = time.monotonic()
+        if now - self.since >= self.every:
+            self.write(self.refused)
+            self.refused, self.since = 0, now
+
+
 def create_app(store: FileStore, service: str) -> Flask:
     """service names the path in log lines (e.g. "gridfs-lab-flask")."""
     app = Flask(service)
@@ -120,11 +137,16 @@ def create_app(store: FileStore, service: str) -> Flask:
     # in the listen backlog, outside its deadline.
     streams_limit = open_streams_limit()
     open_streams = BoundedSemaphore(streams_limit)
+    admission = Admission(streams_limit, deadline_seconds)
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
     app.wsgi_app = closing_as_nginx(app.wsgi_app)
 
     def log(message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
+
+    refusals = RefusalLog(lambda count: log(
+        f"{count} requests refused in the last second or more: admission limit {admission.policy.limit:.1f}, "
+        f"{admission.policy.in_flight} in flight, mean latency {admission.policy.mean_latency * 1000:.0f} ms"))
 
     @app.before_request
     def check_version_and_host():
@@ -168,6 +190,22 @@ def create_app(store: FileStore, service: str) -> Flask:
         if name is None:
             return text_response(status, "bad file name" if status == 400 else "not found")
 
+        # Admitted before any database work, or refused at once (admission.py).
+        admitted_at = admission.enter(deadline)
+        if admitted_at is None:
+            refusals.count()
+            return text_response(503, "server busy", {"Retry-After": "1"})
+        response = None
+        try:
+            response = answer(name, deadline)
+            return response
+        finally:
+            # A 503 is the store failing or the deadline passing: the limit comes down.
+            admission.finished(admitted_at, failed=response is None or response.status_code == 503)
+
+    def answer(name: str, deadline: float) -> Response:
+        """The answer to a GET or HEAD of `name`: its database work (the
+        lookup and the first piece of a body) is over when it returns."""
         try:
             with store.within(deadline):
                 stored = store.find(name)

@@ -1,0 +1,133 @@
+'use strict';
+// Admission under overload (issue 39): how many requests may do their
+// MongoDB work at once, and how long one may wait for its turn, so that what
+// the path admits it finishes inside REQUEST_DEADLINE_MS and the rest are
+// refused at once, before any database work. The policy of the Python
+// paths (services/python-common/lab_http/admission.py, where the reasons
+// are), for the same reason here: node's bottleneck is the same database,
+// whose latency grows with the reads under way, and a fixed cap (the 32
+// slots of NODE_MAX_STREAMS) admitted at 1 MB about three times what
+// FerretDB finishes in time: node kept 6% of its capacity at 1000 clients.
+// - a concurrency limit, AIMD on measured latency (Netflix's
+//   concurrency-limits): +1/limit per request whose lookup and first batch
+//   took at most TARGET_SHARE of the deadline while the limit is in use,
+//   x0.9 once per round when one took longer or MongoDB failed;
+// - a wait for a place bounded by what the queue ahead will take and by a
+//   budget that shrinks to SHORT_WAIT_MS once the queue has stood for
+//   INTERVAL_MS (CoDel for request queues), the newest waiter served first
+//   then (adaptive LIFO).
+
+const TARGET_SHARE = 0.25;
+const QUEUE_SHARE = 0.5;
+const SHORT_WAIT_MS = 50;
+const INTERVAL_MS = 100;
+const INITIAL_LIMIT = 4;
+const BACKOFF = 0.9;
+const LATENCY_WEIGHT = 0.1;
+
+class Admission {
+  // Resolvers of the requests waiting, oldest first.
+  #waiters = [];
+
+  // maximum: the most admitted at once; deadlineMs: REQUEST_DEADLINE_MS.
+  constructor(maximum, deadlineMs, clock = Date.now) {
+    this.maximum = maximum;
+    this.targetMs = deadlineMs * TARGET_SHARE;
+    this.queueBudgetMs = deadlineMs * QUEUE_SHARE;
+    this.limit = Math.min(INITIAL_LIMIT, maximum);
+    this.meanLatencyMs = 0;
+    this.inFlight = 0;
+    this.decreasedAt = -Infinity;
+    this.queueEmptyAt = 0; // when the queue was last empty
+    this.overloadedUntil = -Infinity;
+    this.clock = clock;
+  }
+
+  hasRoom() {
+    return this.inFlight < Math.floor(this.limit);
+  }
+
+  // The queue has not been empty for an INTERVAL_MS (standing, not a
+  // burst), or was so less than a target ago: a queue that empties only as
+  // its waiters give up is no burst either.
+  overloaded(now) {
+    if (this.#waiters.length > 0 && now - this.queueEmptyAt > INTERVAL_MS) this.overloadedUntil = now + this.targetMs;
+    return now < this.overloadedUntil;
+  }
+
+  // How long a request that finds no room may wait (0: refused at once).
+  waitAllowed(now) {
+    const budget = this.overloaded(now) ? Math.min(SHORT_WAIT_MS, this.queueBudgetMs) : this.queueBudgetMs;
+    const expected = ((this.#waiters.length + 1) * this.meanLatencyMs) / Math.max(Math.floor(this.limit), 1);
+    return expected <= budget ? budget : 0;
+  }
+
+  // Resolves to the time the request was admitted, or to null: refused (no
+  // place within what it may wait or before `deadline`, Date.now()'s
+  // scale), or `signal` aborted while it waited (the client left).
+  enter(deadline, signal) {
+    const now = this.clock();
+    if (this.hasRoom() && this.#waiters.length === 0) {
+      this.inFlight++;
+      return Promise.resolve(now);
+    }
+    const waitMs = Math.min(this.waitAllowed(now), deadline - now);
+    if (waitMs <= 0 || signal.aborted) return Promise.resolve(null);
+    if (this.#waiters.length === 0) this.queueEmptyAt = now;
+    return new Promise((resolve) => {
+      const settle = (admittedAt) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', leave);
+        resolve(admittedAt);
+      };
+      const grant = () => settle(this.clock());
+      const leave = () => {
+        const index = this.#waiters.indexOf(grant);
+        if (index >= 0) this.#waiters.splice(index, 1);
+        if (this.#waiters.length === 0) this.queueEmptyAt = this.clock();
+        settle(null);
+      };
+      // In slices: once the queue turns out to be standing, a waiter given
+      // a burst's budget is refused after its slice.
+      const until = now + waitMs;
+      let timer;
+      const slice = () => {
+        const at = this.clock();
+        if (at >= until || this.overloaded(at)) leave();
+        else timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, until - at));
+      };
+      timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, waitMs));
+      signal.addEventListener('abort', leave, { once: true });
+      this.#waiters.push(grant);
+    });
+  }
+
+  // One admitted request's database work before its head is over (failed:
+  // MongoDB failed or the deadline passed): AIMD on its latency.
+  finished(admittedAt, failed) {
+    const now = this.clock();
+    this.inFlight--;
+    const latency = now - admittedAt;
+    if (!failed) { // a failure's latency is the deadline's or the driver's, not the work's
+      this.meanLatencyMs = this.meanLatencyMs ? this.meanLatencyMs + LATENCY_WEIGHT * (latency - this.meanLatencyMs) : latency;
+    }
+    if (failed || latency > this.targetMs) {
+      // Once per round: those admitted before the last cut were measured under the old limit.
+      if (admittedAt >= this.decreasedAt) {
+        this.limit = Math.max(1, this.limit * BACKOFF);
+        this.decreasedAt = now;
+      }
+    } else if (2 * (this.inFlight + 1) >= this.limit) { // grow only a limit in use
+      this.limit = Math.min(this.maximum, this.limit + 1 / this.limit);
+    }
+    while (this.#waiters.length > 0 && this.hasRoom()) {
+      const lifo = this.overloaded(now);
+      const grant = lifo ? this.#waiters.pop() : this.#waiters.shift();
+      if (this.#waiters.length === 0) this.queueEmptyAt = now;
+      this.inFlight++;
+      grant();
+    }
+  }
+}
+
+module.exports = { Admission };

@@ -1,0 +1,157 @@
+"""Admission under overload (issue 39): how many requests may do their
+database work at once, and how long one may wait for its turn, so that what
+a path admits it finishes inside REQUEST_DEADLINE_MS and the rest are
+refused at once, before any database work.
+
+A path that admits more than its database finishes within the deadline
+does the work and then throws it away at the deadline (flask kept 61% of
+its capacity at 1000 clients, node 6%). So:
+- a concurrency limit adapted from measured latency, AIMD as in Netflix's
+  concurrency-limits (AIMDLimit): +1/limit per request answered within
+  TARGET of the deadline while the limit is in use, x0.9 once per round
+  when one takes longer or the store fails. Not a fixed cap: what the
+  database finishes in time depends on the file size, the database and
+  the machine (1 KB: hundreds at once; 1 MB on FerretDB: about ten).
+  Latency rather than a gradient from the smallest latency seen: a path's
+  latencies differ by file size, its deadline does not;
+- a wait for a place bounded by what the queue ahead will take (its length
+  times the mean latency over the limit; a request that would not get in
+  within its budget is refused at once) and by a budget that shrinks under
+  standing overload, CoDel for request queues ("Fail at Scale", ACM Queue
+  2015): half the deadline while the queue empties now and then (a burst:
+  served, not refused), SHORT_WAIT once it has not been empty for an
+  INTERVAL, and for a TARGET after (overload: refusals fast, the places
+  refilled from the newest arrivals' side of the queue, adaptive LIFO).
+
+The policy is plain arithmetic on times given (AdmissionPolicy); the Python
+paths wait with gevent (Admission), node has the same policy in JavaScript
+(services/node/admission.js)."""
+import time
+from collections import deque
+
+from gevent.event import Event
+
+# The share of the deadline an admitted request's database work may take
+# before the limit comes down: with a queue wait of up to half the deadline
+# ahead of it, both fit in REQUEST_DEADLINE_MS with a quarter to spare.
+TARGET_SHARE = 0.25
+QUEUE_SHARE = 0.5
+SHORT_WAIT = 0.05  # seconds: the wait under standing overload (refusals well under 100 ms)
+INTERVAL = 0.1  # seconds a queue stays non-empty before it is standing ("Fail at Scale"'s)
+INITIAL_LIMIT = 4
+BACKOFF = 0.9
+LATENCY_WEIGHT = 0.1  # of each new sample in the mean latency
+
+
+class AdmissionPolicy:
+    """The limit, the mean latency and the queue's state; every method is
+    given `now` (time.monotonic()'s scale)."""
+
+    def __init__(self, maximum: int, deadline: float):
+        self.maximum = maximum
+        self.target = deadline * TARGET_SHARE
+        self.queue_budget = deadline * QUEUE_SHARE
+        self.limit = float(min(INITIAL_LIMIT, maximum))
+        self.mean_latency = 0.0
+        self.in_flight = 0
+        self.waiting = 0
+        self.decreased_at = float("-inf")
+        self.queue_empty_at = 0.0  # when the queue was last empty
+        self.overloaded_until = float("-inf")
+
+    def has_room(self) -> bool:
+        return self.in_flight < int(self.limit)
+
+    def overloaded(self, now: float) -> bool:
+        """The queue has not been empty for an INTERVAL (standing, not a
+        burst), or was so less than a TARGET ago: a queue that empties only
+        as its waiters give up is no burst either."""
+        if self.waiting > 0 and now - self.queue_empty_at > INTERVAL:
+            self.overloaded_until = now + self.target
+        return now < self.overloaded_until
+
+    def wait_allowed(self, now: float) -> float:
+        """How long a request that finds no room may wait (0: refused at once)."""
+        budget = min(SHORT_WAIT, self.queue_budget) if self.overloaded(now) else self.queue_budget
+        expected = (self.waiting + 1) * self.mean_latency / max(int(self.limit), 1)
+        return budget if expected <= budget else 0.0
+
+    def queued(self, now: float) -> None:
+        if self.waiting == 0:
+            self.queue_empty_at = now
+        self.waiting += 1
+
+    def dequeued(self, now: float) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.queue_empty_at = now
+
+    def finished(self, admitted_at: float, now: float, failed: bool) -> None:
+        """One admitted request's database work is over (failed: the store
+        failed or the deadline passed): AIMD on its latency."""
+        self.in_flight -= 1
+        latency = now - admitted_at
+        if not failed:  # a failure's latency is the deadline's or the driver's, not the work's
+            self.mean_latency += LATENCY_WEIGHT * (latency - self.mean_latency) if self.mean_latency else latency
+        if failed or latency > self.target:
+            # Once per round: those admitted before the last cut were measured under the old limit.
+            if admitted_at >= self.decreased_at:
+                self.limit = max(1.0, self.limit * BACKOFF)
+                self.decreased_at = now
+        elif 2 * (self.in_flight + 1) >= self.limit:  # grow only a limit in use
+            self.limit = min(float(self.maximum), self.limit + 1 / self.limit)
+
+
+class Admission:
+    """The policy for one gevent worker: enter() before a request's first
+    database call, finished() when its database work before the head is
+    over, whatever its outcome."""
+
+    def __init__(self, maximum: int, deadline: float, clock=time.monotonic):
+        self.policy = AdmissionPolicy(maximum, deadline)
+        self.clock = clock
+        self.waiters: deque[Event] = deque()
+
+    def enter(self, deadline: float) -> float | None:
+        """The time the request was admitted, or None: refused (no place
+        within what it may wait, or before its deadline)."""
+        policy, now = self.policy, self.clock()
+        if policy.has_room() and not self.waiters:
+            policy.in_flight += 1
+            return now
+        wait = min(policy.wait_allowed(now), deadline - now)
+        if wait <= 0:
+            return None
+        waiter = Event()
+        self.waiters.append(waiter)
+        policy.queued(now)
+        waited_until = now + wait
+        try:
+            # In slices: once the queue turns out to be standing, a waiter
+            # given a burst's budget is refused after its slice.
+            while not waiter.wait(min(SHORT_WAIT, waited_until - self.clock())):
+                now = self.clock()
+                if now >= waited_until or policy.overloaded(now):
+                    break
+        finally:
+            if not waiter.is_set():  # timed out, or the greenlet was killed
+                self.waiters.remove(waiter)
+                policy.dequeued(self.clock())
+        return self.clock() if waiter.is_set() else None
+
+    def finished(self, admitted_at: float, failed: bool) -> None:
+        self.policy.finished(admitted_at, self.clock(), failed)
+        self.admit_waiters()
+
+    def admit_waiters(self) -> None:
+        # Under standing overload the newest waiter goes first (adaptive
+        # LIFO): the oldest are closest to being refused anyway, and the
+        # newest has most of its deadline left.
+        policy = self.policy
+        while self.waiters and policy.has_room():
+            now = self.clock()
+            lifo = policy.overloaded(now)
+            waiter = self.waiters.pop() if lifo else self.waiters.popleft()
+            policy.dequeued(now)
+            policy.in_flight += 1
+            waiter.set()

@@ -1,0 +1,185 @@
+"""Admission under overload (issue 39) on flask, flask-postgres and node:
+the policy's arithmetic (lab_http/admission.py; node's admission.js is the
+same, tested through the real node), then each path against its real
+database, offered open-loop (vegeta) four times the capacity measured in
+the same test: the requests refused are refused fast ("server busy", before
+any database work), and of those admitted at most 1% end in a 503 or a cut
+once the overload is steady. Before, every request waited its turn for the
+database and most were a 503 at the deadline, after the work."""
+import base64
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import gridfs
+import psycopg
+import pytest
+from pymongo import MongoClient
+
+import postgres_store
+from service_processes import SERVICES, flask_postgres_service, flask_service, node_service, postgres_database
+from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
+
+sys.path.insert(0, str(SERVICES / "python-common"))
+from lab_http.admission import INTERVAL, SHORT_WAIT, AdmissionPolicy  # noqa: E402
+
+DB_NAME = "lab_admission_test"
+DEADLINE_S = 2.0
+SIZE = 1024 * 1024
+NAME = "1MB.bin"
+WARM_UP_S = 1.5  # the limit found and the queue's state settled: "steady" after it
+OVERLOAD_S = 5
+
+
+# --- the policy ---------------------------------------------------------------
+
+def test_the_limit_comes_down_once_per_round_when_latency_passes_the_target():
+    policy = AdmissionPolicy(maximum=100, deadline=1.0)  # target 0.25 s
+    policy.limit, policy.in_flight = 20.0, 20
+    for _ in range(10):  # ten slow answers of one round: one cut
+        policy.finished(admitted_at=0.0, now=0.5, failed=False)
+    assert policy.limit == pytest.approx(18.0)
+    policy.in_flight = 10
+    policy.finished(admitted_at=0.6, now=0.9, failed=False)  # admitted after the cut
+    assert policy.limit == pytest.approx(16.2)
+
+
+def test_the_limit_grows_by_one_a_round_only_while_in_use_and_up_to_the_maximum():
+    policy = AdmissionPolicy(maximum=5, deadline=1.0)
+    policy.limit, policy.in_flight = 4.0, 4
+    for _ in range(4):
+        policy.in_flight += 1
+        policy.finished(admitted_at=0.0, now=0.01, failed=False)
+    assert 4.9 < policy.limit <= 5.0
+    policy.in_flight = 1
+    policy.finished(admitted_at=0.0, now=0.01, failed=False)  # 1 of 5 in use: no growth
+    assert policy.limit <= 5.0
+    for _ in range(20):
+        policy.in_flight = 5
+        policy.finished(admitted_at=0.0, now=0.01, failed=False)
+    assert policy.limit == 5.0
+
+
+def test_a_failure_brings_the_limit_down_and_leaves_the_mean_latency():
+    policy = AdmissionPolicy(maximum=10, deadline=1.0)
+    policy.in_flight = 2
+    policy.finished(admitted_at=0.0, now=0.02, failed=False)
+    policy.finished(admitted_at=0.0, now=1.0, failed=True)
+    assert policy.limit < 4 and policy.mean_latency == pytest.approx(0.02)
+
+
+def test_the_wait_shrinks_under_standing_overload_and_none_when_the_queue_cannot_drain_in_time():
+    policy = AdmissionPolicy(maximum=10, deadline=1.0)  # queue budget 0.5 s, target 0.25 s, interval 0.1 s
+    policy.mean_latency, policy.limit = 0.1, 4.0
+    policy.queued(now=10.0)
+    assert policy.wait_allowed(now=10.05) == 0.5  # a burst: the whole budget
+    assert policy.wait_allowed(now=10.15) == SHORT_WAIT  # not empty for an interval: overload
+    policy.dequeued(now=10.2)
+    assert policy.wait_allowed(now=10.3) == SHORT_WAIT  # emptied, but less than a target ago
+    assert policy.wait_allowed(now=10.5) == 0.5
+    for _ in range(19):  # 20 ahead x 0.1 s / 4 places = 0.5 s: just fits
+        policy.queued(now=11.0)
+    assert policy.wait_allowed(now=11.0) == 0.5
+    policy.queued(now=11.0)
+    assert policy.wait_allowed(now=11.0) == 0.0  # would wait past its budget: refused at once
+
+
+# --- the paths under overload ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gridfs_file(mongo_uri):
+    client = MongoClient(mongo_uri)
+    client.drop_database(DB_NAME)
+    gridfs.GridFSBucket(client[DB_NAME]).upload_from_stream(NAME, b"x" * SIZE)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def postgres_url(postgres):
+    url = postgres_database(postgres.url, DB_NAME)
+    with psycopg.connect(url, autocommit=True) as connection:
+        postgres_store.create_schema(connection)
+        postgres_store.insert_file(connection, NAME, b"x" * SIZE, "application/octet-stream")
+    return url
+
+
+@pytest.fixture(params=["flask", "flask-postgres", "node"])
+def path(request):
+    if request.param == "flask-postgres":
+        service = flask_postgres_service(request.getfixturevalue("postgres_url"))
+    else:
+        request.getfixturevalue("gridfs_file")
+        start = {"flask": flask_service, "node": node_service}[request.param]
+        service = start(request.getfixturevalue("mongo_uri"), DB_NAME)
+    service.env["REQUEST_DEADLINE_MS"] = str(int(DEADLINE_S * 1000))
+    service.start()
+    yield service
+    service.stop()
+
+
+def attack(vegeta_binary: str, url: str, seconds: float, rate: float | None = None, workers: int = 4) -> list[dict]:
+    """vegeta's results, one dict per request: open-loop at `rate` a
+    second, or closed-loop with `workers` clients when rate is None."""
+    pace = [f"-rate={rate:.0f}/s"] if rate else ["-rate=0", f"-max-workers={workers}", f"-workers={workers}"]
+    attack_run = subprocess.run(
+        [vegeta_binary, "attack", *pace, f"-duration={seconds}s", "-timeout=10s", "-max-body=32"],
+        input=f"GET {url}\n".encode(), capture_output=True, timeout=seconds + 30, check=True)
+    encoded = subprocess.run([vegeta_binary, "encode", "--to=json"], input=attack_run.stdout,
+                             capture_output=True, timeout=60, check=True)
+    return [json.loads(line) for line in encoded.stdout.splitlines()]
+
+
+def whole(result: dict) -> bool:
+    """A 200 read to its end (vegeta records a cut as an error) of the file's length."""
+    return (result["code"] == 200 and not result.get("error")
+            and (result.get("headers") or {}).get("Content-Length") == [str(SIZE)])
+
+
+def refused_busy(result: dict) -> bool:
+    return result["code"] == 503 and base64.b64decode(result.get("body") or "") == b"server busy\n"
+
+
+def test_overload_is_refused_fast_and_what_is_admitted_is_served(path, vegeta):  # noqa: F811 (the fixture)
+    url = f"{path.url}/files/{NAME}"
+    baseline = attack(vegeta, url, 2)
+    capacity = sum(whole(r) for r in baseline) / 2
+    unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r)) / 1e6
+    assert capacity > 0, path.log()
+
+    started = time.time_ns()
+    results = attack(vegeta, url, OVERLOAD_S, rate=4 * capacity)
+    steady = [r for r in results if parse_ns(r["timestamp"]) - started >= WARM_UP_S * 1e9]
+    refused = [r for r in steady if refused_busy(r)]
+    admitted = [r for r in steady if r not in refused]
+    failed = [r for r in admitted if not whole(r)]
+    refused_ms = [r["latency"] / 1e6 for r in refused] or [0.0]
+    refused_p99_ms = quantile(refused_ms, 0.99)
+    goodput = len(admitted) - len(failed)
+    print(f"{path.name}: capacity {capacity:.1f}/s ({unloaded_ms:.0f} ms each at 4 clients); at {4 * capacity:.0f}/s "
+          f"steady: {len(admitted)} admitted ({len(failed)} failed), {len(refused)} refused "
+          f"(p50 {quantile(refused_ms, 0.5):.0f}, p99 {refused_p99_ms:.0f} ms), "
+          f"{goodput / (OVERLOAD_S - WARM_UP_S):.1f} whole/s")
+    assert refused, "not overloaded: nothing refused"
+    assert len(failed) <= 0.01 * len(admitted), (sorted({(r["code"], r.get("error")) for r in failed}),
+                                                 path.log()[-2000:])
+    # A refusal waits at most an INTERVAL (the queue found standing) and a
+    # SHORT_WAIT, never for the database: what one request took unloaded at
+    # most besides, far from the deadline all waited for before.
+    assert refused_p99_ms < (INTERVAL + SHORT_WAIT) * 1000 + unloaded_ms, refused_p99_ms
+
+
+def parse_ns(timestamp: str) -> int:
+    """vegeta's RFC 3339 timestamp with nanoseconds, as ns since the epoch."""
+    from datetime import datetime
+    whole_seconds, _, rest = timestamp.partition(".")
+    fraction = "".join(c for c in rest if c.isdigit())
+    zone = rest[len(fraction):]
+    seconds = datetime.fromisoformat(whole_seconds + zone.replace("Z", "+00:00")).timestamp()
+    return int(seconds) * 10**9 + int(fraction.ljust(9, "0")[:9])
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
