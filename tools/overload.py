@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "loadgen"))
 from bench.check_settings import REQUEST_DEADLINE_MAX_MS  # noqa: E402
 from bench.benchmark.schedule import repetition_orders  # noqa: E402
-from bench.clients.timing import TIMEOUT_S as CLIENT_TIMEOUT_S  # noqa: E402
 from bench.faults.overload import (MULTIPLES, OPEN_LOOP_WORKERS, WINDOWS, ContainerAfter, Measured, Window,  # noqa: E402
-                                   capacity, climbing, clients_row, goodput_row, large_file_row, window_flags)
+                                   capacity, climbing, clients_row, goodput_row, large_file_row, request_timeout,
+                                   window_flags)
 from bench.measure import usage  # noqa: E402
 from bench.measure.cadvisor import Counters  # noqa: E402
 from bench.report.overload import render  # noqa: E402
@@ -59,7 +59,6 @@ SEED_TIMEOUT_S = 1800
 WRK_TIMEOUT_S = 30        # an answer slower than this is a client timeout
 LARGE_TIMEOUT_S = 3600    # 50 x 100 MB from FerretDB's ~30 MB/s takes minutes
 WINDOW_GRACE_S = 60       # past a goodput window's duration and one request's timeout: docker exec killed
-REST_S = 1.0              # between goodput windows: the last one's connections closed
 SAMPLE_EVERY_S = 0.2      # every container's CPU counters and /proc/stat, read from the host
 
 
@@ -284,12 +283,14 @@ class Goodput:
         url = f"http://{path}:8080/files/{self.s['file']}.bin"
         seconds = self.s["window_seconds"]
         out = self.loadgen.run(["overload-window", url, f"{rate:g}", f"{seconds:g}", str(workers)],
-                               seconds + CLIENT_TIMEOUT_S + WINDOW_GRACE_S, f"{path}: a goodput window")
+                               seconds + request_timeout(seconds) + WINDOW_GRACE_S, f"{path}: a goodput window")
         try:
             found = json.loads(out.strip().splitlines()[-1])
         except (IndexError, ValueError) as e:
             raise LabError(f"{path}: overload-window's output is not its JSON line: {e}") from None
-        time.sleep(REST_S + SAMPLE_EVERY_S)  # a reading past the window's end
+        # a reading past the window's end; vegeta has waited for every answer,
+        # so no window's backlog is left to the next
+        time.sleep(SAMPLE_EVERY_S)
         w = Window.from_dict(found["window"])
         start, end = found["started_ns"], found["ended_ns"]
         cpu = {}

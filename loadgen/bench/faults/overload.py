@@ -138,6 +138,13 @@ OPEN_LOOP_WORKERS = 10000
 NOT_JUDGED = (LOADGEN_CPU, SHARED_CORE)  # bottlenecks that make a window say nothing of the path
 
 
+def request_timeout(seconds: float) -> float:
+    """Each request's timeout in a window: the window's length (at least a
+    second). An answer later than that is no goodput, its client has left;
+    and no window drains for longer than it loaded."""
+    return max(1.0, seconds)
+
+
 @dataclass(frozen=True)
 class Window:
     """One vegeta run's answers, tallied. Whole: a 2xx read to its end
@@ -324,7 +331,7 @@ class GoodputRow:
     capacity_flags: list[str]    # the capacity step's: loadgen-bound makes it a floor
     steps: list[str]             # each concurrency climbed: "c=4: 120.5/s"
     conditions: list[dict]       # Condition, one per multiple
-    failures: dict               # over every window, capacity steps included
+    failures: dict               # over the capacity steps and the judged windows
     oom_kills: int
     container: str
     verdict: str
@@ -344,7 +351,8 @@ def goodput_row(path: str, steps: list[Measured], windows: list[Measured], after
     conditions = [condition(m, cap, [w for w in windows if w.multiple == m])
                   for m in sorted({w.multiple for w in windows})]
     failures: dict[str, int] = {}
-    for m in steps + windows:
+    # a starved load generator reads answers late: its windows' timeouts are not the path's
+    for m in steps + [w for w in windows if w.judged]:
         for kind, n in m.window.failures.items():
             failures[kind] = failures.get(kind, 0) + n
     problems, unjudged = [], []
