@@ -112,6 +112,7 @@ def test_stalled_clients_past_the_cap_get_503_at_once_and_the_daemon_stays_withi
         began = time.monotonic()
         refused = requests.get(f"{server.url}/files/{NAME}", timeout=10)
         assert refused.status_code == 503 and time.monotonic() - began < 1
+        assert refused.headers.get("Retry-After") == "1", "limit_conn's refusals as the daemon's"
         assert requests.get(f"{server.url}/health", timeout=5).status_code == 200
         # nginx sheds before any open: the daemon refused none
         assert "files are open" not in mount.log(), mount.log()
@@ -133,7 +134,7 @@ def test_stalled_clients_past_the_cap_get_503_at_once_and_the_daemon_stays_withi
 def test_an_open_past_the_daemon_s_cap_fails_at_once_and_nginx_answers_503(fuse_binary, mongo_uri, content):
     """The daemon's own cap, the backstop behind nginx's: with files held
     open on the mount by another reader, nginx's open is refused at once
-    (ENFILE, no query) and the answer is a clean 503 with Retry-After; one
+    (EACCES, no query) and the answer is a clean 503 with Retry-After; one
     line is logged; once a file is closed, the next open succeeds."""
     mount, server = served(fuse_binary, mongo_uri, FUSE_MAX_OPEN_FILES="2")
     held = []
@@ -142,7 +143,7 @@ def test_an_open_past_the_daemon_s_cap_fails_at_once_and_nginx_answers_503(fuse_
         began = time.monotonic()
         with pytest.raises(OSError) as refused:
             open(mount.path / NAME, "rb")
-        assert refused.value.errno == errno.ENFILE and time.monotonic() - began < 0.5
+        assert refused.value.errno == errno.EACCES and time.monotonic() - began < 0.5
         answer = requests.get(f"{server.url}/files/{NAME}", timeout=10)
         assert answer.status_code == 503 and answer.headers.get("Retry-After") == "1", answer.text
         held.pop().close()

@@ -74,7 +74,8 @@ func TestSpan(t *testing.T) {
 }
 
 func TestLayoutValid(t *testing.T) {
-	for _, l := range []layout{{-1, defaultChunk}, {10, 0}, {10, -5}, {10, maxChunkSize + 1}} {
+	for _, l := range []layout{{-1, defaultChunk}, {10, 0}, {10, -5}, {10, maxChunkSize + 1}, {1<<63 - 1, defaultChunk},
+		{maxChunks + 1, 1}} {
 		if l.valid() == nil {
 			t.Errorf("%+v accepted", l)
 		}
@@ -272,5 +273,40 @@ func TestFetchErrorsReachTheCaller(t *testing.T) {
 	r := newChunkReader(layout{10, defaultChunk}, down, 4)
 	if _, err := r.ReadAt(context.Background(), make([]byte, 1), 0); !errors.Is(err, errUnavailable) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestASmallFileIsFetchedWholeAtOpenAndReadWithoutAFetch(t *testing.T) {
+	data := []byte("aaaabbbbcc")
+	r, m := newTestReader(data, 4, 4)
+	if !r.fetchesAtOpen() {
+		t.Fatal("a 10-byte file is fetched at its open")
+	}
+	if err := r.fetchAll(context.Background()); err != nil || len(m.fetches) != 1 || m.fetches[0] != [2]int64{0, 2} {
+		t.Fatalf("fetchAll: %v, fetches %v", err, m.fetches)
+	}
+	buf := make([]byte, 128*1024)
+	if n, err := r.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf[:n], data) || len(m.fetches) != 1 {
+		t.Fatalf("ReadAt = %q, %v; fetches %v", buf[:n], err, m.fetches)
+	}
+	for _, l := range []layout{{0, defaultChunk}, {openFetchBytes + 1, defaultChunk}, {1024, 1}} {
+		if newChunkReader(l, m.fetch, 4).fetchesAtOpen() {
+			t.Errorf("%+v is not fetched at its open (empty, too large, too many chunks)", l)
+		}
+	}
+	short := &memoryChunks{data: data[:9], chunkSize: 4}
+	if err := newChunkReader(layout{10, 4}, short.fetch, 4).fetchAll(context.Background()); !errors.Is(err, errCorrupt) {
+		t.Fatalf("a short last chunk at the open: %v, want errCorrupt", err)
+	}
+}
+
+func TestAFileOfTinyChunksIsNotFetchedWholeAtOnce(t *testing.T) {
+	data := make([]byte, 100*1024)
+	r, m := newTestReader(data, 1, 4) // 102400 chunks of 1 byte
+	if _, err := r.ReadAt(context.Background(), make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.fetches) != 1 || m.fetches[0] != [2]int64{0, 4095} || r.keep > wholeFetchChunks+1 {
+		t.Fatalf("fetches %v, keep %d: want only the read's 4096 chunks, a bounded cache", m.fetches, r.keep)
 	}
 }

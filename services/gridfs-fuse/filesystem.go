@@ -25,6 +25,8 @@ type gridRoot struct {
 	logger  *log.Logger
 	skipped sync.Map   // names already logged as skipped, so a listing logs each once
 	open    *openFiles // FUSE_MAX_OPEN_FILES
+	gate    admission  // new work while MongoDB's queue is long
+	shed    refusalLog // work the gate refused
 }
 
 var (
@@ -69,18 +71,52 @@ func inodeNumber(info fileInfo) uint64 {
 	return ino
 }
 
-// fail logs why a kernel request failed and answers EIO: a MongoDB outage
-// or a damaged file must never look like a missing one.
+// The errno of a failed lookup or open is chosen for nginx, which tells
+// only three kinds of failed open apart (ngx_http_static_module): ENOENT,
+// ENOTDIR and ENAMETOOLONG are 404; EACCES, ELOOP and EMLINK 403; any other
+// errno 500. So a damaged file (errCorrupt) is EIO, which nginx answers 500,
+// and whatever a retry may cure (MongoDB unreachable, failing or busy, no
+// place among FUSE_MAX_OPEN_FILES) is EACCES, which its nginx.conf answers
+// 503 with Retry-After: nothing else on this mount is ever EACCES (every
+// file is 0444, the directory 0555, no symlinks). A read's errno reaches no
+// client (nginx has sent the head and cuts the answer): EIO.
+const (
+	errnoDamaged    = syscall.EIO
+	errnoRetryLater = syscall.EACCES
+)
+
+// fail logs why a lookup, open or listing failed and gives its errno: a
+// MongoDB outage or a damaged file must never look like a missing one.
 func (r *gridRoot) fail(op, name string, err error) syscall.Errno {
-	if errors.Is(err, errDown) {
-		return syscall.EIO // the store logged the outage as it began
-	}
-	if errors.Is(err, errUnavailable) {
+	switch {
+	case errors.Is(err, errCorrupt):
+		r.logger.Printf("%s %q: %v", op, name, err)
+		return errnoDamaged
+	case errors.Is(err, errDown):
+		// the store logged the outage as it began
+	case errors.Is(err, errBusy):
+		if n := r.shed.refusalsToLog(time.Now()); n > 0 {
+			r.logger.Printf("%s %q: %v: %d request(s) refused since the last such line (nginx answers 503)",
+				op, name, err, n)
+		}
+	case errors.Is(err, errUnavailable):
 		r.logger.Printf("%s %q: %v", op, name, err) // err starts "MongoDB unavailable"
-	} else {
+	default:
 		r.logger.Printf("%s %q: error: %v", op, name, err)
 	}
-	return syscall.EIO
+	return errnoRetryLater
+}
+
+// admit lets a lookup, open or listing begin (end it with end), or refuses
+// it at once, before any query, while MongoDB's queue is too long
+// (admission.go).
+func (r *gridRoot) admit(op, name string) (end func(), errno syscall.Errno) {
+	end, err := r.gate.admit(time.Now())
+	if err != nil {
+		r.shed.refuse()
+		return nil, r.fail(op, name, err)
+	}
+	return end, 0
 }
 
 func (r *gridRoot) skip(info fileInfo, why string) {
@@ -100,16 +136,17 @@ func (r *gridRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if invalidName(name) != "" {
 		return nil, syscall.ENOENT // the listing skips such names too
 	}
-	info, err := r.store.lookup(ctx, name)
+	end, errno := r.admit("lookup", name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer end()
+	info, err := r.store.lookup(ctx, name) // a files document that breaks GridFS's rules is errCorrupt
 	if err != nil {
 		return nil, r.fail("lookup", name, err)
 	}
 	if info == nil {
 		return nil, syscall.ENOENT
-	}
-	if err := info.layout().valid(); err != nil {
-		r.logger.Printf("lookup %q: files document %s is invalid: %v", name, info.ID, err)
-		return nil, syscall.EIO
 	}
 	file := &gridFile{root: r, info: *info}
 	file.fill(&out.Attr)
@@ -117,9 +154,19 @@ func (r *gridRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (r *gridRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	all, err := r.store.list(ctx)
+	end, errno := r.admit("readdir", "/")
+	if errno != 0 {
+		return nil, errno
+	}
+	defer end()
+	all, invalid, err := r.store.list(ctx)
 	if err != nil {
 		return nil, r.fail("readdir", "/", err)
+	}
+	for _, err := range invalid {
+		if _, seen := r.skipped.LoadOrStore(err.Error(), true); !seen {
+			r.logger.Printf("skipping a GridFS file: %v", err)
+		}
 	}
 	newest := map[string]fileInfo{}
 	for _, info := range all {
@@ -153,16 +200,24 @@ func (f *gridFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 	return 0
 }
 
-// Open reads no chunk: a HEAD, a 304 or a Range request reads none of the
-// first ones, and a GET's first read fetches what it needs. Unless the kernel
-// keeps its page cache, it asks MongoDB whether this revision's files
-// document is still there (one small query), so that an outage fails the
-// open, which nginx turns into a 503, instead of a read after nginx has sent
-// a 200, and a revision deleted since the lookup is not found.
+// Open reads no chunk of a file larger than openFetchBytes: a HEAD, a 304
+// or a Range request reads none of the first ones, and a GET's first read
+// fetches what it needs. Unless the kernel keeps its page cache, it asks
+// MongoDB whether this revision's files document is still there (one small
+// query), so that an outage fails the open, which nginx turns into a 503,
+// instead of a read after nginx has sent a 200, and a revision deleted
+// since the lookup is not found. A smaller file is fetched whole instead,
+// in one query as small: its reads then need MongoDB no more, and a damaged
+// chunk shows at the open (a 500) rather than as a cut answer.
 func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	end, errno := f.root.admit("open", f.info.Name)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	defer end()
 	// A place among FUSE_MAX_OPEN_FILES before anything else: a refused
 	// open costs no query (openfiles.go).
 	if !f.root.open.take() {
@@ -170,15 +225,33 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 			f.root.logger.Printf("open %q: FUSE_MAX_OPEN_FILES=%d files are open: %d open(s) refused since the last "+
 				"such line (nginx answers 503)", f.info.Name, f.root.open.max, n)
 		}
-		return nil, 0, syscall.ENFILE
+		return nil, 0, errnoRetryLater
 	}
-	id := f.info.ID
+	id, l := f.info.ID, f.info.layout()
 	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
-		return f.root.store.chunkRange(ctx, id, first, last)
+		return f.root.store.chunkRange(ctx, id, l, first, last)
 	}
-	h := &fileHandle{file: f, reader: newChunkReader(f.info.layout(), fetch, f.root.cfg.ReadaheadChunks)}
+	h := &fileHandle{file: f, reader: newChunkReader(l, fetch, f.root.cfg.ReadaheadChunks)}
 	if f.root.cfg.KernelCache {
 		return h, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	if h.reader.fetchesAtOpen() {
+		err := h.reader.fetchAll(ctx)
+		if err == nil {
+			return h, 0, 0
+		}
+		if !errors.Is(err, errCorrupt) {
+			f.root.open.put()
+			return nil, 0, f.root.fail("open", f.info.Name, err)
+		}
+		// No chunks, or not the chunks the document says: damaged, unless
+		// the revision was deleted since the lookup (chunks go with it).
+		if found, existsErr := f.root.store.exists(ctx, id); existsErr == nil && !found {
+			f.root.open.put()
+			return nil, 0, syscall.ENOENT
+		}
+		f.root.open.put()
+		return nil, 0, f.root.fail("open", f.info.Name, err)
 	}
 	found, err := f.root.store.exists(ctx, id)
 	if err != nil {
@@ -208,7 +281,8 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, err := h.reader.ReadAt(ctx, dest, off)
 	if err != nil {
-		return nil, h.file.root.fail(fmt.Sprintf("read [%d, +%d) of", off, len(dest)), h.file.info.Name, err)
+		h.file.root.fail(fmt.Sprintf("read [%d, +%d) of", off, len(dest)), h.file.info.Name, err)
+		return nil, syscall.EIO // the head is out: nginx cuts the answer, whatever the errno
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

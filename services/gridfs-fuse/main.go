@@ -39,7 +39,8 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger, open: newOpenFiles(cfg.MaxOpenFiles)}
+	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger, open: newOpenFiles(cfg.MaxOpenFiles),
+		gate: admission{bound: queueDelayBound(cfg.MongoTimeout)}}
 	negative := cfg.EntryTimeout
 	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
 		EntryTimeout:    &cfg.EntryTimeout,

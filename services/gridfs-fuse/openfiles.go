@@ -31,7 +31,8 @@ const defaultMaxOpenFiles = "128"
 // maxOpenFilesLimit is nginx's largest limit_conn.
 const maxOpenFilesLimit = 65535
 
-// refusalLogInterval: at most one log line this often about refused opens.
+// refusalLogInterval: at most one log line this often about refusals of
+// one kind.
 const refusalLogInterval = time.Second
 
 // openFiles counts the files open at once and refuses an open past max:
@@ -41,12 +42,11 @@ const refusalLogInterval = time.Second
 // place included. nginx's limit_conn, at the same number, turns most of the
 // excess into a 503 before any open; a refusal here is the backstop (e.g.
 // a close nginx has made whose release the kernel has not yet sent), and
-// nginx answers it 503 too (error_page 500 in nginx.conf).
+// nginx answers it 503 too (EACCES, errnoRetryLater in filesystem.go).
 type openFiles struct {
-	max     int64
-	n       atomic.Int64
-	refused atomic.Int64 // since the last log line
-	logged  atomic.Int64 // when the last line was logged (Unix ns)
+	max int64
+	n   atomic.Int64
+	refusalLog
 }
 
 func newOpenFiles(max int) *openFiles { return &openFiles{max: int64(max)} }
@@ -56,7 +56,7 @@ func (o *openFiles) take() bool {
 	for {
 		n := o.n.Load()
 		if n >= o.max {
-			o.refused.Add(1)
+			o.refuse()
 			return false
 		}
 		if o.n.CompareAndSwap(n, n+1) {
@@ -70,16 +70,25 @@ func (o *openFiles) put() { o.n.Add(-1) }
 
 func (o *openFiles) open() int64 { return o.n.Load() }
 
-// refusalsToLog returns how many opens were refused since the last line,
-// when a line is due (the first refusal, then at most one per interval);
-// else 0.
-func (o *openFiles) refusalsToLog(now time.Time) int64 {
-	last := o.logged.Load()
+// refusalLog counts refusals of one kind for a log line at most once per
+// refusalLogInterval: under overload, a line per refusal would be
+// thousands a second.
+type refusalLog struct {
+	refused atomic.Int64 // since the last log line
+	logged  atomic.Int64 // when the last line was logged (Unix ns)
+}
+
+func (l *refusalLog) refuse() { l.refused.Add(1) }
+
+// refusalsToLog returns how many were refused since the last line, when a
+// line is due (the first refusal, then at most one per interval); else 0.
+func (l *refusalLog) refusalsToLog(now time.Time) int64 {
+	last := l.logged.Load()
 	if last != 0 && now.UnixNano()-last < int64(refusalLogInterval) {
 		return 0
 	}
-	if !o.logged.CompareAndSwap(last, now.UnixNano()) {
+	if !l.logged.CompareAndSwap(last, now.UnixNano()) {
 		return 0 // another refusal logs it
 	}
-	return o.refused.Swap(0)
+	return l.refused.Swap(0)
 }

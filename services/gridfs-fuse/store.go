@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,13 +16,14 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 )
 
-// fileInfo is the newest revision of one GridFS filename.
+// fileInfo is the newest revision of one GridFS filename, read and checked
+// by parseFileInfo (documents.go).
 type fileInfo struct {
-	ID         bson.RawValue `bson:"_id"`
-	Name       string        `bson:"filename"`
-	Length     int64         `bson:"length"`
-	ChunkSize  int64         `bson:"chunkSize"`
-	UploadDate time.Time     `bson:"uploadDate"`
+	ID         bson.RawValue
+	Name       string
+	Length     int64
+	ChunkSize  int64
+	UploadDate time.Time
 }
 
 func (f fileInfo) layout() layout { return layout{length: f.Length, chunkSize: f.ChunkSize} }
@@ -154,14 +156,17 @@ func (s *store) lookup(ctx context.Context, name string) (*fileInfo, error) {
 		return nil, err
 	}
 	defer cancel()
-	var info fileInfo
-	err = s.files.FindOne(ctx, bson.D{{Key: "filename", Value: name}},
-		options.FindOne().SetSort(bson.D{{Key: "uploadDate", Value: -1}}).SetProjection(fileProjection)).Decode(&info)
+	doc, err := s.files.FindOne(ctx, bson.D{{Key: "filename", Value: name}},
+		options.FindOne().SetSort(bson.D{{Key: "uploadDate", Value: -1}}).SetProjection(fileProjection)).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, s.failed(err)
+	}
+	info, err := parseFileInfo(doc)
+	if err != nil {
+		return nil, err
 	}
 	return &info, nil
 }
@@ -185,32 +190,44 @@ func (s *store) exists(ctx context.Context, id bson.RawValue) (bool, error) {
 	return true, nil
 }
 
-// list returns every files document (name, length, dates); the caller
-// keeps the newest per name.
-func (s *store) list(ctx context.Context) ([]fileInfo, error) {
+// list returns every files document (name, length, dates), and why each
+// one that is not valid was left out; the caller keeps the newest per name.
+func (s *store) list(ctx context.Context) (all []fileInfo, invalid []error, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cancel()
 	cursor, err := s.files.Find(ctx, bson.D{}, options.Find().SetProjection(fileProjection))
 	if err != nil {
-		return nil, s.failed(err)
+		return nil, nil, s.failed(err)
 	}
-	var all []fileInfo
-	if err := cursor.All(ctx, &all); err != nil {
-		return nil, s.failed(err)
+	defer cursor.Close(context.Background())
+	for cursor.Next(ctx) {
+		info, err := parseFileInfo(bytes.Clone(cursor.Current))
+		if err != nil {
+			invalid = append(invalid, err)
+			continue
+		}
+		all = append(all, info)
 	}
-	return all, nil
+	if err := cursor.Err(); err != nil {
+		return nil, nil, s.failed(err)
+	}
+	return all, invalid, nil
 }
 
-// chunkRange returns the data of chunks first..last of one file, in order;
-// a missing chunk is errCorrupt. A failure is not tried again, though nginx
+// chunkRange returns the data of chunks first..last of a file of layout l
+// (valid), in order; a chunk missing or not as the layout says
+// (chunkData) is errCorrupt. A failure is not tried again, though nginx
 // has the head ready when it reads (so the answer is cut): a read that kept
 // trying for 3 s held, probably, the kernel's lock on the file's pages, and
 // every other request for that file waited behind it (make resilience: an
 // answer of 6.2 s, ten times the errors per restart, one recovery of 20 s).
-func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last int64) ([][]byte, error) {
+func (s *store) chunkRange(ctx context.Context, id bson.RawValue, l layout, first, last int64) ([][]byte, error) {
+	if first < 0 || first > last || last >= l.chunkCount() {
+		return nil, fmt.Errorf("chunks %d..%d asked of a file of %d", first, last, l.chunkCount())
+	}
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -224,19 +241,13 @@ func (s *store) chunkRange(ctx context.Context, id bson.RawValue, first, last in
 		return nil, s.failed(err)
 	}
 	defer cursor.Close(context.Background())
-	out := make([][]byte, 0, last-first+1)
+	out := make([][]byte, 0, last-first+1) // checked above: within the file
 	for cursor.Next(ctx) {
-		var chunk struct {
-			N    int64  `bson:"n"`
-			Data []byte `bson:"data"`
+		data, err := chunkData(cursor.Current, first+int64(len(out)), l)
+		if err != nil {
+			return nil, err
 		}
-		if err := cursor.Decode(&chunk); err != nil {
-			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
-		}
-		if want := first + int64(len(out)); chunk.N != want {
-			return nil, fmt.Errorf("%w: chunk %d missing (next is %d)", errCorrupt, want, chunk.N)
-		}
-		out = append(out, chunk.Data)
+		out = append(out, data)
 	}
 	if err := cursor.Err(); err != nil {
 		return nil, s.failed(err)
