@@ -23,12 +23,18 @@ from service_processes import SERVICES, flask_postgres_service, flask_service, n
 from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
 
 sys.path.insert(0, str(SERVICES / "python-common"))
-from lab_http.admission import INTERVAL, SHORT_WAIT, AdmissionPolicy  # noqa: E402
+from lab_http.admission import SHORT_WAIT, AdmissionPolicy  # noqa: E402
 
 DB_NAME = "lab_admission_test"
 DEADLINE_S = 2.0
 SIZE = 1024 * 1024
 NAME = "1MB.bin"
+# flask-postgres reads PostgreSQL about ten times as fast as FerretDB: 4 MB
+# keeps four times its capacity within what vegeta and the worker's CPU
+# sustain on two shared cores (at 1 MB, 700 requests a second: both
+# CPU-bound, and the refusals' latency the CPU's queue, not admission's).
+POSTGRES_SIZE = 4 * SIZE
+POSTGRES_NAME = "4MB.bin"
 WARM_UP_S = 1.5  # the limit found and the queue's state settled: "steady" after it
 OVERLOAD_S = 5
 
@@ -70,20 +76,28 @@ def test_a_failure_brings_the_limit_down_and_leaves_the_mean_latency():
     assert policy.limit < 4 and policy.mean_latency == pytest.approx(0.02)
 
 
-def test_the_wait_shrinks_under_standing_overload_and_none_when_the_queue_cannot_drain_in_time():
-    policy = AdmissionPolicy(maximum=10, deadline=1.0)  # queue budget 0.5 s, target 0.25 s, interval 0.1 s
-    policy.mean_latency, policy.limit = 0.1, 4.0
+def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_stands():
+    policy = AdmissionPolicy(maximum=10, deadline=1.0)  # queue budget 0.5 s, target 0.25 s
+    policy.mean_latency, policy.limit = 0.01, 4.0
     policy.queued(now=10.0)
-    assert policy.wait_allowed(now=10.05) == 0.5  # a burst: the whole budget
-    assert policy.wait_allowed(now=10.15) == SHORT_WAIT  # not empty for an interval: overload
-    policy.dequeued(now=10.2)
-    assert policy.wait_allowed(now=10.3) == SHORT_WAIT  # emptied, but less than a target ago
-    assert policy.wait_allowed(now=10.5) == 0.5
-    for _ in range(19):  # 20 ahead x 0.1 s / 4 places = 0.5 s: just fits
+    assert policy.wait_allowed(now=10.2) == 0.5  # a burst: the whole budget
+    assert policy.wait_allowed(now=10.3) == SHORT_WAIT  # not empty for a target: overload
+    policy.dequeued(now=10.35)
+    assert policy.wait_allowed(now=10.5) == SHORT_WAIT  # emptied, but less than a target ago
+    assert policy.wait_allowed(now=10.6) == 0.5
+    policy.mean_latency = 0.1
+    for _ in range(19):  # 19 ahead and itself x 0.1 s / 4 places = 0.5 s: just fits
         policy.queued(now=11.0)
     assert policy.wait_allowed(now=11.0) == 0.5
     policy.queued(now=11.0)
     assert policy.wait_allowed(now=11.0) == 0.0  # would wait past its budget: refused at once
+
+
+
+def test_a_refusal_keeps_the_short_wait_for_a_target():
+    policy = AdmissionPolicy(maximum=10, deadline=1.0)
+    policy.refused(now=20.0)
+    assert policy.overloaded(now=20.2) and not policy.overloaded(now=20.3)
 
 
 # --- the paths under overload ----------------------------------------------------
@@ -101,7 +115,7 @@ def postgres_url(postgres):
     url = postgres_database(postgres.url, DB_NAME)
     with psycopg.connect(url, autocommit=True) as connection:
         postgres_store.create_schema(connection)
-        postgres_store.insert_file(connection, NAME, b"x" * SIZE, "application/octet-stream")
+        postgres_store.insert_file(connection, POSTGRES_NAME, b"x" * POSTGRES_SIZE, "application/octet-stream")
     return url
 
 
@@ -115,7 +129,7 @@ def path(request):
         service = start(request.getfixturevalue("mongo_uri"), DB_NAME)
     service.env["REQUEST_DEADLINE_MS"] = str(int(DEADLINE_S * 1000))
     service.start()
-    yield service
+    yield service, *((POSTGRES_NAME, POSTGRES_SIZE) if request.param == "flask-postgres" else (NAME, SIZE))
     service.stop()
 
 
@@ -131,10 +145,10 @@ def attack(vegeta_binary: str, url: str, seconds: float, rate: float | None = No
     return [json.loads(line) for line in encoded.stdout.splitlines()]
 
 
-def whole(result: dict) -> bool:
+def whole(result: dict, size: int) -> bool:
     """A 200 read to its end (vegeta records a cut as an error) of the file's length."""
     return (result["code"] == 200 and not result.get("error")
-            and (result.get("headers") or {}).get("Content-Length") == [str(SIZE)])
+            and (result.get("headers") or {}).get("Content-Length") == [str(size)])
 
 
 def refused_busy(result: dict) -> bool:
@@ -142,10 +156,11 @@ def refused_busy(result: dict) -> bool:
 
 
 def test_overload_is_refused_fast_and_what_is_admitted_is_served(path, vegeta):  # noqa: F811 (the fixture)
-    url = f"{path.url}/files/{NAME}"
+    path, name, size = path
+    url = f"{path.url}/files/{name}"
     baseline = attack(vegeta, url, 2)
-    capacity = sum(whole(r) for r in baseline) / 2
-    unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r)) / 1e6
+    capacity = sum(whole(r, size) for r in baseline) / 2
+    unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r, size)) / 1e6
     assert capacity > 0, path.log()
 
     started = time.time_ns()
@@ -153,7 +168,7 @@ def test_overload_is_refused_fast_and_what_is_admitted_is_served(path, vegeta): 
     steady = [r for r in results if parse_ns(r["timestamp"]) - started >= WARM_UP_S * 1e9]
     refused = [r for r in steady if refused_busy(r)]
     admitted = [r for r in steady if r not in refused]
-    failed = [r for r in admitted if not whole(r)]
+    failed = [r for r in admitted if not whole(r, size)]
     refused_ms = [r["latency"] / 1e6 for r in refused] or [0.0]
     refused_p99_ms = quantile(refused_ms, 0.99)
     goodput = len(admitted) - len(failed)
@@ -164,10 +179,10 @@ def test_overload_is_refused_fast_and_what_is_admitted_is_served(path, vegeta): 
     assert refused, "not overloaded: nothing refused"
     assert len(failed) <= 0.01 * len(admitted), (sorted({(r["code"], r.get("error")) for r in failed}),
                                                  path.log()[-2000:])
-    # A refusal waits at most an INTERVAL (the queue found standing) and a
-    # SHORT_WAIT, never for the database: what one request took unloaded at
-    # most besides, far from the deadline all waited for before.
-    assert refused_p99_ms < (INTERVAL + SHORT_WAIT) * 1000 + unloaded_ms, refused_p99_ms
+    # Refused at the door or after SHORT_WAIT, never after the database
+    # (before, all waited for the deadline): within twice a SHORT_WAIT and
+    # one request's time at capacity, the CPU's queue on a shared machine.
+    assert refused_p99_ms < 2 * (SHORT_WAIT * 1000 + unloaded_ms), (refused_p99_ms, unloaded_ms)
 
 
 def parse_ns(timestamp: str) -> int:

@@ -4,23 +4,24 @@
 // the path admits it finishes inside REQUEST_DEADLINE_MS and the rest are
 // refused at once, before any database work. The policy of the Python
 // paths (services/python-common/lab_http/admission.py, where the reasons
-// are), for the same reason here: node's bottleneck is the same database,
-// whose latency grows with the reads under way, and a fixed cap (the 32
-// slots of NODE_MAX_STREAMS) admitted at 1 MB about three times what
-// FerretDB finishes in time: node kept 6% of its capacity at 1000 clients.
+// are), chosen here for the same reason: node's bottleneck is the same
+// database, whose latency grows with the reads under way, and a fixed cap
+// (the 32 slots of NODE_MAX_STREAMS) admitted at 1 MB about three times
+// what FerretDB finishes in time: node kept 6% of its capacity at 1000
+// clients. An event loop waits as cheaply as gevent, so the same queue.
 // - a concurrency limit, AIMD on measured latency (Netflix's
 //   concurrency-limits): +1/limit per request whose lookup and first batch
 //   took at most TARGET_SHARE of the deadline while the limit is in use,
 //   x0.9 once per round when one took longer or MongoDB failed;
-// - a wait for a place bounded by what the queue ahead will take and by a
-//   budget that shrinks to SHORT_WAIT_MS once the queue has stood for
-//   INTERVAL_MS (CoDel for request queues), the newest waiter served first
-//   then (adaptive LIFO).
+// - a bounded wait for a place, in order: only for a queue expected to
+//   drain within QUEUE_SHARE of the deadline (else refused at once), and
+//   no longer than SHORT_WAIT_MS once the queue stands (not empty for a
+//   target, and for a target after: CoDel for request queues), the newest
+//   waiter served first then (adaptive LIFO).
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.5;
 const SHORT_WAIT_MS = 50;
-const INTERVAL_MS = 100;
 const INITIAL_LIMIT = 4;
 const BACKOFF = 0.9;
 const LATENCY_WEIGHT = 0.1;
@@ -47,11 +48,11 @@ class Admission {
     return this.inFlight < Math.floor(this.limit);
   }
 
-  // The queue has not been empty for an INTERVAL_MS (standing, not a
-  // burst), or was so less than a target ago: a queue that empties only as
-  // its waiters give up is no burst either.
+  // The queue has not been empty for a target (standing, not a burst), or
+  // was so, or refused a request, less than a target ago: a queue that
+  // empties only as its waiters give up is no burst either.
   overloaded(now) {
-    if (this.#waiters.length > 0 && now - this.queueEmptyAt > INTERVAL_MS) this.overloadedUntil = now + this.targetMs;
+    if (this.#waiters.length > 0 && now - this.queueEmptyAt > this.targetMs) this.overloadedUntil = now + this.targetMs;
     return now < this.overloadedUntil;
   }
 
@@ -71,10 +72,14 @@ class Admission {
       this.inFlight++;
       return Promise.resolve(now);
     }
-    const waitMs = Math.min(this.waitAllowed(now), deadline - now);
-    if (waitMs <= 0 || signal.aborted) return Promise.resolve(null);
+    const until = now + Math.min(this.waitAllowed(now), deadline - now);
+    if (until <= now || signal.aborted) {
+      if (!signal.aborted) this.overloadedUntil = now + this.targetMs;
+      return Promise.resolve(null);
+    }
     if (this.#waiters.length === 0) this.queueEmptyAt = now;
     return new Promise((resolve) => {
+      let timer;
       const settle = (admittedAt) => {
         clearTimeout(timer);
         signal.removeEventListener('abort', leave);
@@ -89,14 +94,16 @@ class Admission {
       };
       // In slices: once the queue turns out to be standing, a waiter given
       // a burst's budget is refused after its slice.
-      const until = now + waitMs;
-      let timer;
       const slice = () => {
         const at = this.clock();
-        if (at >= until || this.overloaded(at)) leave();
-        else timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, until - at));
+        if (at >= until || this.overloaded(at)) {
+          this.overloadedUntil = at + this.targetMs;
+          leave();
+        } else {
+          timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, until - at));
+        }
       };
-      timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, waitMs));
+      timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, until - now));
       signal.addEventListener('abort', leave, { once: true });
       this.#waiters.push(grant);
     });
@@ -109,7 +116,8 @@ class Admission {
     this.inFlight--;
     const latency = now - admittedAt;
     if (!failed) { // a failure's latency is the deadline's or the driver's, not the work's
-      this.meanLatencyMs = this.meanLatencyMs ? this.meanLatencyMs + LATENCY_WEIGHT * (latency - this.meanLatencyMs) : latency;
+      this.meanLatencyMs = this.meanLatencyMs
+        ? this.meanLatencyMs + LATENCY_WEIGHT * (latency - this.meanLatencyMs) : latency;
     }
     if (failed || latency > this.targetMs) {
       // Once per round: those admitted before the last cut were measured under the old limit.
@@ -121,8 +129,7 @@ class Admission {
       this.limit = Math.min(this.maximum, this.limit + 1 / this.limit);
     }
     while (this.#waiters.length > 0 && this.hasRoom()) {
-      const lifo = this.overloaded(now);
-      const grant = lifo ? this.#waiters.pop() : this.#waiters.shift();
+      const grant = this.overloaded(now) ? this.#waiters.pop() : this.#waiters.shift();
       if (this.#waiters.length === 0) this.queueEmptyAt = now;
       this.inFlight++;
       grant();

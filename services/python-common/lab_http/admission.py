@@ -8,20 +8,22 @@ does the work and then throws it away at the deadline (flask kept 61% of
 its capacity at 1000 clients, node 6%). So:
 - a concurrency limit adapted from measured latency, AIMD as in Netflix's
   concurrency-limits (AIMDLimit): +1/limit per request answered within
-  TARGET of the deadline while the limit is in use, x0.9 once per round
-  when one takes longer or the store fails. Not a fixed cap: what the
+  TARGET_SHARE of the deadline while the limit is in use, x0.9 once per
+  round when one takes longer or the store fails. Not a fixed cap: what the
   database finishes in time depends on the file size, the database and
   the machine (1 KB: hundreds at once; 1 MB on FerretDB: about ten).
   Latency rather than a gradient from the smallest latency seen: a path's
   latencies differ by file size, its deadline does not;
-- a wait for a place bounded by what the queue ahead will take (its length
-  times the mean latency over the limit; a request that would not get in
-  within its budget is refused at once) and by a budget that shrinks under
-  standing overload, CoDel for request queues ("Fail at Scale", ACM Queue
-  2015): half the deadline while the queue empties now and then (a burst:
-  served, not refused), SHORT_WAIT once it has not been empty for an
-  INTERVAL, and for a TARGET after (overload: refusals fast, the places
-  refilled from the newest arrivals' side of the queue, adaptive LIFO).
+- a bounded wait for a place, in order: only for a queue expected to
+  drain within QUEUE_SHARE of the deadline (its length times the mean
+  latency over the limit; else refused at once), and no longer than
+  SHORT_WAIT once the queue stands, CoDel for request queues ("Fail at
+  Scale", ACM Queue 2015): not empty for a TARGET (a quarter of the
+  deadline, shorter bursts wait and are served), and for a TARGET after;
+  then the newest waiter goes first (adaptive LIFO), the oldest being the
+  nearest to its refusal. Without the short wait, waiters the estimate
+  misjudged on a busy machine were refused after the whole budget (a
+  second; the refusals' p99 must stay under 100 ms in steady overload).
 
 The policy is plain arithmetic on times given (AdmissionPolicy); the Python
 paths wait with gevent (Admission), node has the same policy in JavaScript
@@ -32,20 +34,19 @@ from collections import deque
 from gevent.event import Event
 
 # The share of the deadline an admitted request's database work may take
-# before the limit comes down: with a queue wait of up to half the deadline
-# ahead of it, both fit in REQUEST_DEADLINE_MS with a quarter to spare.
+# before the limit comes down, and the share a request may wait for its
+# place: both fit in REQUEST_DEADLINE_MS with a quarter to spare.
 TARGET_SHARE = 0.25
 QUEUE_SHARE = 0.5
-SHORT_WAIT = 0.05  # seconds: the wait under standing overload (refusals well under 100 ms)
-INTERVAL = 0.1  # seconds a queue stays non-empty before it is standing ("Fail at Scale"'s)
+SHORT_WAIT = 0.05  # seconds: a waiter's wait once the queue stands
 INITIAL_LIMIT = 4
 BACKOFF = 0.9
 LATENCY_WEIGHT = 0.1  # of each new sample in the mean latency
 
 
 class AdmissionPolicy:
-    """The limit, the mean latency and the queue's state; every method is
-    given `now` (time.monotonic()'s scale)."""
+    """The limit, the mean latency and the queue's length; times are
+    time.monotonic()'s."""
 
     def __init__(self, maximum: int, deadline: float):
         self.maximum = maximum
@@ -63,10 +64,10 @@ class AdmissionPolicy:
         return self.in_flight < int(self.limit)
 
     def overloaded(self, now: float) -> bool:
-        """The queue has not been empty for an INTERVAL (standing, not a
-        burst), or was so less than a TARGET ago: a queue that empties only
-        as its waiters give up is no burst either."""
-        if self.waiting > 0 and now - self.queue_empty_at > INTERVAL:
+        """The queue has not been empty for a TARGET (standing, not a
+        burst), or was so, or refused a request, less than a TARGET ago: a
+        queue that empties only as its waiters give up is no burst either."""
+        if self.waiting > 0 and now - self.queue_empty_at > self.target:
             self.overloaded_until = now + self.target
         return now < self.overloaded_until
 
@@ -75,6 +76,9 @@ class AdmissionPolicy:
         budget = min(SHORT_WAIT, self.queue_budget) if self.overloaded(now) else self.queue_budget
         expected = (self.waiting + 1) * self.mean_latency / max(int(self.limit), 1)
         return budget if expected <= budget else 0.0
+
+    def refused(self, now: float) -> None:
+        self.overloaded_until = now + self.target
 
     def queued(self, now: float) -> None:
         if self.waiting == 0:
@@ -119,39 +123,33 @@ class Admission:
         if policy.has_room() and not self.waiters:
             policy.in_flight += 1
             return now
-        wait = min(policy.wait_allowed(now), deadline - now)
-        if wait <= 0:
+        waited_until = now + min(policy.wait_allowed(now), deadline - now)
+        if waited_until <= now:
+            policy.refused(now)
             return None
         waiter = Event()
         self.waiters.append(waiter)
         policy.queued(now)
-        waited_until = now + wait
         try:
             # In slices: once the queue turns out to be standing, a waiter
             # given a burst's budget is refused after its slice.
-            while not waiter.wait(min(SHORT_WAIT, waited_until - self.clock())):
+            while not waiter.wait(max(0.0, min(SHORT_WAIT, waited_until - self.clock()))):
                 now = self.clock()
                 if now >= waited_until or policy.overloaded(now):
                     break
         finally:
-            if not waiter.is_set():  # timed out, or the greenlet was killed
+            if not waiter.is_set():  # refused, or the greenlet was killed
                 self.waiters.remove(waiter)
                 policy.dequeued(self.clock())
+                policy.refused(self.clock())
         return self.clock() if waiter.is_set() else None
 
     def finished(self, admitted_at: float, failed: bool) -> None:
-        self.policy.finished(admitted_at, self.clock(), failed)
-        self.admit_waiters()
-
-    def admit_waiters(self) -> None:
-        # Under standing overload the newest waiter goes first (adaptive
-        # LIFO): the oldest are closest to being refused anyway, and the
-        # newest has most of its deadline left.
         policy = self.policy
+        policy.finished(admitted_at, self.clock(), failed)
         while self.waiters and policy.has_room():
             now = self.clock()
-            lifo = policy.overloaded(now)
-            waiter = self.waiters.pop() if lifo else self.waiters.popleft()
+            waiter = self.waiters.pop() if policy.overloaded(now) else self.waiters.popleft()
             policy.dequeued(now)
             policy.in_flight += 1
             waiter.set()
