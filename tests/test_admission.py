@@ -52,28 +52,38 @@ def test_the_limit_comes_down_once_per_round_when_latency_passes_the_target():
     assert policy.limit == pytest.approx(16.2)
 
 
-def test_the_limit_grows_by_one_a_round_only_while_in_use_and_up_to_the_maximum():
-    policy = AdmissionPolicy(maximum=5, deadline=1.0)
-    policy.limit, policy.in_flight = 4.0, 4
-    for _ in range(4):
-        policy.in_flight += 1
+def test_the_limit_grows_only_while_in_use_fast_far_from_the_target_and_up_to_the_maximum():
+    policy = AdmissionPolicy(maximum=50, deadline=1.0)  # target 0.25 s
+    policy.limit = 10.0
+    policy.in_flight = 3
+    policy.finished(admitted_at=0.0, now=0.01, failed=False)  # 3 of 10 in use: no growth
+    assert policy.limit == 10.0
+    policy.in_flight = 10
+    policy.finished(admitted_at=0.0, now=0.01, failed=False)  # far under the target: +1
+    assert policy.limit == 11.0
+    policy.in_flight = 11
+    policy.finished(admitted_at=0.0, now=0.2, failed=False)  # near it: +1/limit
+    assert policy.limit == pytest.approx(11 + 1 / 11)
+    for _ in range(100):
+        policy.in_flight = int(policy.limit)
         policy.finished(admitted_at=0.0, now=0.01, failed=False)
-    assert 4.9 < policy.limit <= 5.0
-    policy.in_flight = 1
-    policy.finished(admitted_at=0.0, now=0.01, failed=False)  # 1 of 5 in use: no growth
-    assert policy.limit <= 5.0
-    for _ in range(20):
-        policy.in_flight = 5
-        policy.finished(admitted_at=0.0, now=0.01, failed=False)
-    assert policy.limit == 5.0
+    assert policy.limit == 50.0
 
 
 def test_a_failure_brings_the_limit_down_and_leaves_the_mean_latency():
     policy = AdmissionPolicy(maximum=10, deadline=1.0)
-    policy.in_flight = 2
+    policy.limit, policy.in_flight = 10.0, 2
     policy.finished(admitted_at=0.0, now=0.02, failed=False)
     policy.finished(admitted_at=0.0, now=1.0, failed=True)
-    assert policy.limit < 4 and policy.mean_latency == pytest.approx(0.02)
+    assert policy.limit == pytest.approx(9.0) and policy.mean_latency == pytest.approx(0.02)
+
+
+def test_the_limit_comes_down_no_lower_than_where_it_starts():
+    policy = AdmissionPolicy(maximum=10, deadline=1.0)
+    for round_start in range(20):
+        policy.in_flight = 1
+        policy.finished(admitted_at=float(round_start), now=round_start + 0.9, failed=True)
+    assert policy.limit == policy.minimum == 4.0
 
 
 def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_stands():

@@ -10,9 +10,10 @@
 // what FerretDB finishes in time: node kept 6% of its capacity at 1000
 // clients. An event loop waits as cheaply as gevent, so the same queue.
 // - a concurrency limit, AIMD on measured latency (Netflix's
-//   concurrency-limits): +1/limit per request whose lookup and first batch
-//   took at most TARGET_SHARE of the deadline while the limit is in use,
-//   x0.9 once per round when one took longer or MongoDB failed;
+//   concurrency-limits): +1 per request whose lookup and first batch took
+//   at most half of TARGET_SHARE of the deadline while the limit is in use
+//   (+1/limit nearer the target), x0.9 once per round when one took longer
+//   or MongoDB failed, never below INITIAL_LIMIT;
 // - a bounded wait for a place, in order: only for a queue expected to
 //   drain within QUEUE_SHARE of the deadline (else refused at once), and
 //   no longer than SHORT_WAIT_MS once the queue stands (not empty for a
@@ -35,7 +36,8 @@ class Admission {
     this.maximum = maximum;
     this.targetMs = deadlineMs * TARGET_SHARE;
     this.queueBudgetMs = deadlineMs * QUEUE_SHARE;
-    this.limit = Math.min(INITIAL_LIMIT, maximum);
+    this.minimum = Math.min(INITIAL_LIMIT, maximum);
+    this.limit = this.minimum;
     this.meanLatencyMs = 0;
     this.inFlight = 0;
     this.decreasedAt = -Infinity;
@@ -122,11 +124,12 @@ class Admission {
     if (failed || latency > this.targetMs) {
       // Once per round: those admitted before the last cut were measured under the old limit.
       if (admittedAt >= this.decreasedAt) {
-        this.limit = Math.max(1, this.limit * BACKOFF);
+        this.limit = Math.max(this.minimum, this.limit * BACKOFF);
         this.decreasedAt = now;
       }
     } else if (2 * (this.inFlight + 1) >= this.limit) { // grow only a limit in use
-      this.limit = Math.min(this.maximum, this.limit + 1 / this.limit);
+      const step = latency < this.targetMs / 2 ? 1 : 1 / this.limit;
+      this.limit = Math.min(this.maximum, this.limit + step);
     }
     while (this.#waiters.length > 0 && this.hasRoom()) {
       const grant = this.overloaded(now) ? this.#waiters.pop() : this.#waiters.shift();

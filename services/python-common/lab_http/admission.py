@@ -7,9 +7,11 @@ A path that admits more than its database finishes within the deadline
 does the work and then throws it away at the deadline (flask kept 61% of
 its capacity at 1000 clients, node 6%). So:
 - a concurrency limit adapted from measured latency, AIMD as in Netflix's
-  concurrency-limits (AIMDLimit): +1/limit per request answered within
-  TARGET_SHARE of the deadline while the limit is in use, x0.9 once per
-  round when one takes longer or the store fails. Not a fixed cap: what the
+  concurrency-limits (AIMDLimit): +1 per request answered within half of
+  TARGET_SHARE of the deadline while the limit is in use (+1/limit nearer
+  the target), x0.9 once per round when one takes longer or the store
+  fails, never below INITIAL_LIMIT (AIMDLimit's floor is 20: from 1, a
+  path back from a database outage took seconds to serve 20 clients). Not a fixed cap: what the
   database finishes in time depends on the file size, the database and
   the machine (1 KB: hundreds at once; 1 MB on FerretDB: about ten).
   Latency rather than a gradient from the smallest latency seen: a path's
@@ -52,7 +54,8 @@ class AdmissionPolicy:
         self.maximum = maximum
         self.target = deadline * TARGET_SHARE
         self.queue_budget = deadline * QUEUE_SHARE
-        self.limit = float(min(INITIAL_LIMIT, maximum))
+        self.minimum = float(min(INITIAL_LIMIT, maximum))
+        self.limit = self.minimum
         self.mean_latency = 0.0
         self.in_flight = 0
         self.waiting = 0
@@ -100,10 +103,11 @@ class AdmissionPolicy:
         if failed or latency > self.target:
             # Once per round: those admitted before the last cut were measured under the old limit.
             if admitted_at >= self.decreased_at:
-                self.limit = max(1.0, self.limit * BACKOFF)
+                self.limit = max(self.minimum, self.limit * BACKOFF)
                 self.decreased_at = now
         elif 2 * (self.in_flight + 1) >= self.limit:  # grow only a limit in use
-            self.limit = min(float(self.maximum), self.limit + 1 / self.limit)
+            step = 1.0 if latency < self.target / 2 else 1 / self.limit
+            self.limit = min(float(self.maximum), self.limit + step)
 
 
 class Admission:
