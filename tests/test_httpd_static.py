@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 SERVICE = REPO / "services" / "httpd-static"
 APACHE2 = Path("/usr/sbin/apache2")
 APACHE2_MODULES = Path("/usr/lib/apache2/modules")
+APACHE2_HEADERS = Path("/usr/include/apache2")
+CACHE = Path(os.environ.get("LAB_CACHE", "/var/cache/gridfs-lab"))
 CHUNK = 255 * 1024
 SIZES = {"0B.bin": 0, "1B.bin": 1, "1KB.bin": 1024, "255KiB-minus-1.bin": CHUNK - 1,
          "255KiB.bin": CHUNK, "255KiB-plus-1.bin": CHUNK + 1, "1MB.bin": 1024 * 1024}
@@ -33,6 +35,24 @@ TYPED = {"notes.txt": b"plain text\n", "data.json": b'{"a": 1}\n', "no-extension
 # Files older than a second: Apache makes the ETag of a file modified within
 # the last second weak, as it may still change within the same mtime.
 MTIME = time.mktime((2024, 1, 2, 3, 4, 5, 0, 0, -1))
+
+
+def framing_module() -> Path:
+    """services/httpd-static/mod_lab_framing.c built as the Dockerfile
+    builds it, against Debian's Apache headers; cached by a hash of it."""
+    source = SERVICE / "mod_lab_framing.c"
+    built = CACHE / f"mod_lab_framing-{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}.so"
+    if not built.exists():
+        if not APACHE2_HEADERS.exists():
+            raise RuntimeError(f"{APACHE2_HEADERS} is missing: tools/setup.sh installs Debian's apache2-dev")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        dockerfile = (SERVICE / "Dockerfile").read_text()
+        command = re.search(r"RUN (gcc .*?mod_lab_framing\.c)\n", dockerfile, re.S)[1].replace("\\\n", " ")
+        partial = built.with_suffix(".partial")
+        subprocess.run(command.replace("/src/mod_lab_framing.so", str(partial))
+                       .replace("/src/mod_lab_framing.c", str(source)).split(), check=True, timeout=120)
+        partial.rename(built)
+    return built
 
 
 class HttpdStatic:
@@ -85,6 +105,8 @@ class HttpdStatic:
             (self.prefix / "modules").symlink_to(APACHE2_MODULES)
             (self.prefix / "conf" / "mime.types").symlink_to("/etc/mime.types")
         shutil.copy(SERVICE / "health.txt", self.prefix / "htdocs" / "health.txt")
+        (self.prefix / "lab-modules").mkdir(exist_ok=True)  # where the Dockerfile puts it
+        shutil.copy(framing_module(), self.prefix / "lab-modules" / "mod_lab_framing.so")
         (self.prefix / "conf" / "httpd.conf").write_text(self.config())
 
     def start(self) -> "HttpdStatic":
@@ -336,6 +358,61 @@ def test_a_505_closes_the_connection_as_nginx_does(httpd, nginx):
         answer = exchange(server.port, b"GET /files/1KB.bin HTTP/2.0\r\nHost: lab\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 505 "), answer[:80]
         assert time.monotonic() - started < 2  # closed at once, not at the keep-alive timeout
+
+
+def closed_after(port: int, request: bytes) -> tuple[bytes, bool]:
+    """The status line answered to `request` and whether the connection was
+    closed right after (a second request was on it, never answered)."""
+    follow = b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n"
+    answer = exchange(port, request + follow)
+    return answer.split(b"\r\n", 1)[0], answer.count(b"HTTP/1.1 ") == 1
+
+
+@pytest.mark.parametrize("request_head", [
+    # both framings: Apache read the body by its chunks (200); smuggling behind a proxy
+    b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\ntransfer-encoding: chunked\r\ncontent-length: 4\r\n\r\n0\r\n\r\n",
+    # obs-fold, by a space and by a tab: Apache joined the lines (200)
+    b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nX-A: a\r\n folded\r\n\r\n",
+    b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nX-A: a\r\n\tfolded\r\n\r\n",
+], ids=["content-length-then-chunked", "chunked-then-content-length", "fold-by-space", "fold-by-tab"])
+def test_framings_nginx_refuses_are_400_and_closed_as_from_nginx(httpd, nginx, request_head):
+    """mod_lab_framing: 400, the connection closed, the second request on it
+    never answered, as nginx-static answers; a header line longer than one
+    read, or a body's chunk lines, are not taken for either."""
+    theirs, ours = closed_after(nginx.port, request_head), closed_after(httpd.port, request_head)
+    assert theirs == (b"HTTP/1.1 400 Bad Request", True)
+    assert ours == theirs, httpd.log()
+
+
+def test_framings_nginx_serves_are_still_served(httpd, nginx):
+    """Not taken for those: a header line that arrives in two reads (its
+    second part naming a header: mod_lab_framing counts on Apache reading a
+    line whole), nor a body's lines (a chunk that starts with a space)."""
+    follow = b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n"
+    cases = [
+        [b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nX-Note: the rest is ",
+         b"Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + follow],
+        [b"GET /files/1KB.bin HTTP/1.1\r\nHost: lab\r\nTransfer-Encoding: chunked\r\n\r\n"
+         b"5\r\n hell\r\n0\r\n\r\n" + follow],
+    ]
+    for parts in cases:
+        for server in (nginx, httpd):
+            answer = b""
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                for part in parts:
+                    sock.sendall(part)
+                    time.sleep(0.2)  # the server reads what came so far
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            assert answer.count(b"HTTP/1.1 200 ") == 2, (server, parts, answer[:200])
+
+
+@pytest.mark.parametrize("query", ["x=1", "x=../../etc/passwd", "x=%00", "%00", "a=%2e%2e%2f"])
+def test_a_query_string_is_answered_as_by_nginx(httpd, nginx, files, query):
+    theirs, ours = (raw(server.port, "GET", f"/files/1KB.bin?{query}") for server in (nginx, httpd))
+    assert theirs == (200, files["1KB.bin"])
+    assert ours == theirs
 
 
 def test_http09_gets_the_body_alone_as_from_nginx(httpd, files):

@@ -54,6 +54,7 @@ TEST_PACKAGES=(
   "aria2: the resume client in tests"
   "iperf3: the link between two hosts (tests/test_link.py, the hosts e2e)"
   "apache2-bin: httpd-static's native tests (Debian's Apache)"
+  "apache2-dev: httpd-static's native tests (its module, mod_lab_framing, built against Debian's headers)"
   "media-types: httpd-static's native tests (/etc/mime.types)"
   "fuse3: gridfs-fuse's native tests (fusermount3)"
   "shellcheck: actionlint checks the workflow's run: scripts with it"
