@@ -21,9 +21,10 @@ PROJECT = "gridfs-lab-newpath-e2e"
 
 
 def checkout(into: Path, *paths: str) -> Path:
-    """A copy of the lab's tracked files (those under paths, or all)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--", *paths], cwd=REPO, capture_output=True, check=True,
-                            timeout=60).stdout.decode().split("\0")
+    """A copy of the lab's files as the working tree has them, less what git
+    ignores (those under paths, or all)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
+                            cwd=REPO, capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
     for name in filter(None, listed):
         if not name.startswith("results/") and (REPO / name).is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
@@ -32,7 +33,7 @@ def checkout(into: Path, *paths: str) -> Path:
 
 
 def test_new_path_writes_the_folder_the_service_with_depends_on_and_the_target(tmp_path):
-    root = checkout(tmp_path, "compose.yaml", ".env", "services/flask", "services/node")
+    root = checkout(tmp_path, "compose.yaml", ".env", "services/.dockerignore", "services/flask", "services/node")
     (root / "local.env").write_text((root / ".env").read_text())
     new_path(root, "flask-copy", "flask")
     compose = (root / "compose.yaml").read_text()
@@ -45,6 +46,7 @@ def test_new_path_writes_the_folder_the_service_with_depends_on_and_the_target(t
     dockerfile = (root / "services" / "flask-copy" / "Dockerfile").read_text()
     assert "COPY flask-copy/app.py" in dockerfile and "COPY flask/" not in dockerfile
     assert (root / "services" / "flask-copy" / "app.py").read_bytes() == (REPO / "services/flask/app.py").read_bytes()
+    assert "!flask\n!flask-copy\n" in (root / "services" / ".dockerignore").read_text()  # the context sends it
     for env_file in (".env", "local.env"):
         targets = re.search(r"^BENCH_TARGETS=(.*)$", (root / env_file).read_text(), re.M).group(1).split()
         assert targets[-1] == "flask-copy" and targets.count("flask-copy") == 1, env_file

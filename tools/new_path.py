@@ -57,12 +57,16 @@ def copied_block(block: str, source: str, name: str) -> str:
 
 def copy_folder(services: Path, source: str, name: str, shared_context: bool) -> None:
     """services/FROM to services/NAME; with services/ as the build context
-    the Dockerfile names its own folder (COPY flask/app.py): renamed too."""
+    the Dockerfile names its own folder (COPY flask/app.py): renamed too, and
+    the context's .dockerignore, which sends only what is named, names it."""
     shutil.copytree(services / source, services / name,
                     ignore=shutil.ignore_patterns("__pycache__", "node_modules", "*.pyc"))
     if shared_context:
         dockerfile = services / name / "Dockerfile"
         dockerfile.write_text(re.sub(rf"(?<![\w/.-]){re.escape(source)}/", f"{name}/", dockerfile.read_text()))
+        ignore = services / ".dockerignore"
+        if ignore.exists() and f"!{source}\n" in ignore.read_text():
+            ignore.write_text(ignore.read_text().replace(f"!{source}\n", f"!{source}\n!{name}\n", 1))
 
 
 def add_target(env_file: Path, name: str) -> None:
@@ -101,7 +105,8 @@ def new_path(root: Path, name: str, source: str) -> list[str]:
     compose = compose.replace(BENCH_DEPENDS_LAST, f"      {name}: {{condition: service_started}}\n"
                                                   f"{BENCH_DEPENDS_LAST}")
     compose_file.write_text(compose)
-    wrote = [f"services/{name}/ (a copy of services/{source}/)",
+    wrote = [f"services/{name}/ (a copy of services/{source}/)" +
+             (f", and !{name} in services/.dockerignore" if shared_context else ""),
              f"compose.yaml: the service {name}, and {name} in bench's depends_on"]
     for env_file in (root / ".env", root / "local.env"):
         if env_file.exists():
