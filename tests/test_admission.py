@@ -90,11 +90,11 @@ def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_st
     policy = AdmissionPolicy(maximum=10, deadline=1.0)  # queue budget 0.5 s, target 0.25 s
     policy.mean_latency, policy.limit = 0.01, 4.0
     policy.queued(now=10.0)
-    assert policy.wait_allowed(now=10.2) == 0.5  # a burst: the whole budget
-    assert policy.wait_allowed(now=10.3) == SHORT_WAIT  # not empty for a target: overload
-    policy.dequeued(now=10.35)
-    assert policy.wait_allowed(now=10.5) == SHORT_WAIT  # emptied, but less than a target ago
-    assert policy.wait_allowed(now=10.6) == 0.5
+    assert policy.wait_allowed(now=10.45) == 0.5  # a burst: the whole budget
+    assert policy.wait_allowed(now=10.55) == SHORT_WAIT  # not emptied within its budget: overload
+    policy.dequeued(now=10.6)
+    assert policy.wait_allowed(now=10.75) == SHORT_WAIT  # emptied, but less than a target ago
+    assert policy.wait_allowed(now=10.85) == 0.5
     policy.mean_latency = 0.1
     for _ in range(19):  # 19 ahead and itself x 0.1 s / 4 places = 0.5 s: just fits
         policy.queued(now=11.0)
@@ -162,7 +162,9 @@ def whole(result: dict, size: int) -> bool:
 
 
 def refused_busy(result: dict) -> bool:
-    return result["code"] == 503 and base64.b64decode(result.get("body") or "") == b"server busy\n"
+    """admission's refusal: a 503 "server busy" with Retry-After."""
+    return (result["code"] == 503 and base64.b64decode(result.get("body") or "") == b"server busy\n"
+            and (result.get("headers") or {}).get("Retry-After") == ["1"])
 
 
 def test_overload_is_refused_fast_and_what_is_admitted_is_served(path, vegeta):  # noqa: F811 (the fixture)

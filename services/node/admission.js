@@ -16,9 +16,9 @@
 //   or MongoDB failed, never below INITIAL_LIMIT;
 // - a bounded wait for a place, in order: only for a queue expected to
 //   drain within QUEUE_SHARE of the deadline (else refused at once), and
-//   no longer than SHORT_WAIT_MS once the queue stands (not empty for a
-//   target, and for a target after: CoDel for request queues), the newest
-//   waiter served first then (adaptive LIFO).
+//   no longer than SHORT_WAIT_MS once the queue stands (not emptied within
+//   that budget, and for a target after that or after a refusal: CoDel for
+//   request queues), the newest waiter served first then (adaptive LIFO).
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.5;
@@ -50,11 +50,13 @@ class Admission {
     return this.inFlight < Math.floor(this.limit);
   }
 
-  // The queue has not been empty for a target (standing, not a burst), or
+  // The queue has not emptied within its budget (standing, not a burst), or
   // was so, or refused a request, less than a target ago: a queue that
   // empties only as its waiters give up is no burst either.
   overloaded(now) {
-    if (this.#waiters.length > 0 && now - this.queueEmptyAt > this.targetMs) this.overloadedUntil = now + this.targetMs;
+    if (this.#waiters.length > 0 && now - this.queueEmptyAt > this.queueBudgetMs) {
+      this.overloadedUntil = now + this.targetMs;
+    }
     return now < this.overloadedUntil;
   }
 

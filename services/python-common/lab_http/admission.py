@@ -20,8 +20,9 @@ its capacity at 1000 clients, node 6%). So:
   drain within QUEUE_SHARE of the deadline (its length times the mean
   latency over the limit; else refused at once), and no longer than
   SHORT_WAIT once the queue stands, CoDel for request queues ("Fail at
-  Scale", ACM Queue 2015): not empty for a TARGET (a quarter of the
-  deadline, shorter bursts wait and are served), and for a TARGET after;
+  Scale", ACM Queue 2015): not emptied within the time a request may wait
+  in it (a burst that drains sooner waits and is served: 20 clients at
+  once on one place), and for a TARGET after that or after a refusal;
   then the newest waiter goes first (adaptive LIFO), the oldest being the
   nearest to its refusal. Without the short wait, waiters the estimate
   misjudged on a busy machine were refused after the whole budget (a
@@ -67,10 +68,10 @@ class AdmissionPolicy:
         return self.in_flight < int(self.limit)
 
     def overloaded(self, now: float) -> bool:
-        """The queue has not been empty for a TARGET (standing, not a
+        """The queue has not emptied within its budget (standing, not a
         burst), or was so, or refused a request, less than a TARGET ago: a
         queue that empties only as its waiters give up is no burst either."""
-        if self.waiting > 0 and now - self.queue_empty_at > self.target:
+        if self.waiting > 0 and now - self.queue_empty_at > self.queue_budget:
             self.overloaded_until = now + self.target
         return now < self.overloaded_until
 
