@@ -13,7 +13,7 @@ Environment: MONGO_URI, GRIDFS_DB, FILE_SIZES (e.g. "1KB 100KB 1MB"),
 FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120),
 POSTGRES_URL (optional, postgresql://user:password@host:5432/db),
 SEED_POSTGRES_TIMEOUT (seconds, default 120), FILE_SET (e.g. "10000x1KB-30KB"
-or "off"), BENCH_PROFILE (quick: no file set).
+or "off"), BENCH_PROFILE (a file set for full only).
 """
 import hashlib
 import json
@@ -204,10 +204,12 @@ def settle(database: Database, postgres: psycopg.Connection | None) -> str:
 
 
 def file_set_spec(env=os.environ) -> file_set.Spec | None:
-    """FILE_SET, unless BENCH_PROFILE=quick (a first look in minutes)."""
+    """FILE_SET, for BENCH_PROFILE=full only: the other profiles time no
+    working set."""
     spec = file_set.parse_spec(env.get("FILE_SET", ""))
-    if spec is not None and env.get("BENCH_PROFILE", "").strip() == "quick":
-        print(f"seed: BENCH_PROFILE=quick: no file set (FILE_SET={spec.text} is for the full profile)", flush=True)
+    profile = env.get("BENCH_PROFILE", "").strip() or "standard"
+    if spec is not None and profile != "full":
+        print(f"seed: BENCH_PROFILE={profile}: no file set (FILE_SET={spec.text} is for the full profile)", flush=True)
         return None
     return spec
 

@@ -71,7 +71,8 @@ BAD = [
     ("GRIDFS_DB", "_ferretdb_lab"),
     # bench's own knobs: settings.from_env's rules
     ("BENCH_TARGETS", " "), ("BENCH_CONCURRENCY", "five"), ("BENCH_DURATION", "4 5"), ("BENCH_WARMUP", "-1"),
-    ("BENCH_MIN_REQUESTS", "many"), ("BENCH_REPETITIONS", "0"), ("BENCH_PROFILE", "fast"), ("BENCH_TOOLS", "wrk"),
+    ("BENCH_MIN_REQUESTS", "many"), ("BENCH_REPETITIONS", "0"), ("BENCH_TARGET_WIDTH", "0.9"), ("BENCH_BUDGET", "soon"),
+    ("BENCH_PROFILE", "fast"), ("BENCH_TOOLS", "wrk"),
     ("BENCH_LOADGENS", "0"),
     ("BENCH_OPEN_LOOP", "1.5"), ("BENCH_OPEN_LOOP", "0.5 0.96"), ("BENCH_OPEN_LOOP_SECONDS", "0"),
     ("BENCH_OPEN_LOOP_SECONDS", "2.5"), ("BENCH_SWEEP", "1 x"), ("BENCH_SWEEP_DURATION", "0"), ("BENCH_WRITE", "maybe"),
@@ -103,7 +104,7 @@ BAD = [
     ("LOADGEN_CPU_QUOTA", "1.5"), ("LOADGEN_CPU_QUOTA", "0.001"), ("LOADGEN_CPU_QUOTA", "-1"),
     ("LOADGEN_CPU_QUOTA", ""), ("LOADGEN_CPU_QUOTA", "0 1"),
     ("MONGO_MEM", "300m"), ("MONGO_MEM", "2 g"), ("MONGO_MEM", "lots"), ("POSTGRES_MEM", "128m"),
-    ("TARGET_MEM", "200m"), ("LOADGEN_MEM", "256m"), ("LOADGEN_MEM", "1q"), ("SEED_MEM", "100m"),
+    ("TARGET_MEM", "200m"), ("LOADGEN_MEM", "200m"), ("LOADGEN_MEM", "1q"), ("SEED_MEM", "100m"),
     ("CADVISOR_MEM", "64m"),
 ]
 
@@ -122,8 +123,8 @@ def test_the_examples_of_the_issue():
     assert check({**DOTENV, "NGINX_WORKERS": "1 2"}, 4) == ["NGINX_WORKERS='1 2': expected one whole number from 1"]
     [cpus] = check({**TWO_CORES, "TARGET_CPUS": "7"}, 2)
     assert cpus.startswith("TARGET_CPUS='7': expected one cpuset of this machine's 2 cores (cpus 0 to 1)")
-    # the default store benchmark (20 threads x 10 MB) needs about 828 MiB in bench
-    [memory] = check({**DOTENV, "LOADGEN_MEM": "256m"}, 4)
+    # the full profile's store benchmark (20 threads x 10 MB) needs about 828 MiB in bench
+    [memory] = check({**DOTENV, "LOADGEN_MEM": "256m", "BENCH_PROFILE": "full"}, 4)
     assert memory.startswith("LOADGEN_MEM='256m': WRITE_THREADS=20 x WRITE_SIZE=10,000,000 bytes need about 828 MiB")
 
 
@@ -145,7 +146,7 @@ def test_the_cpu_quota_is_at_most_the_pinned_cores():
 
 def test_memory_limits_follow_what_the_services_hold():
     # bench's writer threads: more threads need more than .env's 1g ...
-    [error] = check({**DOTENV, "WRITE_THREADS": "40"}, 4)
+    [error] = check({**DOTENV, "WRITE_THREADS": "40", "BENCH_PROFILE": "full"}, 4)
     assert named(error) == "LOADGEN_MEM" and "WRITE_THREADS=40" in error
     # ... and none without the store benchmark (its own 256 MiB still)
     assert check({**DOTENV, "LOADGEN_MEM": "256m", "BENCH_WRITE": "off"}, 4) == []

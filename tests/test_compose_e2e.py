@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.benchmark.schedule import round_order
 from test_least_privilege import inspected_problems
 
 pytestmark = pytest.mark.lab  # the whole lab, end to end
@@ -71,7 +72,7 @@ def lab():
                                           capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     env = {**env, "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
-           "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TOOLS": "ab wrk", "BENCH_OPEN_LOOP": "0.5",
+           "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TARGET_WIDTH": "off", "BENCH_TOOLS": "ab wrk", "BENCH_OPEN_LOOP": "0.5",
            "BENCH_OPEN_LOOP_SECONDS": "2",
            "BENCH_SWEEP": "1 8", "BENCH_SWEEP_DURATION": "1", "BENCH_PROFILE": "full", "FILE_SET": FILE_SET,
            **WRITES}
@@ -319,12 +320,14 @@ def test_repetitions_spread_tools_sweep_and_phases(lab):
         assert (run["spread"]["min"], run["spread"]["max"]) == (rps[0], rps[1])
         assert ("noisy" in run["flags"]) == run["spread"]["noisy"]
         assert all((run_dir / r["raw_output"]).exists() for r in run["repetitions"])
-    # the targets run in the schedule's order, a different one each repetition
-    # (a row of a balanced Latin square), and ran as recorded
+    # the targets run in each round's order, drawn again here from the recorded seed, and ran as recorded
     orders = data["schedule"]["orders"]["1KB.bin c=8"]
-    assert data["schedule"]["design"] == "williams" and data["schedule"]["seed"] == data["run_id"]
-    assert len(orders) == 2 and orders[0] != orders[1] and sorted(orders[0]) == sorted(targets)
-    assert orders[0].index("nginx-static") != orders[1].index("nginx-static")
+    assert data["schedule"]["seed"] == data["run_id"]
+    assert orders == [round_order(targets, f"{data['run_id']}:1KB.bin c=8", i) for i in (1, 2)]
+    assert all(r["round"] == i for run in data["runs"] for i, r in enumerate(run["repetitions"], 1))
+    assert data["rounds"]["rounds"] == 2 and data["rounds"]["stopped"] == "fixed count"
+    assert {(r["target"], r["file"]) for r in data["rounds"]["rows"]} == {
+        (t, f"{s}.bin") for t in targets if t != "nginx-static" for s in SIZES.split()}
     first_round = [o for o in data["order"] if " 1KB.bin c=8 r=" in o]  # not ab -k / wrk's, at c=8 too
     assert first_round == [f"{t} 1KB.bin c=8 r={i}" for i, order in enumerate(orders, 1) for t in order]
     # every target's warm-up before every case is recorded (BENCH_WARMUP=1: one window)

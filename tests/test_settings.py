@@ -10,9 +10,12 @@ GOOD = {"BENCH_TARGETS": "nginx-static flask", "BENCH_CONCURRENCY": "5 100", "BE
 def test_good_settings():
     s = from_env(GOOD)
     assert s.targets == ["nginx-static", "flask"]
-    assert s.concurrency == [5, 100]
     assert s.url_of("flask") == "http://flask:8080"
-    assert s.duration == 4 and s.profile == "full"
+    # the standard profile: the headline's level only, rounds until x/÷1.10 or 30 minutes, no store benchmark
+    assert s.duration == 4 and s.profile == "standard" and s.concurrency == [100]
+    assert (s.repetitions, s.target_width, s.budget_s, s.write, s.sweep) == (6, 1.10, 1800, False, ())
+    full = from_env({**GOOD, "BENCH_PROFILE": "full", "BENCH_BUDGET": "45m", "BENCH_TARGET_WIDTH": "off"})
+    assert full.concurrency == [5, 100] and full.write and full.budget_s == 2700 and full.target_width is None
 
 
 def test_quick_profile_overrides_the_timing_knobs():

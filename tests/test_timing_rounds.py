@@ -3,10 +3,12 @@ configuration natively, twice, and real ab, wrk and vegeta. Repetitions
 rotate through the targets; a target that dies between rounds is found,
 its remaining cases and its fixed-rate run read failed, the other target
 goes on, and the report says so."""
+import math
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,8 @@ import pytest
 from service_processes import NginxStatic
 
 from bench.benchmark.cases import Timer
+from bench.benchmark.schedule import round_order
+from bench.measure.rounds import MIN_ROUNDS, ratio_of
 from bench.progress import Progress
 from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult
@@ -57,9 +61,10 @@ def test_rounds_follow_the_schedule_and_a_target_that_dies_is_failed_not_timed(t
     f = {"name": "1KB.bin", "size": 1024}
 
     results.runs += timer.round(targets, f, 2)
-    # the schedule's order: A B then B A (or B A then A B), as recorded
+    # each round's order drawn again from the recorded seed and the round's number
     orders = results.schedule["orders"]["1KB.bin c=2"]
-    assert orders[1] == orders[0][::-1]
+    assert orders == [round_order(["a", "b"], "t:1KB.bin c=2", i) for i in (1, 2)]
+    assert all(r["round"] == i for run in results.runs for i, r in enumerate(run.repetitions, 1))
     assert results.order == [f"{t} 1KB.bin c=2 r={i}" for i, order in enumerate(orders, 1) for t in order]
     warm = results.schedule["warm_ups"]["a 1KB.bin c=2"]
     assert warm["seconds"] == 1.0 and len(warm["windows"]) == 1 and warm["windows"][0]["requests"] > 0
@@ -98,3 +103,35 @@ def test_rounds_follow_the_schedule_and_a_target_that_dies_is_failed_not_timed(t
     report = render_markdown(results)
     assert "| b | other | 1KB | failed | failed |" in report
     assert "1 case(s) failed" in report
+
+
+def test_headline_rounds_go_on_until_the_interval_is_narrow_then_one_more(two_nginx, tmp_path):
+    """Two real nginx: the baseline and a path. The headline case runs at
+    least MIN_ROUNDS rounds and stops once the path's interval is within
+    the width, and each ratio is the one the recorded windows give;
+    a budget already spent stops after one round, with no interval."""
+    first, second = two_nginx
+    cfg = from_env({"BENCH_TARGETS": "nginx-static b", "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
+                    "BENCH_REPETITIONS": "1", "BENCH_TARGET_WIDTH": "2", "BENCH_CONCURRENCY": "2",
+                    "BENCH_MIN_REQUESTS": "0", "CADVISOR_URL": ""})
+    targets = [TargetResult("nginx-static", first.url, True), TargetResult("b", second.url, True)]
+    results = Results(run_id="w", started_at="s", targets=targets, status="complete")
+    timer = Timer(cfg, tmp_path, results, None, 1.0, Progress(60))
+    f = {"name": "1KB.bin", "size": 1024}
+
+    runs = timer.rounds(targets, [(f, 2)], headline=2)
+    base, path = (next(r for r in runs if r.target == t) for t in ("nginx-static", "b"))
+    assert len(path.repetitions) == len(base.repetitions) == MIN_ROUNDS
+    (row,) = results.rounds["rows"]
+    assert results.rounds["stopped"] == "every interval within the width" and row["converged_at"] == MIN_ROUNDS
+    logs = [math.log(p["rps"] / b["rps"]) for p, b in zip(path.repetitions, base.repetitions)]
+    again = ratio_of(logs, "rps")
+    assert (row["rps"]["ratio"], row["rps"]["low"], row["rps"]["high"]) == (again.ratio, again.low, again.high)
+    assert row["rps"]["low"] <= row["rps"]["ratio"] <= row["rps"]["high"] and row["rps"]["width"] <= 2
+    orders = results.schedule["orders"]["1KB.bin c=2"]
+    assert orders == [round_order(["nginx-static", "b"], "w:1KB.bin c=2", i) for i in range(1, len(orders) + 1)]
+
+    runs = timer.rounds(targets, [(f, 2)], headline=2, deadline=time.monotonic())
+    assert results.rounds["stopped"] == "budget" and results.rounds["rounds"] == 1
+    assert all(len(r.repetitions) == 1 for r in runs)
+    assert results.rounds["rows"][0]["rps"]["low"] is None

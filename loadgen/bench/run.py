@@ -17,8 +17,11 @@ from .checks.before_timing import check_all_conformance, verify_targets
 from .measure.cpu_windows import connect_monitor, database_service
 from .measure.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
-from .progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, clock, planned_seconds, say, warm_up_seconds
-from .settings import SLOW_CASE_STRETCH
+from .progress import (MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, after_rounds_seconds, clock, rounds_seconds, say,
+                       warm_up_seconds)
+from .benchmark.schedule import seeded_start
+from .measure.rounds import MIN_ROUNDS
+from .settings import EVERY_CASE, SLOW_CASE_STRETCH
 from .measure.calibration import calibration_for
 from .report.ab import last_calibration, render_ab
 from .report.markdown import render_markdown
@@ -95,48 +98,64 @@ def _interrupt(signum, _frame):
 
 
 def time_everything(cfg, results: Results, files: list[dict], file_set: dict | None, run_dir: Path, monitor,
-                    allowance: float, phases: Phases) -> None:
-    """Rounds of (file, concurrency) across every verified target; ab -k
-    against wrk at the highest concurrency; latency at a fixed rate; the
-    sweep; the working set; then seed 002's store benchmark (writes and
-    reads, last: it fills the stores and the page cache). results.json is
-    rewritten after every round: nothing measured is lost."""
+                    allowance: float, phases: Phases, started: float) -> None:
+    """Rounds of every (file, concurrency) case across every verified
+    target, the headline's until its intervals are narrow or the budget
+    says stop; ab -k against wrk at the highest concurrency; latency at a
+    fixed rate; the sweep; the working set; then seed 002's store benchmark
+    (writes and reads, last: it fills the stores and the page cache).
+    results.json is rewritten after every phase: nothing measured is lost."""
     targets = [t for t in results.targets if t.verified]
     timed_set = file_set if cfg.working_set else None
-    planned = planned_seconds(cfg, len(targets), len(files), bool(timed_set))
-    say(f"timing {len(targets)} targets x {len(files)} files x {len(cfg.concurrency)} concurrency levels, "
-        f"{cfg.repetitions} repetitions of {cfg.duration:g} s (slow cases up to {cfg.duration * SLOW_CASE_STRETCH:g} s)"
-        f"; expected about {clock(planned)}")
+    top = max(cfg.concurrency)
+    compared = tool_check_cases(cfg, targets, files, results.run_id)
+    after = after_rounds_seconds(cfg, len(targets), len(files), sum(len(ts) for _, ts in compared), bool(timed_set))
+    rounds = rounds_seconds(cfg, len(targets), len(files))
+    deadline = started + cfg.budget_s - after if cfg.budget_s else None
+    budgeted = bool(deadline and cfg.target_width)
+    planned = (deadline - time.monotonic() + after) if budgeted else max(cfg.repetitions, 1) * rounds + after
+    if deadline and not budgeted:
+        planned = min(planned, deadline - time.monotonic() + after)
+    say(f"timing {len(targets)} targets x {len(files)} files x {len(cfg.concurrency)} concurrency levels in rounds "
+        f"of {cfg.duration:g} s windows (slow cases up to {cfg.duration * SLOW_CASE_STRETCH:g} s), about "
+        f"{clock(rounds)} a round; " + (f"c={top} until every interval is within x/÷{cfg.target_width:g} "
+                                        f"(at least {max(cfg.repetitions, MIN_ROUNDS)} rounds) or the budget "
+                                        f"ends" if cfg.target_width else f"{cfg.repetitions} rounds")
+        + f"; expected about {clock(planned)}" + (" (the budget)" if budgeted else ""))
+    if deadline and deadline - time.monotonic() < max(cfg.repetitions, MIN_ROUNDS if cfg.target_width else 1) * rounds:
+        results.warnings.append(f"BENCH_BUDGET={cfg.budget_s / 60:g}m holds fewer than "
+                                f"{max(cfg.repetitions, MIN_ROUNDS)} rounds of about {clock(rounds)} after the other "
+                                f"phases' {clock(after)}: some ratios will have no interval")
+        say(f"WARNING: {results.warnings[-1]}")
     results.timing["planned_seconds"] = round(planned, 1)
-    progress = Progress(planned)
+    progress = Progress(planned, ends_at=deadline + after if budgeted else None)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
-    compared = 0.0
-    for f in files:
-        for c in cfg.concurrency:
-            results.runs += timer.round(targets, f, c)
-            results.write_json(run_dir / "results.json")
-            if "wrk" in cfg.tools and c == max(cfg.concurrency):
-                began = time.monotonic()
-                results.comparisons += timer.compare_round(targets, f, c)
-                compared += time.monotonic() - began
-                results.write_json(run_dir / "results.json")
-        if cfg.open_loop:
+    results.runs += timer.rounds(targets, [(f, c) for f in files for c in cfg.concurrency], headline=top,
+                                 deadline=deadline)
+    results.write_json(run_dir / "results.json")
+    phases.end("timed cases")
+    if compared:
+        for f, ts in compared:
+            results.comparisons += timer.compare_round(ts, f, top, repetitions=1 if cfg.tool_check != EVERY_CASE
+                                                       else None)
+        results.write_json(run_dir / "results.json")
+        phases.end("ab -k vs wrk")
+    if cfg.open_loop:
+        for f in files:
             # the headline's share first; a curve's other shares after it, lightest load first
             shares = [cfg.open_loop] + [s for s in cfg.open_loop_curve if s != cfg.open_loop]
             results.open_loop += [o for share in shares for o in (timer.open_loop(t, f, share) for t in targets)
                                   if o is not None]
-            results.write_json(run_dir / "results.json")
-    phases.end("timed cases", -compared)
-    if compared:
-        results.phases["ab -k vs wrk"] = round(compared, 1)
+        results.write_json(run_dir / "results.json")
+        phases.end("open loop")
     if cfg.sweep:
         for t in targets:
             results.sweep += timer.sweep(t, files)
         phases.end("sweep")
     if timed_set:
         say(f"working set: {timed_set['count']} files, {timed_set['total_bytes'] / 2**20:.1f} MiB "
-            f"({timed_set['spec']}), random order, c={max(cfg.concurrency)}")
-        results.working_set = time_working_set(timer, targets, timed_set, max(cfg.concurrency))
+            f"({timed_set['spec']}), random order, c={top}")
+        results.working_set = time_working_set(timer, targets, timed_set, top)
         results.write_json(run_dir / "results.json")
         phases.end("working set")
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
@@ -146,6 +165,19 @@ def time_everything(cfg, results: Results, files: list[dict], file_set: dict | N
         phases.end("store writes and reads")
     for target, why in timer.down.items():
         results.warnings.append(f"{target} stopped answering during the run ({why}); its later cases are failed")
+
+
+def tool_check_cases(cfg, targets: list, files: list[dict], seed: str) -> list[tuple[dict, list]]:
+    """ab -k against wrk: (file, targets) pairs. Every case at the highest
+    concurrency (BENCH_PROFILE=full), or one file per path, the files dealt
+    out from the run's seed so that over runs every path meets every size."""
+    if "wrk" not in cfg.tools or not targets or not files:
+        return []
+    if cfg.tool_check == EVERY_CASE:
+        return [(f, targets) for f in files]
+    first = seeded_start(seed, len(files))
+    dealt = {i: [t for k, t in enumerate(targets) if (k + first) % len(files) == i] for i in range(len(files))}
+    return [(files[i], ts) for i, ts in dealt.items() if ts]
 
 
 def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
@@ -257,7 +289,7 @@ def main() -> int:
         if cfg.ab:
             time_ab(cfg, results, files, run_dir, monitor, allowance, phases)
         else:
-            time_everything(cfg, results, files, file_set, run_dir, monitor, allowance, phases)
+            time_everything(cfg, results, files, file_set, run_dir, monitor, allowance, phases, started)
         results.status = "complete"
     except (Interrupted, KeyboardInterrupt) as e:
         results.status = "interrupted"

@@ -10,7 +10,8 @@ RECORDED = [
     "CADVISOR_IMAGE", "SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE", "NGINX_STATIC_IMAGE",
     "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE",
     "FILE_SIZES", "FILE_SET", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
-    "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TOOLS", "BENCH_SWEEP",
+    "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TARGET_WIDTH", "BENCH_BUDGET", "BENCH_TOOLS",
+    "BENCH_SWEEP",
     "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS", "BENCH_ALLOW_NONCONFORMING",
     "LOADGEN_CPU_QUOTA",
     "BENCH_LOADGENS",
@@ -37,7 +38,16 @@ RETIRED = {
 # other knobs say (their effective values are what results.json records):
 # no write phase and no working set either (the seed loads no set then).
 QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep": (), "open_loop_max_s": 1,
-         "open_loop_curve": (), "min_requests": 0, "write": False, "working_set": False}
+         "open_loop_curve": (), "min_requests": 0, "write": False, "working_set": False, "target_width": None}
+# BENCH_PROFILE=standard, the default: the headline in BENCH_BUDGET (30
+# minutes on 2 cores). Rounds at the highest concurrency only, until every
+# headline interval is within BENCH_TARGET_WIDTH; ab -k against wrk on one
+# file per path; open-loop points of at most STANDARD_OPEN_LOOP_S. The
+# lower concurrencies, the sweep, the working set, the store benchmark and
+# the full tool check are BENCH_PROFILE=full's (make lab-full).
+STANDARD_OPEN_LOOP_S = 10
+EVERY_CASE, ONE_FILE_PER_PATH = "every case", "one file per path"
+PROFILES = ("standard", "full", "quick")
 
 # Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
 # writes a tenth of them, so a run stays short (set WRITE_FILES=1000 to
@@ -96,7 +106,14 @@ class Settings:
     # A case whose warm-up rate would give fewer requests than this in
     # `duration` runs longer, up to SLOW_CASE_STRETCH x duration.
     min_requests: int = 200
-    repetitions: int = 3          # counted runs of each case, the targets in the schedule's order
+    # Rounds of each case: every path once, in a fresh order each round
+    # (bench.measure.rounds). At least `repetitions`; while a headline
+    # interval is wider than x/÷target_width (None: exactly `repetitions`),
+    # more, until the run's budget (budget_s of bench, None: none) ends.
+    repetitions: int = 6
+    target_width: float | None = 1.10
+    budget_s: float | None = 1800.0
+    tool_check: str = "every case"  # ab -k against wrk: EVERY_CASE at the top level, or ONE_FILE_PER_PATH
     tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk at the highest concurrency
     loadgens: int = 1             # ab processes sharing each case's concurrency, merged (BENCH_LOADGENS)
     sweep: tuple[int, ...] = ()   # concurrency levels of the sweep; empty: no sweep
@@ -106,7 +123,7 @@ class Settings:
     # (open_loop is then the headline's: 0.5 when listed, else the first)
     open_loop_curve: tuple[float, ...] = ()
     open_loop_max_s: float = 20.0  # an open-loop point's longest run (BENCH_OPEN_LOOP_SECONDS)
-    profile: str = "full"
+    profile: str = "standard"
     postgres_url: str = ""        # flask-postgres's store, watched by cAdvisor like mongo; empty: none
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
@@ -249,6 +266,32 @@ def _on_off(env, name: str, default: str) -> bool:
     return text == "on"
 
 
+def _off_or(env, name: str, default: str, parse):
+    """'off' (None), or the value parse(name, text) makes of it."""
+    text = env.get(name, default).strip() or default
+    return None if text.lower() == "off" else parse(name, text)
+
+
+def _width(name: str, text: str) -> float:
+    """A ratio's interval as x/÷ its centre: 1.10 is within 10% either way."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1.005 <= value <= 3:
+        raise SettingsError(f"{name}={text!r}: expected 'off' or a width from 1.005 to 3 (x/÷ the ratio: "
+                            "1.10 is within 10% either way)")
+    return value
+
+
+def _seconds(name: str, text: str) -> float:
+    """A time: seconds, or minutes with m (30m)."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m)?", text.strip(), re.IGNORECASE)
+    if not found or float(found[1]) <= 0:
+        raise SettingsError(f"{name}={text!r}: expected 'off' or a time such as 30m or 1800 (seconds)")
+    return float(found[1]) * (60 if (found[2] or "s").lower() == "m" else 1)
+
+
 def _flag(env, name: str) -> bool:
     text = env.get(name, "0").strip().lower()
     if text not in ("0", "1", "true", "false", "yes", "no", ""):
@@ -318,10 +361,11 @@ def from_env(env=os.environ) -> Settings:
     targets = env.get("BENCH_TARGETS", "").split()
     if not targets:
         raise SettingsError("BENCH_TARGETS is empty: name the serving paths to time, e.g. 'nginx-static flask node'")
-    profile = env.get("BENCH_PROFILE", "full").strip() or "full"
-    if profile not in ("full", "quick"):
-        raise SettingsError(f"BENCH_PROFILE={profile!r}: expected 'full' (the knobs below as set) or 'quick' "
-                            "(1 s repetitions, one each, ab only, no sweep: a first look in minutes)")
+    profile = env.get("BENCH_PROFILE", "standard").strip() or "standard"
+    if profile not in PROFILES:
+        raise SettingsError(f"BENCH_PROFILE={profile!r}: expected 'standard' (the headline with its intervals in "
+                            "BENCH_BUDGET), 'full' (every phase, the knobs as set) or 'quick' (1 s repetitions, "
+                            "one each, ab only, no sweep: a first look in minutes)")
     settings = Settings(
         targets=targets, concurrency=_ints(env, "BENCH_CONCURRENCY", "5 100"),
         startup_timeout=float(_one(env, "BENCH_STARTUP_TIMEOUT", "180", int, 1)),
@@ -334,7 +378,9 @@ def from_env(env=os.environ) -> Settings:
         duration=_one(env, "BENCH_DURATION", "4", int, 1, 3600),
         warmup=_one(env, "BENCH_WARMUP", "6", int, 0, 600),
         min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
-        repetitions=_one(env, "BENCH_REPETITIONS", "3", int, 1, 100),
+        repetitions=_one(env, "BENCH_REPETITIONS", "6", int, 1, 100),
+        target_width=_off_or(env, "BENCH_TARGET_WIDTH", "1.10", _width),
+        budget_s=_off_or(env, "BENCH_BUDGET", "30m", _seconds),
         tools=_tools(env), sweep=_sweep(env), loadgens=_one(env, "BENCH_LOADGENS", "1", int, 1, 16),
         sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
         open_loop=_open_loop(env)[0], open_loop_curve=_open_loop(env)[1],
@@ -351,14 +397,21 @@ def from_env(env=os.environ) -> Settings:
         link_shaping=" ".join(f"{n.removeprefix('LINK_').lower()}={env[n]}" for n in ("LINK_RATE", "LINK_DELAY",
                                                                                        "LINK_LOSS") if env.get(n)),
     )
-    return replace(settings, **QUICK) if profile == "quick" else settings
+    if profile == "quick":
+        return replace(settings, **QUICK)
+    if profile == "standard":
+        return replace(settings, concurrency=[max(settings.concurrency)], sweep=(), working_set=False, write=False,
+                       open_loop_max_s=min(settings.open_loop_max_s, STANDARD_OPEN_LOOP_S),
+                       tool_check=ONE_FILE_PER_PATH)
+    return settings
 
 
 def effective(cfg: Settings) -> dict:
     """The timing knobs as this run applied them (a profile overrides .env)."""
     return {"profile": cfg.profile, "duration_s": cfg.duration, "warmup_s": cfg.warmup,
             "min_requests": cfg.min_requests, "max_duration_s": cfg.duration * SLOW_CASE_STRETCH,
-            "repetitions": cfg.repetitions, "tools": list(cfg.tools), "loadgens": cfg.loadgens,
+            "repetitions": cfg.repetitions, "target_width": cfg.target_width, "budget_s": cfg.budget_s,
+            "tool_check": cfg.tool_check, "tools": list(cfg.tools), "loadgens": cfg.loadgens,
             "sweep": list(cfg.sweep),
             "sweep_duration_s": cfg.sweep_duration, "open_loop_share": cfg.open_loop,
             "open_loop_curve": list(cfg.open_loop_curve),

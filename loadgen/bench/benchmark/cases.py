@@ -7,12 +7,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..measure import cache_log, usage
+from ..measure import cache_log, rounds as rounds_mod, usage
+from ..measure.rounds import BASELINE
 from ..measure.bottleneck import bottleneck, link_bound
 from ..measure.monitor import Monitor, MonitorError, read_proc_stat
 from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say, warm_up_seconds
 from .quiet import wait_until_quiet
-from .schedule import Schedule, WarmUp, warm_up
+from .schedule import PHASE_REPETITIONS, WINDOW_WARM_UP_S, Schedule, WarmUp, round_order, warm_up
 from ..results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
                       repeated_run, FAILED)
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS, SLOW_CASE_STRETCH
@@ -70,7 +71,7 @@ class Timer:
         self.link_bps: float | None = (results.environment.get("link") or {}).get("bits_per_second")
         # Every phase's order and warm-ups; results.schedule holds the same
         # dicts, so results.json has them as the run goes.
-        self.schedule = Schedule(seed=results.run_id, repetitions=cfg.repetitions)
+        self.schedule = Schedule(seed=results.run_id, repetitions=min(cfg.repetitions, PHASE_REPETITIONS))
         results.schedule = self.schedule.to_dict()
 
     def cache_offset(self, target: TargetResult) -> int | None:
@@ -187,67 +188,46 @@ class Timer:
         return warm
 
     def round(self, targets: list[TargetResult], f: dict, c: int) -> list[Run]:
-        """Warm-up, then BENCH_REPETITIONS counted repetitions, the targets in
-        the schedule's order (a different one each repetition), so a drift in
-        the machine and the carry-over from one path to the next fall on
-        every target alike."""
-        phase = f"{f['name']} c={c}"
-        by_name = {t.name: t for t in targets}
-        reps: dict[str, list[dict]] = {t.name: [] for t in targets}
-        errors: dict[str, str] = {}
-        seconds: dict[str, float] = {}
-        self.measure_idle(targets)
-        for t in targets:
-            if t.name not in self.down:
-                self.health(t)  # a dead target is found here, not by a tool waiting on it
-            if t.name in self.down:
-                continue
-            try:
-                warm = self.warm(phase, t.name, c, lambda s: run_ab(self.url(t, f), s, c, expected_size=f["size"],
-                                                                    need_answers=False, workers=self.cfg.loadgens))
-                seconds[t.name] = case_seconds(self.cfg, warm, c)
-            except TimingError as e:
-                errors[t.name] = f"warm-up failed: {e}"
-                self.health(t)
-        # a caching path's log, from after its warm-up: the counted requests only
-        offsets = {t.name: self.cache_offset(t) for t in targets if t.name not in self.down and t.name not in errors}
+        """One case's rounds (BENCH_REPETITIONS of them, none judged for width)."""
+        return self.rounds(targets, [(f, c)])
 
-        def repetition(name: str, i: int) -> None:
-            t = by_name[name]
-            case = f"{case_name(name, f['name'], c)}-r{i}"
-            try:
-                rep = self.measured(name, lambda: run_ab(self.url(t, f), seconds[name], c, self.run_dir, case,
-                                                         expected_size=f["size"], workers=self.cfg.loadgens))
-                reps[name].append(rep)
-                self.results.order.append(f"{name} {f['name']} c={c} r={i}")
-            except TimingError as e:
-                errors[name] = f"repetition {i}: {e}"
-                say(f"{case}: FAILED: {e}")
-                self.health(t)
-            self.progress.advance(self.cfg.duration + MEASURED_OVERHEAD_S)
-            self.progress.report(f"{case} done")
-
-        self.schedule.repeat(phase, [t.name for t in targets], repetition,
-                             skip=lambda name: name in self.down or name in errors)
+    def rounds(self, targets: list[TargetResult], cases: list[tuple[dict, int]], headline: int | None = None,
+               deadline: float | None = None) -> list[Run]:
+        """Rounds of every case: in each, every path once, in a fresh order
+        drawn from the run's seed, each counted window after its own short
+        warm-up, so the machine's swing within a round falls on a path and
+        the baseline alike and each round gives a paired ratio
+        (bench.measure.rounds). A case at the `headline` concurrency goes on
+        past BENCH_REPETITIONS rounds while a path's interval is wider than
+        BENCH_TARGET_WIDTH, that path leaving once it is narrow (the
+        baseline stays), until `deadline` (monotonic) would pass."""
+        live = [t for t in targets if t.name not in self.down]
+        state = [CaseRounds(f, c, f"{f['name']} c={c}", c == headline) for f, c in cases]
+        for case in state:  # the first round's settling warm-up sizes each path's windows
+            self.measure_idle(live)
+            case.settle(self, targets)
+        count = 0
+        while True:
+            count += 1
+            began = time.monotonic()
+            self.measure_idle([t for t in targets if t.name not in self.down])
+            for case in state:
+                case.round(self, targets, count)
+            for case in state:
+                case.judge(self.cfg, count)
+            still_open = any(case.open(self, targets) for case in state)
+            stopped = stop_reason(self.cfg, still_open, count, time.monotonic() - began, deadline)
+            if stopped:
+                break
+        self.results.rounds = rounds_record(self.cfg, state, count, stopped, self.results.rounds)
+        say(f"rounds: {count} ({stopped})")
         runs = []
-        for t in targets:
-            why = self.down.get(t.name) if t.name not in errors else errors[t.name]
-            if why is not None or not reps[t.name]:
-                runs.append(failed_run(t.name, f["name"], f["size"], c, why or "not run", reps[t.name]))
-                continue
-            run = repeated_run(t.name, f["name"], f["size"], c, reps[t.name], seconds.get(t.name))
-            if t.conforming is False:
-                run.flags.append("nonconforming")
-            if few_rounds(run.requests, c):
-                run.flags.append(FEW_ROUNDS)
-            run.cache = self.cache_counts(t, offsets.get(t.name))
-            if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
-                run.flags.append(CACHE_MISSED)
-            runs.append(run)
-            say(describe(run))
+        for case in state:
+            runs += case.runs(self, targets)
         return runs
 
-    def compare_round(self, targets: list[TargetResult], f: dict, c: int) -> list[Comparison]:
+    def compare_round(self, targets: list[TargetResult], f: dict, c: int,
+                      repetitions: int | None = None) -> list[Comparison]:
         """ab -k and wrk at the same connection count and duration, their
         repetitions interleaved, the targets in the schedule's order. Each
         pair starts after the schedule's warm-up with wrk on the path, not
@@ -282,7 +262,7 @@ class Timer:
             self.progress.report(f"{case} ab -k / wrk r{i} done")
 
         self.schedule.repeat(f"{f['name']} c={c} ab -k / wrk", [t.name for t in targets], pair,
-                             skip=lambda name: name in self.down or name in failed)
+                             skip=lambda name: name in self.down or name in failed, repetitions=repetitions)
         comparisons = []
         for t in targets:
             if t.name in failed or t.name in self.down or not reps[t.name]["wrk"]:
@@ -435,6 +415,155 @@ def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
         codes = ", ".join(f"{n} x {code}" for code, n in (result.status_codes or {}).items())
         result.status, result.error = FAILED, f"every answer of {result.requests} was refused ({codes})"
     return result
+
+
+class CaseRounds:
+    """One case (file, concurrency) across its rounds: each path's window
+    length, counted windows, failure, and (headline cases) when its interval
+    first met the width."""
+
+    def __init__(self, f: dict, c: int, phase: str, headline: bool):
+        self.f, self.c, self.phase, self.headline = f, c, phase, headline
+        self.seconds: dict[str, float] = {}
+        self.reps: dict[str, list[dict]] = {}
+        self.errors: dict[str, str] = {}
+        self.offsets: dict[str, int | None] = {}
+        self.converged_at: dict[str, int] = {}
+        self.done: set[str] = set()  # paths whose rounds are over (converged, or the fixed count reached)
+        self.ratios: dict[str, dict] = {}
+
+    def settle(self, timer: "Timer", targets: list[TargetResult]) -> None:
+        for t in targets:
+            self.reps.setdefault(t.name, [])
+            if t.name not in timer.down:
+                timer.health(t)  # a dead target is found here, not by a tool waiting on it
+            if t.name in timer.down:
+                continue
+            try:
+                warm = timer.warm(self.phase, t.name, self.c,
+                                  lambda s, t=t: run_ab(timer.url(t, self.f), s, self.c, expected_size=self.f["size"],
+                                                        need_answers=False, workers=timer.cfg.loadgens))
+                self.seconds[t.name] = case_seconds(timer.cfg, warm, self.c)
+            except TimingError as e:
+                self.errors[t.name] = f"warm-up failed: {e}"
+                timer.health(t)
+        # a caching path's log, from after its warm-up: the counted requests only
+        self.offsets = {t.name: timer.cache_offset(t) for t in targets
+                        if t.name not in timer.down and t.name not in self.errors}
+
+    def taking_part(self, timer: "Timer", targets: list[TargetResult]) -> list[str]:
+        """This round's paths: every live one not done, with the baseline
+        while any other still runs (alone when it is the only path)."""
+        alive = [t.name for t in targets if t.name not in timer.down and t.name not in self.errors]
+        if BASELINE not in alive or alive == [BASELINE]:
+            return [n for n in alive if n not in self.done]
+        others = [n for n in alive if n != BASELINE and n not in self.done]
+        return [BASELINE, *others] if others else []
+
+    def round(self, timer: "Timer", targets: list[TargetResult], count: int) -> None:
+        names = self.taking_part(timer, targets)
+        if not names:
+            return
+        order = round_order(names, f"{timer.schedule.seed}:{self.phase}", count)
+        timer.schedule.orders.setdefault(self.phase, []).append(order)
+        by_name = {t.name: t for t in targets}
+        for name in order:
+            if name in timer.down or name in self.errors:
+                continue
+            t = by_name[name]
+            case = f"{case_name(name, self.f['name'], self.c)}-r{count}"
+            url = timer.url(t, self.f)
+            try:
+                # each window after its own short warm-up: a path's first
+                # seconds after another's turn run 20-25% slow
+                if timer.cfg.warmup:
+                    run_ab(url, WINDOW_WARM_UP_S, self.c, expected_size=self.f["size"], need_answers=False,
+                           workers=timer.cfg.loadgens)
+                rep = timer.measured(name, lambda: run_ab(url, self.seconds[name], self.c, timer.run_dir, case,
+                                                          expected_size=self.f["size"], workers=timer.cfg.loadgens))
+                rep["round"] = count
+                self.reps[name].append(rep)
+                timer.results.order.append(f"{name} {self.f['name']} c={self.c} r={count}")
+            except TimingError as e:
+                self.errors[name] = f"round {count}: {e}"
+                say(f"{case}: FAILED: {e}")
+                timer.health(t)
+            timer.progress.advance(self.seconds.get(name, timer.cfg.duration) + MEASURED_OVERHEAD_S
+                                   + (WINDOW_WARM_UP_S if timer.cfg.warmup else 0))
+            timer.progress.report(f"{case} done")
+
+    def judge(self, cfg, count: int) -> None:
+        """After a round: each path's ratios so far; which paths are done."""
+        base = self.reps.get(BASELINE) or []
+        for name, reps in self.reps.items():
+            if name == BASELINE or not base:
+                continue
+            found = rounds_mod.ratios(reps, base, name, BASELINE)
+            self.ratios[name] = {m: r.to_dict() for m, r in found.items()}
+            if (self.headline and cfg.target_width and name not in self.converged_at
+                    and len(reps) >= max(cfg.repetitions, rounds_mod.MIN_ROUNDS)
+                    and rounds_mod.converged(found, cfg.target_width)):
+                self.converged_at[name] = count
+        fixed = not (self.headline and cfg.target_width and base and set(self.reps) - {BASELINE})
+        for name in self.reps:
+            if (fixed and count >= cfg.repetitions) or name in self.converged_at:
+                self.done.add(name)
+
+    def open(self, timer: "Timer", targets: list[TargetResult]) -> bool:
+        """Another round would time a path."""
+        return bool(self.taking_part(timer, targets))
+
+    def runs(self, timer: "Timer", targets: list[TargetResult]) -> list[Run]:
+        f, c, runs = self.f, self.c, []
+        for t in targets:
+            reps = self.reps.get(t.name) or []
+            why = self.errors.get(t.name) or timer.down.get(t.name)
+            if why is not None or not reps:
+                runs.append(failed_run(t.name, f["name"], f["size"], c, why or "not run", reps))
+                continue
+            run = repeated_run(t.name, f["name"], f["size"], c, reps, self.seconds.get(t.name))
+            if t.conforming is False:
+                run.flags.append("nonconforming")
+            if few_rounds(run.requests, c):
+                run.flags.append(FEW_ROUNDS)
+            run.cache = timer.cache_counts(t, self.offsets.get(t.name))
+            if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
+                run.flags.append(CACHE_MISSED)
+            runs.append(run)
+            say(describe(run))
+        return runs
+
+
+def stop_reason(cfg, still_open: bool, count: int, last_round_s: float, deadline: float | None) -> str:
+    """Why the rounds end after round `count` ("" while they go on): no path
+    left to time, MAX_ROUNDS, or the budget, which another round as long as
+    the last would pass."""
+    if not still_open:
+        return "every interval within the width" if cfg.target_width else "fixed count"
+    if count >= rounds_mod.MAX_ROUNDS:
+        return f"at most {rounds_mod.MAX_ROUNDS} rounds"
+    if deadline is not None and time.monotonic() + last_round_s > deadline:
+        return "budget"
+    return ""
+
+
+def rounds_record(cfg, cases: list[CaseRounds], count: int, stopped: str, earlier: dict) -> dict:
+    # earlier: a previous call's record (a test's second round); its other cases' rows are kept
+    """results.rounds: how the rounds ran and every path's ratios."""
+    rows = [r for r in earlier.get("rows") or [] if (r["file"], r["concurrency"]) not in
+            {(c.f["name"], c.c) for c in cases}]
+    for case in cases:
+        for name, found in case.ratios.items():
+            rows.append({"target": name, "file": case.f["name"], "concurrency": case.c, "headline": case.headline,
+                         "rounds": len(case.reps.get(name) or []), "converged_at": case.converged_at.get(name),
+                         **found})
+    return {"design": "shuffled rounds",
+            "estimator": "geometric mean of the rounds' ratios, 95% t interval (96% quantile: stopped on width)",
+            "baseline": BASELINE, "min_rounds": max(cfg.repetitions, rounds_mod.MIN_ROUNDS),
+            "target_width": cfg.target_width, "quantile_level": rounds_mod.QUANTILE_LEVEL,
+            "rounds": count,
+            "stopped": stopped, "rows": rows}
+
 
 
 def describe(run: Run) -> str:

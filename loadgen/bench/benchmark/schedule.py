@@ -21,10 +21,15 @@ starts at once, so the first answers come after a round) is too short to
 give a rate, and the next is twice as long. The windows are recorded, and
 whether the rate settled."""
 import hashlib
+import random
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
 WINDOW_S = 1.0   # one warm-up window, doubled while a window holds less than a round
+# The phases outside the rounds (ab -k against wrk, the working set, the
+# store benchmark) repeat this often, or BENCH_REPETITIONS if fewer.
+PHASE_REPETITIONS = 3
+WINDOW_WARM_UP_S = 1  # a round's counted window follows this much load on the same path, not counted
 AGREE = 0.02     # two consecutive windows within this share of each other: settled
 
 
@@ -65,6 +70,12 @@ def repetition_orders(names: list[str], repetitions: int, seed: str) -> list[lis
         return [[] for _ in range(repetitions)]
     start = seeded_start(seed, len(rows))
     return [[names[i] for i in rows[(start + r) % len(rows)]] for r in range(repetitions)]
+
+
+def round_order(names: list[str], seed: str, round_: int) -> list[str]:
+    """A round's order: a fresh permutation of `names`, drawn from the seed
+    and the round's number alone, so anyone can draw it again."""
+    return random.Random(f"{seed}:{round_}").sample(names, len(names))
 
 
 @dataclass
@@ -148,5 +159,6 @@ class Schedule:
         self.warm_ups[f"{name} {phase}"] = warm.to_dict()
 
     def to_dict(self) -> dict:
-        return {"design": "williams", "seed": self.seed, "warm_up_window_s": WINDOW_S, "warm_up_agree": AGREE,
+        return {"design": "rounds: shuffled; other phases: williams", "seed": self.seed,
+                "warm_up_window_s": WINDOW_S, "warm_up_agree": AGREE,
                 "orders": self.orders, "warm_ups": self.warm_ups}

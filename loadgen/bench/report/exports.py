@@ -3,20 +3,23 @@ results.csv (a row per case and tool, the headline's columns, `refused`:
 the answers that were not 2xx over its repetitions), Bencher's
 Metric Format (bencher.json) and github-action-benchmark's custom formats
 (github-benchmark-bigger.json, github-benchmark-smaller.json). Failed cases
-have no number: a row in the CSV with its error, nothing in the JSONs."""
+have no number: a row in the CSV with its error, nothing in the JSONs. A
+ratio to nginx-static from the rounds carries its 95% interval (low, high)
+and its round count wherever it goes."""
 import csv
 import io
 import json
 from pathlib import Path
 
-from .headline import BASELINE, open_loop_for, size_label, store_of, target_ms
+from .headline import BASELINE, open_loop_for, round_ratios, size_label, store_of, target_ms
 from ..results import Results
 
 CSV = "results.csv"
 BENCHER = "bencher.json"
 BIGGER, SMALLER = "github-benchmark-bigger.json", "github-benchmark-smaller.json"
 COLUMNS = ["target", "store", "size", "file", "concurrency", "tool", "status", "rps", "rps_min", "rps_max",
-           "rps_ratio_to_nginx_static", "cpu_ms_per_request", "cpu_ratio_to_nginx_static", "p50_ms", "p99_ms",
+           "rps_ratio_to_nginx_static", "rps_ratio_low", "rps_ratio_high", "cpu_ms_per_request",
+           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "ratio_rounds", "p50_ms", "p99_ms",
            "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
 AB_KEEPALIVE = "ab-k"
 
@@ -43,6 +46,11 @@ def rows(results: Results) -> list[dict]:
                             target_ms(r), target_ms(base) if base else None), p50_ms=r.p50_ms, p99_ms=r.p99_ms)
             if loop is not None and loop.ok:
                 row |= dict(open_loop_rate=loop.rate, open_loop_p99_ms=loop.p99_ms)
+            found = round_ratios(results, r.target, r.file, r.concurrency)
+            for metric, column in (("rps", "rps_ratio"), ("cpu", "cpu_ratio")):
+                if found.get(metric):
+                    row |= {f"{column}_to_nginx_static": found[metric]["ratio"], f"{column}_low": found[metric]["low"],
+                            f"{column}_high": found[metric]["high"], "ratio_rounds": found[metric]["rounds"]}
         out.append(row)
     for c in results.comparisons:
         base = next((b for b in results.comparisons if (b.target, b.file, b.concurrency)
@@ -84,6 +92,10 @@ def bencher(results: Results) -> dict:
         measures = {"throughput": {"value": row["rps"], "lower_value": row["rps_min"], "upper_value": row["rps_max"]}}
         if row.get("cpu_ms_per_request") is not None:
             measures["cpu-ms-per-request"] = {"value": row["cpu_ms_per_request"]}
+        for column, measure in (("rps_ratio", "ratio-to-nginx-static"), ("cpu_ratio", "cpu-ratio-to-nginx-static")):
+            if row.get(f"{column}_low") is not None:
+                measures[measure] = {"value": row[f"{column}_to_nginx_static"], "lower_value": row[f"{column}_low"],
+                                     "upper_value": row[f"{column}_high"]}
         out[benchmark_name(row)] = measures
         if row.get("open_loop_p99_ms") is not None:
             out.setdefault(f"{row['target']}/{row['size']}/open-loop", {"latency": {
@@ -102,6 +114,12 @@ def github_benchmark(results: Results) -> tuple[list[dict], list[dict]]:
         half = (row["rps_max"] - row["rps_min"]) / 2
         bigger.append({"name": f"{name} requests/s", "unit": "req/s", "value": row["rps"], "range": f"± {half:.1f}",
                        "extra": row["flags"]})
+        if row.get("rps_ratio_low") is not None:
+            bigger.append({"name": f"{name} requests/s ratio to nginx-static", "unit": "x",
+                           "value": row["rps_ratio_to_nginx_static"],
+                           "range": (f"[{row['rps_ratio_low']}, {row['rps_ratio_high']}] over "
+                                     f"{row['ratio_rounds']} rounds"),
+                           "extra": "geometric mean of the rounds' ratios, 95% interval"})
         if row.get("cpu_ms_per_request") is not None:
             smaller.append({"name": f"{name} CPU per request", "unit": "ms", "value": row["cpu_ms_per_request"],
                             "extra": f"the {row['target']} container's CPU time per request"})

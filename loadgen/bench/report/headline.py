@@ -4,9 +4,9 @@ and sentences as data, so every rendering states the same figures."""
 from dataclasses import dataclass, field
 
 from ..results import OpenLoop, Results, Run
+from ..measure.rounds import BASELINE
 from ..measure.usage import CORE_SATURATED, LOADGEN_BOUND
 
-BASELINE = "nginx-static"
 # What each serving path stores its files in, for grouping rows; a path not
 # listed is shown under "other".
 STORES = {"nginx-static": "disk", "httpd-static": "disk", "nginx-gridfs": "GridFS", "flask": "GridFS",
@@ -62,13 +62,18 @@ def headline_level(results: Results) -> int:
 @dataclass
 class HeadlineRow:
     """One target and size at the headline's concurrency. Ratios are to
-    nginx-static's figure in the same run (None: no usable baseline)."""
+    nginx-static's figure in the same run (None: no usable baseline): from
+    the rounds (results.rounds) the geometric mean of the rounds' ratios,
+    `rps` and `cpu` holding each one's interval and round count; from an
+    older results.json, the median repetition's over nginx-static's."""
     run: Run
     loop: OpenLoop | None
     rps_ratio: float | None = None
     cpu_ratio: float | None = None
     baseline_flagged: bool = False  # the ratio's nginx-static figure was loadgen-bound or core-saturated
     flags: list[str] = field(default_factory=list)
+    rps: dict | None = None   # bench.measure.rounds.Ratio as a dict
+    cpu: dict | None = None
 
     @property
     def target(self) -> str:
@@ -87,6 +92,27 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return value / base if value is not None and base else None
 
 
+def round_ratios(results: Results, target: str, file: str, c: int) -> dict:
+    """The rounds' ratios of one path and case ({} before rounds existed)."""
+    return next((r for r in (results.rounds or {}).get("rows", [])
+                 if (r["target"], r["file"], r["concurrency"]) == (target, file, c)), {})
+
+
+def ratio_words(found: dict | None, fallback: float | None = None) -> str:
+    """A ratio as the report prints it: '0.16 [0.14, 0.18] (8)', the centre
+    and its 95% interval over 8 rounds; '≤ 1.02 (8)' when the baseline
+    measured the load generator (the ratio is then at most that); without
+    an interval, the round count says why."""
+    if not found:
+        return "-" if fallback is None else f"{fallback:.2f}"
+    n = found["rounds"]
+    if found.get("bound"):
+        return f"≤ {found['ratio']:.2f} ({n})"
+    if found.get("low") is None:
+        return f"{found['ratio']:.2f} ({n}, no interval)"
+    return f"{found['ratio']:.2f} [{found['low']:.2f}, {found['high']:.2f}] ({n})"
+
+
 def headline_rows(results: Results) -> list[HeadlineRow]:
     c = headline_level(results)
     rows = []
@@ -101,10 +127,44 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
                 continue
             base_ok = base is not None and base.ok
             flagged = base_ok and t != BASELINE and bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
-            rows.append(HeadlineRow(run, loop, _ratio(run.rps, base.rps if base_ok else None),
-                                    _ratio(target_ms(run), target_ms(base) if base_ok else None), flagged,
-                                    list(run.flags)))
+            found = round_ratios(results, t, file, c)
+            rps, cpu = found.get("rps"), found.get("cpu")
+            rows.append(HeadlineRow(run, loop,
+                                    rps["ratio"] if rps else _ratio(run.rps, base.rps if base_ok else None),
+                                    cpu["ratio"] if cpu else _ratio(target_ms(run), target_ms(base) if base_ok
+                                                                    else None),
+                                    flagged, list(run.flags), rps, cpu))
     return rows
+
+
+def apart(a: dict | None, b: dict | None) -> bool:
+    """Two ratios told apart: both have intervals and they do not overlap."""
+    return bool(a and b and a.get("low") and b.get("low") and (a["low"] > b["high"] or b["low"] > a["high"]))
+
+
+def fastest_sentence(results: Results, file: str, c: int, others: list[Run], base: Run) -> str:
+    """The fastest path after nginx-static at the largest size, said only as
+    far as the intervals allow; and the cheapest in its own CPU."""
+    ranked = sorted(others, key=lambda r: r.rps, reverse=True)
+    found = {r.target: round_ratios(results, r.target, file, c) for r in ranked}
+    fastest = ranked[0]
+    rps = found[fastest.target].get("rps")
+    words = (f"At {size_label(file)} and concurrency {c}, the fastest path after nginx-static was "
+             f"**{fastest.target}** ({store_of(fastest.target)}) at "
+             f"{ratio_words(rps, fastest.rps / base.rps)}× nginx-static's requests per second")
+    if len(ranked) > 1 and rps and not apart(rps, found[ranked[1].target].get("rps")):
+        words += f", not told apart from **{ranked[1].target}**'s {ratio_words(found[ranked[1].target].get('rps'))}"
+    def cpu_ratio(r: Run) -> float | None:
+        cpu = found[r.target].get("cpu")
+        return cpu["ratio"] if cpu else (target_ms(r) / target_ms(base) if target_ms(r) and target_ms(base) else None)
+
+    cheapest = min((r for r in others if cpu_ratio(r) is not None), key=cpu_ratio, default=None)
+    if cheapest:
+        words += (f"; the cheapest in its own CPU per request was **{cheapest.target}** at "
+                  f"{ratio_words(found[cheapest.target].get('cpu'), cpu_ratio(cheapest))}× nginx-static's.")
+    else:
+        words += "."
+    return words + (" Ratios: geometric mean over rounds [95% interval] (rounds)." if rps else "")
 
 
 def ferretdb(results: Results) -> bool:
@@ -125,14 +185,7 @@ def sentences(results: Results) -> list[str]:
     failed = [r for r in results.runs if not r.ok]
     lines = []
     if base and base.ok and others:
-        fastest = max(others, key=lambda r: r.rps)
-        cheapest = min((r for r in others if target_ms(r) is not None), key=target_ms, default=None)
-        lines.append(f"At {size_label(largest)} and concurrency {c}, the fastest path after nginx-static was "
-                     f"**{fastest.target}** ({store_of(fastest.target)}) at "
-                     f"{fastest.rps / base.rps:.2f}× nginx-static's requests per second"
-                     + (f"; the cheapest in its own CPU per request was **{cheapest.target}** at "
-                        f"{target_ms(cheapest) / target_ms(base):.1f}× nginx-static's."
-                        if cheapest and target_ms(base) else "."))
+        lines.append(fastest_sentence(results, largest, c, others, base))
     if ferretdb(results):
         lines.append("The database is FerretDB, not MongoDB, so every GridFS row is bound by it: read those "
                      "rows by CPU per request, not by requests per second.")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import markdown as md
 from .headline import (BASELINE, concurrencies, files, grouped, headline_level, headline_rows, open_loop_for,
-                       sentences, size_label, timed_targets)
+                       ratio_words, sentences, size_label, timed_targets)
 from .md_html import inline, table, to_html
 from .ab import render_ab
 from .svg import PALETTE, IntervalRow, Point, Row, interval_chart, line_chart, stacked_bars, strip_chart
@@ -92,11 +92,10 @@ def _headline(results: Results) -> str:
         d = dagger if h.baseline_flagged else ""
         p99 = ("failed" if loop and not loop.ok else
                f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s " + " ".join(_flag(f) for f in loop.flags) if loop else "-")
-        ratio = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         rows.append(f'<tr {key}><td>{escape(h.target)}</td><td>{h.store}</td><td>{h.size}</td>'
                     f'<td class="num" data-col="rps">{run.rps:.0f}</td>'
-                    f'<td class="num" data-col="rps-ratio">{ratio(h.rps_ratio)}{d}</td>'
-                    f'<td class="num" data-col="cpu-ratio">{ratio(h.cpu_ratio)}{d}</td>'
+                    f'<td class="num" data-col="rps-ratio">{escape(ratio_words(h.rps, h.rps_ratio))}{d}</td>'
+                    f'<td class="num" data-col="cpu-ratio">{escape(ratio_words(h.cpu, h.cpu_ratio))}{d}</td>'
                     f'<td class="num" data-col="p99">{p99}</td>'
                     f'<td data-col="bottleneck"><abbr class="flag" title="{escape(BOTTLENECK_NOTE)}">'
                     f'{escape(run.bottleneck or "-")}</abbr></td>'
@@ -345,6 +344,7 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
                                                                      else "complete")
     sections = [
         ("headline", "Headline", _headline(results)),
+        ("rounds", "Rounds: what each ratio rests on", to_html(md._rounds(results)[1:])),
         ("rps", "Requests per second, every repetition", _rps_charts(results) if results.runs else ""),
         ("cpu", "CPU per request by container", _cpu_charts(results)),
         ("open-loop", "Latency at a fixed rate", _open_loop(results)),

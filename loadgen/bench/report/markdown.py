@@ -6,8 +6,9 @@ against wrk, the sweep, every case, what the run cost). A failed case reads
 "failed" in every table, never a number."""
 from . import seed000, seed002
 from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferretdb as _ferretdb, files as _files,
-                       grouped as _grouped, headline_level as _headline_level, headline_rows, sentences,
+                       grouped as _grouped, headline_level as _headline_level, headline_rows, ratio_words, sentences,
                        size_label as _size, timed_targets as _timed_targets)
+from ..measure.rounds import mean_positions
 from ..results import NOISY, Results, Run, StorePass
 from ..measure.stats import NOISY_MAD, TOOLS_DISAGREE
 from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, DISTURBED,
@@ -200,10 +201,6 @@ def _heading(results: Results) -> list[str]:
 
 
 # --- the headline --------------------------------------------------------------
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
     rows, seen, baseline_flagged = [], set(), False
     for h in headline_rows(results):
@@ -216,8 +213,8 @@ def _headline_rows(results: Results) -> tuple[list[list[str]], set[str], bool]:
         seen |= set(run.flags) | (set(loop.flags) if loop else set())
         p99 = ("failed" if loop and not loop.ok else
                f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s{_marks(loop.flags)}" if loop else "-")
-        rows.append([h.target, h.store, h.size, f"{run.rps:.0f}", _ratio(h.rps_ratio) + dagger,
-                     _ratio(h.cpu_ratio) + dagger, p99, run.bottleneck or "-",
+        rows.append([h.target, h.store, h.size, f"{run.rps:.0f}", ratio_words(h.rps, h.rps_ratio) + dagger,
+                     ratio_words(h.cpu, h.cpu_ratio) + dagger, p99, run.bottleneck or "-",
                      " ".join(run.flags) + (" (baseline flagged)" if h.baseline_flagged else "")])
     return rows, seen, baseline_flagged
 
@@ -243,6 +240,40 @@ def _headline(results: Results) -> list[str]:
              "generator; a core two active containers shared; the target's or the database's own CPU allowance "
              "used to 90%; else none: the path waited with CPU to spare).", "",
              *_legend(seen, baseline_flagged)])
+
+
+def _rounds(results: Results) -> list[str]:
+    """How the rounds ran and what each headline ratio rests on: its width,
+    the per-round sd of its log, its rounds, and whether it converged."""
+    found = results.rounds or {}
+    rows = [r for r in found.get("rows", []) if r.get("headline")]
+    if not rows:
+        return []
+    width = found.get("target_width")
+
+    def cells(ratio: dict | None) -> list[str]:
+        if not ratio:
+            return ["-", "-", "-"]
+        return [ratio_words(ratio), f"x/÷{ratio['width']:.3f}" if ratio.get("width") else "-",
+                f"{ratio['sd']:.3f}" if ratio.get("sd") is not None else "-"]
+
+    def state(r: dict) -> str:
+        if r.get("converged_at"):
+            return f"within at round {r['converged_at']}"
+        return f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
+
+    table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]), state(r)]
+             for r in sorted(rows, key=lambda r: (r["file"], r["target"]))]
+    positions = mean_positions({k: v for k, v in (results.schedule.get("orders") or {}).items()
+                                if k.endswith(f"c={rows[0]['concurrency']}")})
+    return ["## Rounds", "",
+            f"{found.get('rounds')} rounds at c={rows[0]['concurrency']}, stopped: {found.get('stopped')}"
+            + (f"; target width x/÷{width:g}" if width else "") + f". Each round timed every path once in a fresh "
+            f"order from the run's seed; a ratio is the {found.get('estimator')}; width: the interval as x/÷ its "
+            "centre; sd: of the rounds' log ratios. Mean position in the rounds (1 = first): "
+            + ", ".join(f"{name} {p:g}" for name, p in positions.items()) + ".", "",
+            *_table(["target", "size", "req/s ratio", "width", "sd", "CPU/request ratio", "width", "sd", "rounds",
+                     "interval"], table), ""]
 
 
 # --- checks ---------------------------------------------------------------------
@@ -685,7 +716,7 @@ def _warnings(results: Results) -> list[str]:
 
 
 def render_markdown(results: Results) -> str:
-    lines = _heading(results) + _warnings(results) + _headline(results) + _verification(results) \
+    lines = _heading(results) + _warnings(results) + _headline(results) + _rounds(results) + _verification(results) \
         + _conformance(results)
     if results.runs:
         lines += _requests_per_second(results)
