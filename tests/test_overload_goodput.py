@@ -234,4 +234,4 @@ def test_overload_window_runs_vegeta_open_and_closed_loop(vegeta, loopback_nginx
     assert closed.whole == closed.sent > 100 and closed.failures == {} and closed.workers == 2
     assert open_.whole == open_.sent and 190 <= open_.sent_rate <= 210 and open_.whole_rate <= 210
     for f in found.values():
-        assert 0.9e9 <= f["ended_ns"] - f["started_ns"] <= 5e9 and f["load_cpu_seconds"] > 0 and f["threads"] >= 1
+        assert f["ended_ns"] - f["started_ns"] >= 0.9e9 and f["load_cpu_seconds"] > 0 and f["threads"] >= 1
