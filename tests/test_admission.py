@@ -104,9 +104,9 @@ def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_st
 
 
 
-def test_a_refusal_keeps_the_short_wait_for_a_target():
+def test_a_waiter_that_gave_up_keeps_the_short_wait_for_a_target():
     policy = AdmissionPolicy(maximum=10, deadline=1.0)
-    policy.refused(now=20.0)
+    policy.waited_in_vain(now=20.0)
     assert policy.overloaded(now=20.2) and not policy.overloaded(now=20.3)
 
 

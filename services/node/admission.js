@@ -17,8 +17,9 @@
 // - a bounded wait for a place, in order: only for a queue expected to
 //   drain within QUEUE_SHARE of the deadline (else refused at once), and
 //   no longer than SHORT_WAIT_MS once the queue stands (not emptied within
-//   that budget, and for a target after that or after a refusal: CoDel for
-//   request queues), the newest waiter served first then (adaptive LIFO).
+//   that budget, and for a target after that or after a waiter gave up:
+//   CoDel for request queues), the newest waiter served first then
+//   (adaptive LIFO).
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.5;
@@ -51,7 +52,7 @@ class Admission {
   }
 
   // The queue has not emptied within its budget (standing, not a burst), or
-  // was so, or refused a request, less than a target ago: a queue that
+  // was so, or a waiter gave up, less than a target ago: a queue that
   // empties only as its waiters give up is no burst either.
   overloaded(now) {
     if (this.#waiters.length > 0 && now - this.queueEmptyAt > this.queueBudgetMs) {
@@ -77,10 +78,8 @@ class Admission {
       return Promise.resolve(now);
     }
     const until = now + Math.min(this.waitAllowed(now), deadline - now);
-    if (until <= now || signal.aborted) {
-      if (!signal.aborted) this.overloadedUntil = now + this.targetMs;
-      return Promise.resolve(null);
-    }
+    // (A refusal here leaves no mark: the queue ahead is the overload's measure.)
+    if (until <= now || signal.aborted) return Promise.resolve(null);
     if (this.#waiters.length === 0) this.queueEmptyAt = now;
     return new Promise((resolve) => {
       let timer;

@@ -501,8 +501,11 @@ class Semaphore {
 
 const mongoSlots = new Semaphore(MAX_STREAMS);
 const openStreams = new Semaphore(MAX_OPEN_STREAMS);
-// At most MAX_STREAMS admitted at once: each takes a slot for its lookup.
-const admission = new Admission(MAX_STREAMS, REQUEST_DEADLINE_MS);
+// Admitted at once: up to MAX_OPEN_STREAMS, as the responses under way; an
+// admitted request may then wait for one of the MAX_STREAMS slots, shared
+// with the later batches of bodies under way, and that wait is in the
+// latency the limit adapts to.
+const admission = new Admission(MAX_OPEN_STREAMS, REQUEST_DEADLINE_MS);
 
 // Refusals counted and logged at most once a second: one line per refusal
 // would cost the path its refusals' speed.

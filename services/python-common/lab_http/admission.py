@@ -22,7 +22,8 @@ its capacity at 1000 clients, node 6%). So:
   SHORT_WAIT once the queue stands, CoDel for request queues ("Fail at
   Scale", ACM Queue 2015): not emptied within the time a request may wait
   in it (a burst that drains sooner waits and is served: 20 clients at
-  once on one place), and for a TARGET after that or after a refusal;
+  once on one place), and for a TARGET after that or after a waiter gave
+  up (a refusal at the door leaves no mark: it may be a burst's tail);
   then the newest waiter goes first (adaptive LIFO), the oldest being the
   nearest to its refusal. Without the short wait, waiters the estimate
   misjudged on a busy machine were refused after the whole budget (a
@@ -69,7 +70,7 @@ class AdmissionPolicy:
 
     def overloaded(self, now: float) -> bool:
         """The queue has not emptied within its budget (standing, not a
-        burst), or was so, or refused a request, less than a TARGET ago: a
+        burst), or was so, or a waiter gave up, less than a TARGET ago: a
         queue that empties only as its waiters give up is no burst either."""
         if self.waiting > 0 and now - self.queue_empty_at > self.queue_budget:
             self.overloaded_until = now + self.target
@@ -81,7 +82,7 @@ class AdmissionPolicy:
         expected = (self.waiting + 1) * self.mean_latency / max(int(self.limit), 1)
         return budget if expected <= budget else 0.0
 
-    def refused(self, now: float) -> None:
+    def waited_in_vain(self, now: float) -> None:
         self.overloaded_until = now + self.target
 
     def queued(self, now: float) -> None:
@@ -129,8 +130,7 @@ class Admission:
             policy.in_flight += 1
             return now
         waited_until = now + min(policy.wait_allowed(now), deadline - now)
-        if waited_until <= now:
-            policy.refused(now)
+        if waited_until <= now:  # the queue ahead is the overload's measure: no mark
             return None
         waiter = Event()
         self.waiters.append(waiter)
@@ -143,10 +143,10 @@ class Admission:
                 if now >= waited_until or policy.overloaded(now):
                     break
         finally:
-            if not waiter.is_set():  # refused, or the greenlet was killed
+            if not waiter.is_set():  # it waited in vain, or the greenlet was killed
                 self.waiters.remove(waiter)
                 policy.dequeued(self.clock())
-                policy.refused(self.clock())
+                policy.waited_in_vain(self.clock())
         return self.clock() if waiter.is_set() else None
 
     def finished(self, admitted_at: float, failed: bool) -> None:
