@@ -4,10 +4,9 @@
 A slot is held only while the database is read (the lookup and first chunk batch,
 then each later batch), so the tests hold slots by freezing FerretDB under
 requests: a request beyond the bound (a body, a HEAD, a conditional GET:
-each looks the file up) waits its turn in admission's queue (admission.js),
-and once the queue has stood for half the deadline is refused with "server
-busy" (issue 39; it waited NODE_STREAM_WAIT_MS for the store-unavailable
-503 before); what needs no lookup (/health, a name
+each looks the file up) waits its turn, at most NODE_STREAM_WAIT_MS, then
+gets the store-unavailable 503 (admission, admission.js, lets in at least 4
+at once: the holders and two waiters here); what needs no lookup (/health, a name
 refused) never waits; a client that stops reading holds no slot; every slot
 comes back, whether the body was sent whole, its client left, or its read
 failed; a bad setting stops the process at start."""
@@ -157,12 +156,11 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_requests_beyond_the_bound_wait_then_are_refused_while_health_is_at_once(node, ferretdb, files):
+def test_requests_beyond_the_bound_wait_then_are_503_while_health_is_at_once(node, ferretdb, files):
     head, _ = get(node, SMALL, "HEAD")
     etag = head.headers["ETag"]
-    with held_slots(node, ferretdb, MAX_STREAMS), ThreadPoolExecutor(3) as pool:
-        waiting = [pool.submit(get, node, SMALL), pool.submit(get, node, SMALL, "HEAD"),
-                   pool.submit(get, node, SMALL, **{"If-None-Match": etag})]
+    with held_slots(node, ferretdb, MAX_STREAMS), ThreadPoolExecutor(2) as pool:
+        waiting = [pool.submit(get, node, SMALL), pool.submit(get, node, SMALL, "HEAD", **{"If-None-Match": etag})]
         time.sleep(0.2)
         assert not any(w.done() for w in waiting), "a request beyond the bound did not wait"
         started = time.monotonic()
@@ -171,13 +169,11 @@ def test_requests_beyond_the_bound_wait_then_are_refused_while_health_is_at_once
         assert health.status_code == 200 and refused.status_code in (400, 404)
         assert time.monotonic() - started < WAIT_S / 3
         answers = [w.result() for w in waiting]
-    assert [r.status_code for r, _ in answers] == [503, 503, 503]
+    assert [r.status_code for r, _ in answers] == [503, 503]
     assert all(r.headers["Retry-After"] == "1" for r, _ in answers)
-    assert answers[0][0].content == b"server busy\n"
-    # Refused once the queue stood for half the deadline (its budget).
-    budget = DEADLINE_S / 2
-    assert all(budget * 0.9 < elapsed < budget + 1.0 for _, elapsed in answers), [e for _, e in answers]
-    assert "requests refused" in node.log()
+    assert answers[0][0].content == b"storage unavailable\n"
+    assert all(WAIT_S * 0.9 < elapsed < WAIT_S + 1.5 for _, elapsed in answers), [e for _, e in answers]
+    assert "NODE_STREAM_WAIT_MS" in node.log()
 
 
 def test_waiters_are_served_whole_once_slots_free(node, ferretdb, files):
