@@ -16,10 +16,9 @@
 //   or MongoDB failed, never below INITIAL_LIMIT;
 // - a bounded wait for a place, in order: only for a queue expected to
 //   drain within QUEUE_SHARE of the deadline (else refused at once), and
-//   no longer than SHORT_WAIT_MS once the queue stands (not emptied within
-//   that budget, and for a target after that or after a waiter gave up:
-//   CoDel for request queues), the newest waiter served first then
-//   (adaptive LIFO).
+//   only SHORT_WAIT_MS once the queue stands (not emptied within that
+//   budget, or a waiter gave up less than a target ago: CoDel for request
+//   queues); those already waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.5;
@@ -95,18 +94,10 @@ class Admission {
         if (this.#waiters.length === 0) this.queueEmptyAt = this.clock();
         settle(null);
       };
-      // In slices: once the queue turns out to be standing, a waiter given
-      // a burst's budget is refused after its slice.
-      const slice = () => {
-        const at = this.clock();
-        if (at >= until || this.overloaded(at)) {
-          this.overloadedUntil = at + this.targetMs;
-          leave();
-        } else {
-          timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, until - at));
-        }
-      };
-      timer = setTimeout(slice, Math.min(SHORT_WAIT_MS, until - now));
+      timer = setTimeout(() => {
+        this.overloadedUntil = this.clock() + this.targetMs; // it waited in vain
+        leave();
+      }, until - now);
       signal.addEventListener('abort', leave, { once: true });
       this.#waiters.push(grant);
     });
@@ -133,7 +124,7 @@ class Admission {
       this.limit = Math.min(this.maximum, this.limit + step);
     }
     while (this.#waiters.length > 0 && this.hasRoom()) {
-      const grant = this.overloaded(now) ? this.#waiters.pop() : this.#waiters.shift();
+      const grant = this.#waiters.shift();
       if (this.#waiters.length === 0) this.queueEmptyAt = now;
       this.inFlight++;
       grant();

@@ -16,18 +16,16 @@ its capacity at 1000 clients, node 6%). So:
   the machine (1 KB: hundreds at once; 1 MB on FerretDB: about ten).
   Latency rather than a gradient from the smallest latency seen: a path's
   latencies differ by file size, its deadline does not;
-- a bounded wait for a place, in order: only for a queue expected to
-  drain within QUEUE_SHARE of the deadline (its length times the mean
-  latency over the limit; else refused at once), and no longer than
+- a bounded wait for a place, in order (FIFO): only for a queue expected
+  to drain within QUEUE_SHARE of the deadline (its length times the mean
+  latency over the limit; else refused at once, in microseconds), and only
   SHORT_WAIT once the queue stands, CoDel for request queues ("Fail at
-  Scale", ACM Queue 2015): not emptied within the time a request may wait
-  in it (a burst that drains sooner waits and is served: 20 clients at
-  once on one place), and for a TARGET after that or after a waiter gave
-  up (a refusal at the door leaves no mark: it may be a burst's tail);
-  then the newest waiter goes first (adaptive LIFO), the oldest being the
-  nearest to its refusal. Without the short wait, waiters the estimate
-  misjudged on a busy machine were refused after the whole budget (a
-  second; the refusals' p99 must stay under 100 ms in steady overload).
+  Scale", ACM Queue 2015): it has not emptied within that budget, or a
+  waiter gave up less than a TARGET ago. A burst that drains in time waits
+  and is served (40 clients at once on four places); in steady overload
+  the newcomers' short waits time out and keep the queue in that state,
+  so refusals stay fast. Those already waiting keep their budget: cut at
+  the onset, they were refused after most of it (a p99 of 800 ms).
 
 The policy is plain arithmetic on times given (AdmissionPolicy); the Python
 paths wait with gevent (Admission), node has the same policy in JavaScript
@@ -129,19 +127,14 @@ class Admission:
         if policy.has_room() and not self.waiters:
             policy.in_flight += 1
             return now
-        waited_until = now + min(policy.wait_allowed(now), deadline - now)
-        if waited_until <= now:  # the queue ahead is the overload's measure: no mark
+        wait = min(policy.wait_allowed(now), deadline - now)
+        if wait <= 0:  # the queue ahead is the overload's measure: no mark
             return None
         waiter = Event()
         self.waiters.append(waiter)
         policy.queued(now)
         try:
-            # In slices: once the queue turns out to be standing, a waiter
-            # given a burst's budget is refused after its slice.
-            while not waiter.wait(max(0.0, min(SHORT_WAIT, waited_until - self.clock()))):
-                now = self.clock()
-                if now >= waited_until or policy.overloaded(now):
-                    break
+            waiter.wait(wait)
         finally:
             if not waiter.is_set():  # it waited in vain, or the greenlet was killed
                 self.waiters.remove(waiter)
@@ -153,8 +146,6 @@ class Admission:
         policy = self.policy
         policy.finished(admitted_at, self.clock(), failed)
         while self.waiters and policy.has_room():
-            now = self.clock()
-            waiter = self.waiters.pop() if policy.overloaded(now) else self.waiters.popleft()
-            policy.dequeued(now)
+            policy.dequeued(self.clock())
             policy.in_flight += 1
-            waiter.set()
+            self.waiters.popleft().set()
