@@ -24,7 +24,8 @@ def matrix():
     env = {**os.environ, "RESULTS_DIR": str(results), "MATRIX_ENV_FILE": "local.env", "MATRIX_PROJECT": PROJECT,
            "MATRIX_RUN_TIMEOUT": "1200", "BENCH_TARGETS": "nginx-static flask", "FILE_SIZES": "1KB",
            "BENCH_CONCURRENCY": "5", "BENCH_DURATION": "1", "BENCH_WARMUP": "1", "BENCH_MIN_REQUESTS": "0",
-           "BENCH_REPETITIONS": "3", "BENCH_TARGET_WIDTH": "off", "BENCH_TOOLS": "ab", "BENCH_OPEN_LOOP": "0", "BENCH_SWEEP": "off",
+           "BENCH_REPETITIONS": "3", "BENCH_TARGET_WIDTH": "off",
+           "BENCH_TOOLS": "ab", "BENCH_OPEN_LOOP": "0", "BENCH_SWEEP": "off",
            "BENCH_PROFILE": "full", "BENCH_WRITE": "off", "FILE_SET": "off"}
     try:
         done = subprocess.run([sys.executable, str(REPO / "tools" / "matrix.py"), "GUNICORN_WORKERS", "1", "2"],

@@ -11,7 +11,7 @@ from ..measure import cache_log, rounds as rounds_mod, usage
 from ..measure.rounds import BASELINE
 from ..measure.bottleneck import bottleneck, link_bound
 from ..measure.monitor import Monitor, MonitorError, read_proc_stat
-from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, say, warm_up_seconds
+from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, clock, say, warm_up_seconds
 from .quiet import wait_until_quiet
 from .schedule import PHASE_REPETITIONS, WINDOW_WARM_UP_S, Schedule, WarmUp, round_order, warm_up
 from ..results import (Comparison, OpenLoop, Results, Run, SweepPoint, TargetResult, ToolResult, failed_run,
@@ -216,7 +216,10 @@ class Timer:
             for case in state:
                 case.judge(self.cfg, count)
             still_open = any(case.open(self, targets) for case in state)
-            stopped = stop_reason(self.cfg, still_open, count, time.monotonic() - began, deadline)
+            took = time.monotonic() - began
+            stopped = stop_reason(self.cfg, still_open, count, took, deadline)
+            if count == 1 and not stopped:
+                say(rounds_outlook(self.cfg, took, deadline))
             if stopped:
                 break
         self.results.rounds = rounds_record(self.cfg, state, count, stopped, self.results.rounds)
@@ -545,6 +548,21 @@ def stop_reason(cfg, still_open: bool, count: int, last_round_s: float, deadline
     if deadline is not None and time.monotonic() + last_round_s > deadline:
         return "budget"
     return ""
+
+
+def rounds_outlook(cfg, took: float, deadline: float | None) -> str:
+    """After the first round: how many more fit, and when the rounds end."""
+    wanted = max(cfg.repetitions, rounds_mod.MIN_ROUNDS if cfg.target_width else 1) - 1
+    if deadline is None:
+        return f"round 1 took {clock(took)}: about {clock(wanted * took)} more for {wanted} more rounds"
+    fit = max(0, int((deadline - time.monotonic()) // took)) if took > 0 else 0
+    words = (f"round 1 took {clock(took)}: {fit} more fit the budget, so the rounds end within about "
+             f"{clock(min(fit, rounds_mod.MAX_ROUNDS - 1) * took)}")
+    if cfg.target_width:
+        words += f" (sooner once every ratio is within x/÷{cfg.target_width:g}; rounds then shorten as paths leave)"
+    if fit < wanted:
+        words += f"; WARNING: fewer than the {wanted + 1} rounds an interval needs"
+    return words
 
 
 def rounds_record(cfg, cases: list[CaseRounds], count: int, stopped: str, earlier: dict) -> dict:
