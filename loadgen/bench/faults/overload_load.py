@@ -5,9 +5,9 @@ RATE requests/s (open loop, up to WORKERS connections), or with RATE 0 as
 WORKERS clients each asking again as soon as answered (closed loop: a
 capacity step). Each request times out after SECONDS (an answer later
 than the window is no goodput: its client has left), so no window drains
-for longer than it loaded. Its answers are tallied as they stream out of `vegeta
-encode` (faults.overload.tally: no file, however many), and one JSON line
-printed: the tally, the attack's wall-clock edges and the CPU the load
+for longer than it loaded. Its answers are tallied as they stream out of
+`vegeta encode` (faults.overload.tally: no file, however many), and one
+JSON line printed: the tally, the attack's wall-clock edges and the CPU the load
 side used (vegeta and this tally), with the threads it could use."""
 import json
 import os
@@ -22,7 +22,6 @@ from ..clients.vegeta_output import VegetaOutputError, parse_result
 from .overload import request_timeout, tally
 
 GRACE_S = 30  # past the duration and one request's timeout: vegeta's own exit, then it is killed
-
 
 
 def pace(rate: float, workers: int) -> list[str]:
