@@ -15,7 +15,7 @@ from bench.settings import SettingsError, from_env
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import hosts  # noqa: E402
-from lab_compose import LabError  # noqa: E402
+from lab_compose import LabError, settings_in  # noqa: E402
 
 SPLIT = "loadgen=default@10.99.0.1 paths=unix:///run/docker-lab-b.sock@10.99.0.2 " \
         "db=unix:///run/docker-lab-b.sock@10.99.0.2"
@@ -68,8 +68,55 @@ def test_the_load_generator_alone_reaches_paths_and_databases_over_the_link(conf
     # published on the link address only, never on every address
     published = [p for plan in plans.values() for s in plan["services"].values() for p in s.get("ports", [])]
     assert published and all(p.startswith(("10.99.0.1:", "10.99.0.2:")) for p in published)
-    assert b["services"]["mongo"]["ports"] == ["10.99.0.2:27017:27017"]
+    assert b["services"]["mongo"]["ports"] == ["10.99.0.2:27017:27017"]  # the seed and bench reach it from A
+    assert b["services"]["postgres"]["ports"] == ["10.99.0.2:5432:5432"]
+    assert "ports" not in a["services"]["cadvisor"]  # bench reads its own host's by name
     assert "extra_hosts" not in b["services"]["nginx-gridfs"]  # the databases are on its own engine
+
+
+@pytest.mark.lab  # docker compose config (the config fixture)
+def test_the_databases_take_logins_and_are_published_only_for_another_engine(config, tmp_path):
+    one = hosts.override(hosts.parse_hosts("loadgen=default@10.0.0.1 paths=default@10.0.0.1 db=default@10.0.0.1"),
+                         config["services"], ["flask"])["default"]["services"]
+    assert "ports" not in one["mongo"] and "ports" not in one["postgres"]  # every client beside them
+    # the databases beside the load generator, the paths on another engine: they reach them over the link
+    apart = hosts.override(hosts.parse_hosts("loadgen=default@10.0.0.1 paths=b@10.0.0.2 db=default@10.0.0.1"),
+                           config["services"], ["flask"])
+    assert apart["default"]["services"]["postgres"]["ports"] == ["10.0.0.1:5432:5432"]
+    assert apart["b"]["services"]["flask"]["extra_hosts"] == ["mongo:10.0.0.1", "postgres:10.0.0.1"]
+    # every client logs in; the overrides name the run's passwords, never hold them
+    plans = hosts.override(hosts.parse_hosts(SPLIT), config["services"], ["flask"], "authMechanism=PLAIN")
+    b = plans["unix:///run/docker-lab-b.sock"]["services"]
+    assert b["postgres"]["environment"]["POSTGRES_HOST_AUTH_METHOD"] == "scram-sha-256"
+    logins = tmp_path / "run.logins.env"
+    hosts.write_logins(logins)
+    assert logins.stat().st_mode & 0o777 == 0o600
+    passwords = settings_in(logins)
+    assert set(passwords) == set(hosts.PASSWORDS.values()) and len(set(passwords.values())) == 2
+    assert all(v not in json.dumps(plans) for v in passwords.values())
+    override = tmp_path / "override.json"
+    override.write_text(json.dumps({"services": b}))
+    merged = json.loads(subprocess.run(
+        ["docker", "compose", "--env-file", "local.env", "--env-file", str(logins), "--profile", "hosts",
+         "-f", "compose.yaml", "-f", str(override), "config", "--format", "json"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout)["services"]
+    mongo_password, postgres_password = passwords["LAB_MONGO_PASSWORD"], passwords["LAB_POSTGRES_PASSWORD"]
+    assert merged["mongo"]["environment"]["MONGO_INITDB_ROOT_PASSWORD"] == mongo_password
+    for client in ("seed", "flask"):
+        env = merged[client]["environment"]
+        assert env["MONGO_URI"] == f"mongodb://lab:{mongo_password}@mongo:27017/?authMechanism=PLAIN", client
+        assert env["POSTGRES_URL"] == f"postgresql://lab:{postgres_password}@postgres:5432/lab", client
+        assert env["GRIDFS_DB"], client  # compose.yaml's own settings kept beside the logins
+    hosts.write_logins(logins)
+    assert settings_in(logins).keys() == passwords.keys() and \
+        not set(settings_in(logins).values()) & set(passwords.values())  # new each run
+
+
+@pytest.mark.lab  # the local images (make local-images)
+def test_a_login_to_the_mongo_image_uses_what_its_label_says(config):
+    # the FerretDB stand-in takes PLAIN alone; an image without the label: MongoDB's SCRAM in admin
+    assert hosts.mongo_auth_options(config["services"]["mongo"]["image"]) == "authMechanism=PLAIN"
+    assert hosts.mongo_auth_options(config["services"]["postgres"]["image"]) == "authSource=admin"
 
 
 @pytest.mark.lab  # docker compose config (the config fixture)

@@ -14,9 +14,17 @@ several roles. LAB_HOSTS unset: today's single machine, untouched.
 This module plans the split (pure, tested): which services run where, and
 the compose override each engine gets: ports published on its link address
 only, the other roles' services reached by name through `extra_hosts`, and
-bench told each path's URL (BENCH_TARGET_URLS). `--plan` prints it."""
+bench told each path's URL (BENCH_TARGET_URLS). `--plan` prints it.
+
+Closed by default: both databases take logins (user `lab`, passwords made
+anew for each run), and are published on the link only when a role on
+another engine reaches them. The passwords live in the run's env file,
+.lab/hosts/PROJECT.logins.env (mode 0600, read by compose for the
+override's ${...}), never in an override, a results folder or a log line."""
 import json
+import os
 import re
+import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,6 +40,15 @@ DATABASES = ("mongo", "postgres")
 # a rerun against the databases writes nothing)
 LOADGEN = ("settings", "seed", "bench")
 DATABASE_PORTS = {"mongo": 27017, "postgres": 5432}
+# Neither connects to a database: every other service of a role is a client.
+NOT_CLIENTS = ("settings", "link", "cadvisor", *DATABASES)
+DATABASE_USER = "lab"  # postgres's POSTGRES_USER in compose.yaml, and mongo's root user
+# compose reads these from the run's env file (Split.logins), so the
+# overrides name them and hold no password
+PASSWORDS = {"mongo": "LAB_MONGO_PASSWORD", "postgres": "LAB_POSTGRES_PASSWORD"}
+# The connection string's options for a login where the mongo image's label
+# lab.mongo-auth-options says none: MongoDB's root user lives in admin.
+MONGO_AUTH_OPTIONS = "authSource=admin"
 PATH_PORT = 8080        # every serving path listens here inside its container
 FIRST_PATH_PORT = 18080  # published on the paths host: one port per path, in BENCH_TARGETS order
 CADVISOR_PORT = 18088    # each host's cAdvisor, for bench
@@ -104,11 +121,28 @@ def target_ports(targets: list[str]) -> dict[str, int]:
     return {t: FIRST_PATH_PORT + i for i, t in enumerate(targets)}
 
 
-def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict[str, dict]:
+def logins(mongo_auth_options: str = MONGO_AUTH_OPTIONS) -> dict[str, dict]:
+    """The environment that closes the databases and lets their clients in:
+    the users each database image creates at its first start (the official
+    images' own variables; the local stand-ins take the same), and the
+    connection strings every client is given in place of compose.yaml's."""
+    mongo, postgres = (f"${{{PASSWORDS[d]}}}" for d in DATABASES)
+    return {
+        "mongo": {"MONGO_INITDB_ROOT_USERNAME": DATABASE_USER, "MONGO_INITDB_ROOT_PASSWORD": mongo},
+        "postgres": {"POSTGRES_PASSWORD": postgres, "POSTGRES_HOST_AUTH_METHOD": "scram-sha-256"},
+        "client": {"MONGO_URI": f"mongodb://{DATABASE_USER}:{mongo}@mongo:{DATABASE_PORTS['mongo']}/?"
+                                f"{mongo_auth_options}",
+                   "POSTGRES_URL": f"postgresql://{DATABASE_USER}:{postgres}@postgres:{DATABASE_PORTS['postgres']}/lab"},
+    }
+
+
+def override(hosts: dict[str, Host], services: dict, targets: list[str],
+             mongo_auth_options: str = MONGO_AUTH_OPTIONS) -> dict[str, dict]:
     """{engine: compose override} for every engine of LAB_HOSTS: what it
     runs, published on its own link address only, the other engines'
-    services reached by name."""
+    services reached by name, the databases behind logins."""
     ports = target_ports(targets)
+    env = logins(mongo_auth_options)
     db = hosts["db"]
     by_engine: dict[str, dict] = {}
     for role in ROLES:
@@ -117,8 +151,10 @@ def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict
         plan["roles"].append(role)
         for service in services_of(role, services, targets):
             spec: dict = plan["services"].get(service, {})
-            if role == "db":
-                spec["ports"] = [f"{host.address}:{DATABASE_PORTS[service]}:{DATABASE_PORTS[service]}"]
+            if service in DATABASES:
+                spec["environment"] = dict(env[service])
+            elif service not in NOT_CLIENTS:
+                spec["environment"] = {**spec.get("environment", {}), **env["client"]}
             if role == "paths" and service in ports:
                 spec["ports"] = [f"{host.address}:{ports[service]}:{PATH_PORT}"]
             if service == "link":
@@ -130,12 +166,19 @@ def override(hosts: dict[str, Host], services: dict, targets: list[str]) -> dict
                 spec["environment"] = {"BENCH_TARGET_URLS": " ".join(
                     f"{t}=http://{paths.address}:{ports[t]}" if paths.engine != host.engine
                     else f"{t}=http://{t}:{PATH_PORT}" for t in targets),
-                    "CADVISOR_URL": cadvisor_urls(hosts)}
+                    "CADVISOR_URL": cadvisor_urls(hosts), **spec["environment"]}
                 if paths.engine != host.engine:
                     spec["environment"]["BENCH_LINK"] = f"{paths.address}:{LINK_PORT}"
             plan["services"][service] = spec
         cadvisor = plan["services"].setdefault("cadvisor", {})
-        cadvisor["ports"] = [f"{host.address}:{CADVISOR_PORT}:8080"]
+        if host.engine != hosts["loadgen"].engine:  # bench reads its own host's by name
+            cadvisor["ports"] = [f"{host.address}:{CADVISOR_PORT}:8080"]
+    # the databases on the link only for clients on another engine
+    if any(engine != db.engine and set(plan["services"]) - set(NOT_CLIENTS) for engine, plan in by_engine.items()):
+        for service in DATABASES:
+            if service in by_engine[db.engine]["services"]:
+                by_engine[db.engine]["services"][service]["ports"] = [
+                    f"{db.address}:{DATABASE_PORTS[service]}:{DATABASE_PORTS[service]}"]
     return {engine: {"services": plan["services"], "x-lab-host": {
         "engine": engine, "address": plan["host"].address, "roles": plan["roles"]}}
         for engine, plan in by_engine.items()}
@@ -227,18 +270,20 @@ class Split:
         self.config = json.loads(compose_run(self.local, ["config", "--format", "json"], env, 60,
                                              "reading compose.yaml"))["services"]
         self.targets = (env.get("BENCH_TARGETS") or settings_in(env_file).get("BENCH_TARGETS", "")).split()
-        self.plans = override(hosts, self.config, self.targets)
+        self.plans = override(hosts, self.config, self.targets, mongo_auth_options(self.config["mongo"]["image"]))
         for engine in self.plans:
             cadvisor_docker(engine)  # an engine cAdvisor cannot watch is named before anything starts
         WORK.mkdir(parents=True, exist_ok=True)
+        self.logins = WORK / f"{project}.logins.env"
+        write_logins(self.logins)
         self.compose: dict[str, list[str]] = {}
         for engine, plan in self.plans.items():
             host = Host(engine, plan["x-lab-host"]["address"])
             path = WORK / f"{host.name}.yaml"
             path.write_text(json.dumps({"services": plan["services"]}, indent=1))  # JSON is YAML
             self.compose[engine] = ["docker", *host.docker_args, "compose", "-p", project, "--env-file",
-                                    str(env_file), "--profile", "hosts", "-f", str(ROOT / "compose.yaml"),
-                                    "-f", str(path)]
+                                    str(env_file), "--env-file", str(self.logins), "--profile", "hosts",
+                                    "-f", str(ROOT / "compose.yaml"), "-f", str(path)]
 
     def env_of(self, engine: str) -> dict:
         """The environment of compose on one engine: its cAdvisor watches that engine."""
@@ -299,6 +344,7 @@ class Split:
         if shaping and not apart:
             raise LabError(f"LINK_RATE, LINK_DELAY, LINK_LOSS ({shaping.words()}) shape the link between the load "
                            "generator's host and the paths': here both are on one engine")
+        self.down()  # what an interrupted run left: a database made with other passwords
         try:
             self.on("loadgen", ["run", "--rm", "--no-deps", "settings"], 600, "checking the settings")
             self.on("db", ["up", "-d", "--no-deps", *services_of("db", self.config, self.targets), "cadvisor"],
@@ -320,9 +366,34 @@ class Split:
         finally:
             if shaping:
                 self.shape(shaping, undo=True)
-            for engine, command in self.compose.items():
-                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine),
-                               capture_output=True, timeout=300)
+            self.down()
+
+    def down(self) -> None:
+        """The run's containers and volumes removed from every engine."""
+        for engine, command in self.compose.items():
+            subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine),
+                           capture_output=True, timeout=300)
+
+
+def mongo_auth_options(image: str) -> str:
+    """The connection string's options for a login to this mongo image: its
+    label lab.mongo-auth-options (the FerretDB stand-in's PLAIN), else
+    MongoDB's. The image is here: every engine's are shipped from here."""
+    found = subprocess.run(["docker", "image", "inspect", "--format",
+                            '{{ index .Config.Labels "lab.mongo-auth-options" }}', image],
+                           capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else MONGO_AUTH_OPTIONS
+
+
+def write_logins(path: Path) -> None:
+    """The run's env file: a new password for each database, readable by
+    this user alone."""
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write("# make lab-hosts: the databases' passwords for this run (tools/hosts.py), made anew each run\n")
+        for variable in PASSWORDS.values():
+            out.write(f"{variable}={secrets.token_urlsafe(24)}\n")
 
 
 LOCAL_ENGINE = "default"  # this machine's engine: the images are built there
@@ -330,7 +401,6 @@ WORK = ROOT / ".lab" / "hosts"
 
 
 def main() -> int:
-    import os
     env = dict(os.environ)
     try:
         hosts = parse_hosts(env.get("LAB_HOSTS", ""))
