@@ -24,7 +24,6 @@ from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, FEW_ROUNDS, FEW_SAMP
 from ..checks.verify import VerificationError, wait_until_healthy
 
 IDLE_WINDOW_S = 2.5  # each container at rest before a round: two of cAdvisor's 1 s readings inside it
-SENT_RATE_KEPT = 0.95  # vegeta sending below this share of the asked rate fell behind its schedule
 
 
 def case_name(target: str, file: str, c: int | None = None) -> str:
@@ -405,7 +404,7 @@ def open_loop_figures(result: OpenLoop, rep: dict) -> OpenLoop:
     result.latency_histogram = latency.get("histogram", [])
     result.raw_output = rep["raw_output"]
     result.flags = [f for f in rep["flags"] if f != usage.SHORT_WINDOW]
-    if result.sent_rate < SENT_RATE_KEPT * result.rate:
+    if usage.behind_schedule(result.rate, result.sent_rate):
         result.flags.append(BEHIND_SCHEDULE)  # out of workers or CPU: the requests' waits went unrecorded
     if result.requests < OPEN_LOOP_REQUESTS:
         result.flags.append(FEW_SAMPLES)

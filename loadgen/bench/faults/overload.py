@@ -21,7 +21,6 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from ..benchmark.cases import SENT_RATE_KEPT
 from ..clients.vegeta_output import Answer
 from ..clients.wrk_output import WrkSummary
 from ..measure import usage
@@ -244,9 +243,9 @@ def window_flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: f
                  busy: dict[str, float], rate: float, sent_rate: float) -> tuple[list[str], str]:
     """A window's flags and bottleneck, decided where the lab decides them
     for every timed row (measure.usage.flags, measure.bottleneck); an open
-    loop sent below SENT_RATE_KEPT of its rate fell behind its schedule."""
+    loop sent below its rate fell behind its schedule (usage.behind_schedule)."""
     found = usage.flags(cpu, target, tool_cores, tool_limit, busy)
-    if rate and sent_rate < SENT_RATE_KEPT * rate:
+    if usage.behind_schedule(rate, sent_rate):
         found.append(usage.BEHIND_SCHEDULE)
     return found, bottleneck(found, cpu, target)
 

@@ -19,6 +19,7 @@ SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor reading
 FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANTED requests: the figure reads low
 CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
 BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
+SENT_RATE_KEPT = 0.95  # an open loop sending below this share of its asked rate fell behind its schedule
 FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
 DISTURBED = "disturbed"           # work outside the lab's containers took over DISTURBED_CORES during the run
 LINK_BOUND = "link-bound"         # the answers crossed the link between two hosts at 90% of its measured rate
@@ -400,3 +401,9 @@ def outside_cores(figures: dict) -> float | None:
     if whole is None or not figures.get("containers") or not figures.get("inner_window", True):
         return None
     return max(0.0, whole - figures["containers_cores"])
+
+
+def behind_schedule(rate: float, sent_rate: float) -> bool:
+    """An open loop that sent below SENT_RATE_KEPT of its asked rate: out of
+    workers or CPU, its requests' waits went unrecorded."""
+    return bool(rate) and sent_rate < SENT_RATE_KEPT * rate
