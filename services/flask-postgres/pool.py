@@ -6,9 +6,11 @@ moving parts under gevent for nothing this path needs: a connection that
 breaks is dropped, the next query connects anew, and a stale pooled
 connection (PostgreSQL restarted) is retried once on a fresh one.
 """
+import threading
 
 import gevent
 import psycopg
+from gevent import monkey
 from gevent.lock import BoundedSemaphore
 
 from lab_http import StoreUnavailable
@@ -38,11 +40,13 @@ class Pool:
         # 5 s, 50 clients of 100 MB cut 13-18 bodies short in make overload).
         self.wait_timeout = wait_timeout
         self.idle: list[psycopg.Connection] = []
-        # gevent's own: its release never waits, so that the request's
-        # deadline (a gevent.Timeout) cannot land inside it, as it could in
-        # threading's, whose Condition lock yields ("Semaphore released too
-        # many times", a 500, when deadlines passed under overload).
-        self.slots = BoundedSemaphore(size)
+        # In a gevent worker, gevent's own: its release never waits, so that
+        # the request's deadline (a gevent.Timeout) cannot land inside it,
+        # as it could in threading's, whose Condition lock yields
+        # ("Semaphore released too many times", a 500, when deadlines passed
+        # under overload). threading's where the pool serves real threads.
+        gevent_worker = monkey.is_module_patched("threading")
+        self.slots = (BoundedSemaphore if gevent_worker else threading.BoundedSemaphore)(size)
 
     def query(self, sql: str, params: tuple) -> list[tuple]:
         """All rows of one statement, in binary format (bytea as bytes)."""
