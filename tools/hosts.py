@@ -274,8 +274,7 @@ class Split:
         for engine in self.plans:
             cadvisor_docker(engine)  # an engine cAdvisor cannot watch is named before anything starts
         WORK.mkdir(parents=True, exist_ok=True)
-        self.logins = WORK / f"{project}.logins.env"
-        write_logins(self.logins)
+        self.logins = WORK / f"{project}.logins.env"  # written by run(), not by --plan
         self.compose: dict[str, list[str]] = {}
         for engine, plan in self.plans.items():
             host = Host(engine, plan["x-lab-host"]["address"])
@@ -344,6 +343,7 @@ class Split:
         if shaping and not apart:
             raise LabError(f"LINK_RATE, LINK_DELAY, LINK_LOSS ({shaping.words()}) shape the link between the load "
                            "generator's host and the paths': here both are on one engine")
+        write_logins(self.logins)
         self.down()  # what an interrupted run left: a database made with other passwords
         try:
             self.on("loadgen", ["run", "--rm", "--no-deps", "settings"], 600, "checking the settings")
