@@ -12,20 +12,22 @@
 // - a concurrency limit, AIMD on measured latency (Netflix's
 //   concurrency-limits): +1 per request whose lookup and first batch took
 //   at most half of TARGET_SHARE of the deadline while the limit is in use
-//   (+1/limit nearer the target), x0.9 once per round when one took longer
-//   or MongoDB failed, never below INITIAL_LIMIT;
+//   (+1/limit nearer the target), x0.9 to x0.5 (target over latency) once
+//   per round when one took longer or MongoDB failed, never below
+//   INITIAL_LIMIT;
 // - a bounded wait for a place, in order: only for a queue expected to
 //   drain within QUEUE_SHARE of the deadline (else refused at once), and
 //   only SHORT_WAIT_MS once the queue stands (not emptied within that
-//   budget, or a waiter gave up less than a target ago: CoDel for request
+//   budget, or a request refused less than a target ago: CoDel for request
 //   queues); those already waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
-const QUEUE_SHARE = 0.5;
+const QUEUE_SHARE = 0.25;
 const SHORT_WAIT_MS = 50;
 const INITIAL_LIMIT = 4;
 const BACKOFF = 0.9;
 const LATENCY_WEIGHT = 0.1;
+const ESTIMATE_MARGIN = 2; // latency doubles within a budget on a busy machine
 
 class Admission {
   // Resolvers of the requests waiting, oldest first.
@@ -51,7 +53,7 @@ class Admission {
   }
 
   // The queue has not emptied within its budget (standing, not a burst), or
-  // was so, or a waiter gave up, less than a target ago: a queue that
+  // was so, or refused a request, less than a target ago: a queue that
   // empties only as its waiters give up is no burst either.
   overloaded(now) {
     if (this.#waiters.length > 0 && now - this.queueEmptyAt > this.queueBudgetMs) {
@@ -64,7 +66,7 @@ class Admission {
   waitAllowed(now) {
     const budget = this.overloaded(now) ? Math.min(SHORT_WAIT_MS, this.queueBudgetMs) : this.queueBudgetMs;
     const expected = ((this.#waiters.length + 1) * this.meanLatencyMs) / Math.max(Math.floor(this.limit), 1);
-    return expected <= budget ? budget : 0;
+    return ESTIMATE_MARGIN * expected <= budget ? budget : 0;
   }
 
   // Resolves to the time the request was admitted, or to null: refused (no
@@ -77,8 +79,10 @@ class Admission {
       return Promise.resolve(now);
     }
     const until = now + Math.min(this.waitAllowed(now), deadline - now);
-    // (A refusal here leaves no mark: the queue ahead is the overload's measure.)
-    if (until <= now || signal.aborted) return Promise.resolve(null);
+    if (until <= now || signal.aborted) {
+      if (!signal.aborted) this.overloadedUntil = now + this.targetMs; // refused: newcomers wait briefly
+      return Promise.resolve(null);
+    }
     if (this.#waiters.length === 0) this.queueEmptyAt = now;
     return new Promise((resolve) => {
       let timer;
@@ -95,7 +99,7 @@ class Admission {
         settle(null);
       };
       timer = setTimeout(() => {
-        this.overloadedUntil = this.clock() + this.targetMs; // it waited in vain
+        this.overloadedUntil = this.clock() + this.targetMs; // refused after its wait
         leave();
       }, until - now);
       signal.addEventListener('abort', leave, { once: true });
@@ -116,7 +120,9 @@ class Admission {
     if (failed || latency > this.targetMs) {
       // Once per round: those admitted before the last cut were measured under the old limit.
       if (admittedAt >= this.decreasedAt) {
-        this.limit = Math.max(this.minimum, this.limit * BACKOFF);
+        // In proportion to the overshoot (Netflix's gradient limit), halved at most.
+        const factor = Math.max(0.5, Math.min(BACKOFF, this.targetMs / Math.max(latency, 1e-9)));
+        this.limit = Math.max(this.minimum, this.limit * factor);
         this.decreasedAt = now;
       }
     } else if (2 * (this.inFlight + 1) >= this.limit) { // grow only a limit in use
