@@ -199,8 +199,11 @@ class Timer:
         (bench.measure.rounds). A case at the `headline` concurrency goes on
         past BENCH_REPETITIONS rounds while a path's interval is wider than
         BENCH_TARGET_WIDTH, that path leaving once it is narrow (the
-        baseline stays), until `deadline` (monotonic) would pass."""
+        baseline stays), until `deadline` (monotonic) would pass. After
+        every round results.json holds the rounds so far: nothing measured
+        is lost; the runs are returned at the end (the caller adds them)."""
         live = [t for t in targets if t.name not in self.down]
+        kept = list(self.results.runs)
         state = [CaseRounds(f, c, f"{f['name']} c={c}", c == headline) for f, c in cases]
         for case in state:  # the first round's settling warm-up sizes each path's windows
             self.measure_idle(live)
@@ -221,12 +224,13 @@ class Timer:
                 say(rounds_outlook(self.cfg, took, deadline))
             if stopped:
                 break
+            self.results.runs = kept + [r for case in state for r in case.runs(self, targets, final=False)]
+            self.results.rounds = rounds_record(self.cfg, state, count, "running", self.results.rounds)
+            self.results.write_json(self.run_dir / "results.json")
+        self.results.runs = kept
         self.results.rounds = rounds_record(self.cfg, state, count, stopped, self.results.rounds)
         say(f"rounds: {count} ({stopped})")
-        runs = []
-        for case in state:
-            runs += case.runs(self, targets)
-        return runs
+        return [r for case in state for r in case.runs(self, targets)]
 
     def compare_round(self, targets: list[TargetResult], f: dict, c: int,
                       repetitions: int | None = None) -> list[Comparison]:
@@ -507,19 +511,23 @@ class CaseRounds:
                     and rounds_mod.converged(found, cfg.target_width)):
                 self.converged_at[name] = count
         fixed = not (self.headline and cfg.target_width and base and set(self.reps) - {BASELINE})
-        for name in self.reps:
-            if (fixed and count >= cfg.repetitions) or name in self.converged_at:
+        for name, reps in self.reps.items():  # done: only a path counted in this round (a dead one never is)
+            if reps and reps[-1]["round"] == count and ((fixed and count >= cfg.repetitions)
+                                                        or name in self.converged_at):
                 self.done.add(name)
 
     def open(self, timer: "Timer", targets: list[TargetResult]) -> bool:
         """Another round would time a path."""
         return bool(self.taking_part(timer, targets))
 
-    def runs(self, timer: "Timer", targets: list[TargetResult]) -> list[Run]:
+    def runs(self, timer: "Timer", targets: list[TargetResult], final: bool = True) -> list[Run]:
+        """The case's Run per path; `final`: the last word (the cache log
+        read, a line said), else the rounds so far, for results.json. A path
+        that stopped answering fails the cases it had rounds left in."""
         f, c, runs = self.f, self.c, []
         for t in targets:
             reps = self.reps.get(t.name) or []
-            why = self.errors.get(t.name) or timer.down.get(t.name)
+            why = self.errors.get(t.name) or (timer.down.get(t.name) if t.name not in self.done else None)
             if why is not None or not reps:
                 runs.append(failed_run(t.name, f["name"], f["size"], c, why or "not run", reps))
                 continue
@@ -528,11 +536,12 @@ class CaseRounds:
                 run.flags.append("nonconforming")
             if few_rounds(run.requests, c):
                 run.flags.append(FEW_ROUNDS)
-            run.cache = timer.cache_counts(t, self.offsets.get(t.name))
-            if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
-                run.flags.append(CACHE_MISSED)
+            if final:
+                run.cache = timer.cache_counts(t, self.offsets.get(t.name))
+                if run.cache and (run.cache["hit_ratio"] or 0) < cache_log.HIT_RATIO_WANTED:
+                    run.flags.append(CACHE_MISSED)
+                say(describe(run))
             runs.append(run)
-            say(describe(run))
         return runs
 
 
