@@ -111,7 +111,8 @@ def time_everything(cfg, results: Results, files: list[dict], file_set: dict | N
     compared = tool_check_cases(cfg, targets, files, results.run_id)
     after = after_rounds_seconds(cfg, len(targets), len(files), sum(len(ts) for _, ts in compared), bool(timed_set))
     rounds = rounds_seconds(cfg, len(targets), len(files))
-    deadline = started + cfg.budget_s - after if cfg.budget_s else None
+    # the budget is for the whole run, seed to report: the seed's seconds are spent already
+    deadline = started + cfg.budget_s - results.phases.get("seed", 0.0) - after if cfg.budget_s else None
     budgeted = bool(deadline and cfg.target_width)
     planned = (deadline - time.monotonic() + after) if budgeted else max(cfg.repetitions, 1) * rounds + after
     if deadline and not budgeted:
