@@ -81,16 +81,16 @@ def test_a_failure_brings_the_limit_down_and_leaves_the_mean_latency():
     assert policy.limit == pytest.approx(5.0) and policy.mean_latency == pytest.approx(0.02)  # halved
 
 
-def test_the_limit_comes_down_to_one_and_back_by_a_place_an_answer():
+def test_the_limit_comes_down_no_lower_than_where_it_starts_and_back_by_a_place_an_answer():
     policy = AdmissionPolicy(maximum=10, deadline=1.0)
     for round_start in range(20):
         policy.in_flight = 1
         policy.finished(admitted_at=float(round_start), now=round_start + 0.9, failed=True)
-    assert policy.limit == 1.0
+    assert policy.limit == policy.minimum == 4.0
     for _ in range(5):  # the database back: answers far under the target, each with the limit in use
         policy.in_flight = int(policy.limit)
         policy.finished(admitted_at=30.0, now=30.01, failed=False)
-    assert policy.limit == 6.0
+    assert policy.limit == 9.0
 
 
 def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_stands():

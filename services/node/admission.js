@@ -13,7 +13,8 @@
 //   concurrency-limits): +1 per request whose lookup and first batch took
 //   at most half of TARGET_SHARE of the deadline while the limit is in use
 //   (+1/limit nearer the target), x0.9 to x0.5 (target over latency) once
-//   per round when one took longer or MongoDB failed, down to 1;
+//   per round when one took longer or MongoDB failed, never below
+//   INITIAL_LIMIT;
 // - a bounded wait for a place, in order: only for a queue expected to
 //   drain within QUEUE_SHARE of the deadline (else refused at once), and
 //   only SHORT_WAIT_MS once the queue stands (not emptied within that
@@ -37,8 +38,8 @@ class Admission {
     this.maximum = maximum;
     this.targetMs = deadlineMs * TARGET_SHARE;
     this.queueBudgetMs = deadlineMs * QUEUE_SHARE;
-    this.minimum = 1;
-    this.limit = Math.min(INITIAL_LIMIT, maximum);
+    this.minimum = Math.min(INITIAL_LIMIT, maximum);
+    this.limit = this.minimum;
     this.meanLatencyMs = 0;
     this.inFlight = 0;
     this.decreasedAt = -Infinity;

@@ -10,10 +10,9 @@ its capacity at 1000 clients, node 6%). So:
   concurrency-limits (AIMDLimit): +1 per request answered within half of
   TARGET_SHARE of the deadline while the limit is in use (+1/limit nearer
   the target), x0.9 to x0.5 (target over latency) once per round when one
-  takes longer or the store fails, down to 1 (on a starved machine, four
-  1 MB reads at once on FerretDB passed the deadline); a whole place per
-  answer far under the target brings a path back from an outage within a
-  round. Not a fixed cap: what the database finishes in time depends on
+  takes longer or the store fails, never below INITIAL_LIMIT (at 1, a
+  path back from a database outage refused 20 clients at once; AIMDLimit's
+  floor is 20). Not a fixed cap: what the database finishes in time depends on
   the file size, the database and the machine (1 KB: hundreds at once;
   1 MB on FerretDB: about ten).
   Latency rather than a gradient from the smallest latency seen: a path's
@@ -64,8 +63,8 @@ class AdmissionPolicy:
         self.maximum = maximum
         self.target = deadline * TARGET_SHARE
         self.queue_budget = deadline * QUEUE_SHARE
-        self.minimum = 1.0
-        self.limit = float(min(INITIAL_LIMIT, maximum))
+        self.minimum = float(min(INITIAL_LIMIT, maximum))
+        self.limit = self.minimum
         self.mean_latency = 0.0
         self.in_flight = 0
         self.waiting = 0
