@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PATH := $(or $(LAB_CACHE),/var/cache/gridfs-lab)/go/bin:$(PATH)
 
 .PHONY: setup setup-tests venv check local-images lab lab-local lab-hosts ab ab-calibrate matrix resilience overload \
-	new-path test test-native clean
+	new-path test test-native floor clean
 
 setup:
 	tools/setup.sh
@@ -101,7 +101,12 @@ new-path:
 # FUSE filesystem's Go unit tests (chunk arithmetic, names).
 test: setup-tests local-images
 	cd services/gridfs-fuse && timeout 900 go test ./...
-	.venv/bin/pytest tests $(PYTEST_ARGS)
+	.venv/bin/pytest tests -m "not bench" $(PYTEST_ARGS)
+
+# The benchmarks that print figures and assert no speed (the nginx module's
+# CPU per request against its floor, with its perf profile).
+floor: setup-tests
+	.venv/bin/pytest -m bench -s tests $(PYTEST_ARGS)
 
 # The tests on native servers and tools alone (PostgreSQL, FerretDB, nginx,
 # FUSE, Chromium...): no Docker, no local images.
