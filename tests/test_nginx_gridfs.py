@@ -4,11 +4,13 @@ loaded into the host's nginx, against the real FerretDB fixture.
 Each answer is compared with what a plain static location of the same nginx
 answers for the same bytes on disk. The tests run twice: on the module as
 built for use, and on its ASan + UBSan build."""
+import gzip
 import http.client
 import random
 import re
 import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -21,6 +23,7 @@ import pytest
 import requests
 
 from nginx_gridfs_build import Nginx, build_module
+from processes import free_port
 
 DB = "nginx_gridfs_test"
 CHUNK = 255 * 1024  # the drivers' default chunk size
@@ -51,6 +54,10 @@ def stored(mongo_uri):
     bucket.upload_from_stream("revised.bin", b"new revision")
     # No contentType at all: nginx's types by extension.
     bucket.upload_from_stream("page.html", b"<p>hi</p>")
+    # Text over two chunks, for the filters that rewrite a body.
+    data["hello.txt"] = b"".join(b"hello gridfs %06d\n" % i for i in range(20_000))
+    ids["hello.txt"] = bucket.upload_from_stream("hello.txt", data["hello.txt"])
+    (files_dir / "hello.txt").write_bytes(data["hello.txt"])
     # Three chunks, the middle one lost: within the first window.
     broken = bucket.upload_from_stream("broken.bin", rng.randbytes(3 * CHUNK))
     client[DB]["fs.chunks"].delete_one({"files_id": broken, "n": 1})
@@ -63,15 +70,54 @@ def stored(mongo_uri):
     shutil.rmtree(files_dir, ignore_errors=True)
 
 
+GRIDFS = f"gridfs {DB} field=filename type=string;"
+# The configurations people write around a location (issue 38), in a
+# server of their own: an if block (the usual CORS snippet), limit_except,
+# rewrite ... break, filters that take the whole body (gzip, sub_filter,
+# addition), error pages for the deadline's 503 (a static page, and a file
+# of a gridfs location), and HTTP/2; each served as nginx's static module
+# serves it.
+AROUND = """
+    server {{
+        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{h2} http2;
+        location /files/ {{ {gridfs} }}
+        location /static/ {{ alias {files}/; }}
+        location /cors/ {{
+            {gridfs}
+            if ($http_origin) {{ add_header X-Origin $http_origin; }}
+        }}
+        location /getonly/ {{ {gridfs} limit_except GET {{ deny all; }} }}
+        location /renamed/ {{ rewrite ^/renamed/(.*)$ /renamed/$1.bin break; {gridfs} }}
+        location /gzipped/ {{ {gridfs} gzip on; gzip_types application/octet-stream; gzip_min_length 1; }}
+        location /subbed/ {{ {gridfs} {sub} }}
+        location /static-subbed/ {{ alias {files}/; {sub} }}
+        location /added/ {{ {gridfs} addition_types *; add_after_body /static/1B.bin; }}
+        location /late/ {{ {gridfs} gridfs_deadline 300ms; error_page 503 /50x.html; }}
+        location /late-gridfs/ {{ {gridfs} gridfs_deadline 300ms; error_page 503 /files/1KB.bin; }}
+        location = /50x.html {{ root {html}; }}
+        location = /status {{ stub_status; }}
+    }}
+"""
+SUB = "sub_filter_types *; sub_filter hello HELLO; sub_filter_once off;"
+PAGE_50X = b"<html>busy, retry</html>\n"
+
+
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "asan"])
 def nginx(stored, mongo_uri, request):
     """The module as built for use, then its ASan + UBSan build, which must
     write no report (checked once its tests are done)."""
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
+    (prefix / "html").mkdir()
+    (prefix / "html" / "50x.html").write_bytes(PAGE_50X)
+    around_port, h2_port = free_port(), free_port()
+    around = AROUND.format(port=around_port, h2=h2_port, gridfs=GRIDFS, sub=SUB, files=stored["dir"],
+                           html=prefix / "html")
     # Correctness under load, not load shedding (test_nginx_gridfs_hardening):
     # FerretDB is slow enough for 50 clients to queue past the 1 s default.
-    server = Nginx(build_module(request.param), mongo_uri, stored["dir"], prefix, DB, "gridfs_queue_timeout 60s;",
-                   sanitize=request.param)
+    server = Nginx(build_module(request.param), mongo_uri, stored["dir"], prefix, DB,
+                   "gridfs_queue_timeout 60s;\n" + around, sanitize=request.param)
+    server.around_port, server.h2_port = around_port, h2_port
     yield server
     server.stop()
     try:
@@ -324,6 +370,136 @@ def test_not_modified(nginx, location):
     assert other.status_code == 200
 
 
+# --- the configurations around a location (issue 38) ---
+
+class Around:
+    """The server of AROUND's locations, in the same worker."""
+
+    def __init__(self, nginx):
+        self.nginx = nginx
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.nginx.around_port}{path}"
+
+
+@pytest.fixture
+def around(nginx) -> Around:
+    return Around(nginx)
+
+
+def worker(nginx) -> int:
+    (pid,) = nginx.worker_pids()
+    return pid
+
+
+def test_an_if_block_in_a_gridfs_location_serves_the_file(nginx, around, stored):
+    # Before, the if block's configuration had no connection: every request
+    # with an Origin killed the worker (signal 11).
+    pid = worker(nginx)
+    r = get(around, "/cors/1MB.bin", Origin="https://example.org")
+    assert (r.status_code, r.headers.get("X-Origin")) == (200, "https://example.org")
+    assert r.content == stored["data"]["1MB.bin"]
+    ranged = get(around, "/cors/1MB.bin", Origin="https://example.org", Range="bytes=10-19")
+    assert (ranged.status_code, ranged.content) == (206, stored["data"]["1MB.bin"][10:20])
+    plain = get(around, "/cors/1KB.bin")
+    assert plain.status_code == 200 and "X-Origin" not in plain.headers
+    assert worker(nginx) == pid and "exited on signal" not in nginx.log()
+
+
+def test_limit_except_and_rewrite_break(around, stored):
+    assert get(around, "/getonly/1KB.bin").content == stored["data"]["1KB.bin"]
+    assert requests.post(around.url("/getonly/1KB.bin"), timeout=TIMEOUT).status_code == 403
+    # the key is the rewritten URI after the location's prefix
+    r = get(around, "/renamed/1KB")
+    assert (r.status_code, r.content) == (200, stored["data"]["1KB.bin"])
+
+
+# a range the module predicts (and reads ahead), which a filter that takes
+# the whole body turns into a 200: from the first byte, of several windows
+# (a cursor opened for fewer chunks), and from elsewhere
+WIDENED = ["bytes=0-99", "bytes=0-2999999", "bytes=5000000-"]
+
+
+@pytest.mark.parametrize("spec", WIDENED)
+@pytest.mark.parametrize("name", ["1MB.bin", "10MB.bin"])
+def test_gzip_gets_the_whole_body_whatever_the_range(around, stored, name, spec):
+    # Before, the 100-byte plan read ahead for bytes=0-99 ended the 200
+    # early, every time.
+    r = requests.get(around.url(f"/gzipped/{name}"), headers={"Range": spec, "Accept-Encoding": "gzip"},
+                     timeout=TIMEOUT, stream=True)
+    raw = r.raw.read()
+    assert (r.status_code, r.headers.get("Content-Encoding")) == (200, "gzip")
+    assert gzip.decompress(raw) == stored["data"][name]
+
+
+@pytest.mark.parametrize("spec", ["bytes=0-99", "bytes=300000-", None])
+def test_sub_filter_and_addition_get_the_whole_body(around, stored, spec):
+    headers = {"Range": spec} if spec else {}
+    subbed, static = get(around, "/subbed/hello.txt", **headers), get(around, "/static-subbed/hello.txt", **headers)
+    assert subbed.status_code == static.status_code == 200
+    assert subbed.content == static.content == stored["data"]["hello.txt"].replace(b"hello", b"HELLO")
+    added = get(around, "/added/1MB.bin", **headers)
+    assert added.status_code == 200
+    assert added.content == stored["data"]["1MB.bin"] + stored["data"]["1B.bin"]
+
+
+def curl_h2(nginx, path: str, *args: str) -> tuple[str, bytes]:
+    out = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-w", "\n%{http_version} %{http_code}",
+                          "-o", "-", *args, f"http://127.0.0.1:{nginx.h2_port}{path}"],
+                         capture_output=True, timeout=TIMEOUT, check=True).stdout
+    body, _, status = out.rpartition(b"\n")
+    return status.decode(), body
+
+
+def test_http2(nginx, stored):
+    for name in ("1KB.bin", "10MB.bin"):
+        assert curl_h2(nginx, f"/files/{name}") == ("2 200", stored["data"][name])
+    assert curl_h2(nginx, "/files/10MB.bin", "-r", "9000000-9000099") == (
+        "2 206", stored["data"]["10MB.bin"][9000000:9000100])
+    assert curl_h2(nginx, "/cors/1MB.bin", "-H", "Origin: x") == ("2 200", stored["data"]["1MB.bin"])
+
+
+def active_connections(around) -> int:
+    status = requests.get(around.url("/status"), headers={"Connection": "close"}, timeout=TIMEOUT).text
+    return int(re.search(r"Active connections: (\d+)", status).group(1))
+
+
+def test_the_deadlines_503_through_error_pages(nginx, around, stored, ferretdb):
+    """gridfs_deadline's 503 sent through error_page, to a static page and
+    to a file of a gridfs location, while the lookups are stuck (FerretDB
+    paused): each answer is what the error page makes of it (the page, with
+    the 503), the jobs that end later act on nothing, and every request and
+    connection ends. Before, the first leaked each request and its
+    connection (its job's end found no state through r->ctx, which the
+    redirect cleared), the second made the old job's end act on the new
+    request (a NULL files document: the worker aborted)."""
+    pid = worker(nginx)
+    paths = ["/late/1KB.bin", "/late/10MB.bin", "/late-gridfs/1MB.bin", "/late-gridfs/no-such-file"]
+    # paused briefly: longer, and the driver's monitor may find the server
+    # gone (then the gridfs error page is a 503 of its own)
+    with ThreadPoolExecutor(len(paths)) as pool:
+        ferretdb.pause()
+        try:
+            answers = [pool.submit(requests.get, around.url(path), headers={"Connection": "close"},
+                                   timeout=TIMEOUT) for path in paths]
+            pages = [answer.result() for answer in answers[:2]]  # the static page went out at the deadline
+            time.sleep(0.1)  # the other two redirected meanwhile, their lookups posted
+        finally:
+            ferretdb.resume()
+        files = [answer.result() for answer in answers[2:]]  # the gridfs error page, once FerretDB answers
+    for r in pages:
+        assert (r.status_code, r.content) == (503, PAGE_50X)
+    for r in files:
+        assert (r.status_code, r.content) == (503, stored["data"]["1KB.bin"])
+        assert "ETag" in r.headers  # the file's
+    deadline = time.monotonic() + 10
+    while (connections := active_connections(around)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert connections == 1, f"{connections - 1} connections left open"
+    assert get(nginx, "/files/1KB.bin").content == stored["data"]["1KB.bin"]
+    assert worker(nginx) == pid and "exited on signal" not in nginx.log()
+
+
 # --- errors ---
 
 def test_missing_file_is_404(nginx):
@@ -341,6 +517,14 @@ def test_bad_key_is_400(nginx, path):
         assert conn.getresponse().status == 400
     finally:
         conn.close()
+
+
+def test_keys_are_logged_escaped(nginx):
+    # a decoded %0A would otherwise start a log line of the client's
+    assert get(nginx, "/files/evil%0A2026%2F01%2F01%20%5Bcrit%5D%20forged.bin").status_code == 404
+    log = nginx.log()
+    assert '"evil\\x0a2026/01/01 [crit] forged.bin" not found' in log
+    assert not any(line.startswith("2026/01/01 [crit]") for line in log.splitlines())
 
 
 def test_percent_encoded_key_is_decoded(nginx, stored):

@@ -57,11 +57,17 @@ def stored(mongo_uri):
     shutil.rmtree(files_dir, ignore_errors=True)
 
 
-def start_nginx(uri: str, http_extra: str = "", threads: int = 8, sanitize: bool = False) -> Nginx:
+def start_nginx(uri: str, http_extra: str = "", threads: int = 8, sanitize: bool = False,
+                files: dict[str, bytes] | None = None) -> Nginx:
+    """files: written into the directory of /static/, which http_extra
+    names as @FILES@."""
     prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
     files_dir = prefix / "files"
     files_dir.mkdir()
-    return Nginx(build_module(sanitize), uri, files_dir, prefix, DB, http_extra, threads, sanitize)
+    for name, data in (files or {}).items():
+        (files_dir / name).write_bytes(data)
+    return Nginx(build_module(sanitize), uri, files_dir, prefix, DB, http_extra.replace("@FILES@", str(files_dir)),
+                 threads, sanitize)
 
 
 def stop_nginx(server: Nginx) -> None:
@@ -514,14 +520,44 @@ def reset(sock: socket.socket) -> None:
     sock.close()
 
 
+# a server of the same worker: a location whose 503 page is sent at 1 KB/s
+# (its request outlives its deadline by long), one without gridfs_deadline
+FALLBACK = """
+    server {{
+        listen 127.0.0.1:{port};
+        location /fallback/ {{
+            gridfs {db} field=filename type=string;
+            error_page 503 /slow/page.html;
+        }}
+        location /slow/ {{ alias @FILES@/; limit_rate 1k; }}
+        location /no-deadline/ {{
+            gridfs {db} field=filename type=string;
+            gridfs_deadline 0;
+            gridfs_queue_timeout 1s;
+            gridfs_overload_log_level info;
+        }}
+    }}
+"""
+
+
 def test_responses_past_the_cap_wait_in_line_and_may_leave_it(stored, mongo_uri, sanitize):
     """gridfs_max_responses: two stalled 10 MB responses hold both places;
     five requests that leave while in line, then three that wait: once a
     stalled client goes, its place passes down the line and the three are
     served in turn; a request that finds no place by gridfs_deadline is a
     503 then. Places pass from one request's cleanup to another's posted
-    event: the sanitizer sees every hand-over."""
-    server = start_nginx(mongo_uri, "gridfs_max_responses 2;\n    gridfs_deadline 2s;", sanitize=sanitize)
+    event: the sanitizer sees every hand-over. Then (issue 38) a request
+    past its deadline in line leaves the line at once, though its request
+    lives on (its 503's error page is sent slowly): the next place goes to
+    the one behind it (before, to the request gone elsewhere: the worker
+    crashed); and without gridfs_deadline, the wait is bounded by
+    gridfs_queue_timeout (before, it had no bound). The 503s are logged at
+    gridfs_overload_log_level's level (before, at info whatever the
+    error_log's level)."""
+    fallback_port = free_port()
+    server = start_nginx(mongo_uri, "gridfs_max_responses 2;\n    gridfs_deadline 2s;\n"
+                         + FALLBACK.format(db=DB, port=fallback_port), sanitize=sanitize,
+                         files={"page.html": b"busy" * 16384})
     held = []
     try:
         held = [waits_in_line(server.port, "/files/10MB.bin") for _ in range(2)]
@@ -549,7 +585,30 @@ def test_responses_past_the_cap_wait_in_line_and_may_leave_it(stored, mongo_uri,
         began = time.monotonic()
         refused = get(server, "/files/1KB.bin")
         assert refused.status_code == 503 and 1.9 < time.monotonic() - began < 3
-        assert "waited for one of the 2 places of gridfs_max_responses" in server.log()
+        # at gridfs_overload_log_level's level: error by default
+        assert re.search(r"\[error\].*waited for one of the 2 places of gridfs_max_responses", server.log())
+
+        workers = server.worker_pids()
+        gone = waits_in_line(fallback_port, "/fallback/1KB.bin")  # its 503's page is not read
+        held.append(gone)
+        time.sleep(1)
+        with ThreadPoolExecutor(1) as pool:
+            behind = pool.submit(get, server, "/files/1KB.bin")  # its deadline: 1 s after gone's
+            time.sleep(1.5)  # gone's deadline has passed, behind's has not
+            reset(held.pop(0))
+            answer = behind.result()
+        assert (answer.status_code, answer.content) == (200, stored["1KB.bin"])
+        gone.settimeout(TIMEOUT)
+        assert gone.recv(64).startswith(b"HTTP/1.1 503")
+        assert server.worker_pids() == workers and "exited on signal" not in server.log()
+
+        held.append(waits_in_line(server.port, "/files/10MB.bin"))  # both places held again
+        held[-1].settimeout(TIMEOUT)
+        assert held[-1].recv(64).startswith(b"HTTP/1.1 200 OK")
+        began = time.monotonic()
+        unbounded = requests.get(f"http://127.0.0.1:{fallback_port}/no-deadline/1KB.bin", timeout=TIMEOUT)
+        assert unbounded.status_code == 503 and 0.9 < time.monotonic() - began < 2
+        assert re.search(r"\[info\].*longer than gridfs_queue_timeout \(1000 ms\): 503", server.log())
     finally:
         for sock in held:
             reset(sock)

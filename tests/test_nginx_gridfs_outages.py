@@ -13,6 +13,7 @@ import struct
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gridfs
@@ -21,6 +22,7 @@ import pytest
 import requests
 
 from nginx_gridfs_build import Nginx, build_module
+from processes import free_port
 
 DB = "nginx_gridfs_outages"
 TIMEOUT = 30
@@ -342,7 +344,7 @@ def test_the_deadline_answers_503_whatever_the_query_waits_for(stored, proxy, sa
     """gridfs_deadline 500ms, a socket timeout of 10 s, and the query held
     2 s by the proxy (the lookup, or the first window's chunks): 20
     requests at once each get their 503 by the deadline, the connection
-    closed after it; the held queries then end, and the worker serves on
+    kept alive; the held queries then end, and the worker serves on
     (one process, no sanitizer report). Before, an answer waited for its
     query: the socket timeout, or a thread (answers held 8-10 s while
     FerretDB was frozen)."""
@@ -364,7 +366,8 @@ def test_the_deadline_answers_503_whatever_the_query_waits_for(stored, proxy, sa
         slowest = max(took for _, took in answers)
         assert DEADLINE_S * 0.9 < slowest < DEADLINE_S + 0.7, slowest
         for r, _ in answers:
-            assert r.headers.get("Retry-After") == "1" and r.headers.get("Connection") == "close"
+            # the request is not held for its job (issue 38): kept alive
+            assert r.headers.get("Retry-After") == "1" and r.headers.get("Connection") == "keep-alive"
             assert "ETag" not in r.headers
         time.sleep(HOLD + 0.5)  # the held queries end
         proxy.keys.clear()
@@ -405,5 +408,78 @@ def test_the_deadline_never_cuts_a_body(stored, proxy, sanitize):
         assert streamed.get("status") == 200 and "error" not in streamed, (deadline, streamed.get("error"))
         assert streamed["body"] == DATA["10MB.bin"]
         assert took > 3 * deadline, (took, deadline)  # the body outlived the deadline
+    finally:
+        stop_nginx(server)
+
+
+CHUNK = 255 * 1024
+
+
+def test_a_window_drains_while_the_next_is_read(stored, proxy, sanitize):
+    """Reads overlap sends (issue 38): every getMore held HOLD s by the
+    proxy, a socket buffer of 32 KiB: while the second window of a 10 MB
+    file is read, the first one (3 chunks) reaches the client whole.
+    Before, nginx's copy filter sent nothing while a job was in flight
+    (r->aio): the client got what the socket buffers held when the window
+    was handed over, and the rest only once the next window was read."""
+    port = free_port()  # a server of the same worker, with a small socket buffer
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/", sanitize, http_extra=f"""
+    server {{
+        listen 127.0.0.1:{port} sndbuf=32k;
+        location /files/ {{ gridfs {DB} field=filename type=string; }}
+    }}""")
+    sock = socket.socket()
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).content == DATA["1KB.bin"]
+        proxy.keys = [b"getMore"]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+        sock.settimeout(TIMEOUT)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /files/10MB.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = sock.recv(65536)  # the headers, once the first window is read
+        head_len = received.index(b"\r\n\r\n") + 4
+        first = time.monotonic()
+        sock.settimeout(0.1)
+        while time.monotonic() - first < HOLD - 0.5 and len(received) - head_len < 3 * CHUNK:
+            try:
+                received += sock.recv(65536)
+            except TimeoutError:
+                pass
+        assert proxy.held >= 1  # the second window's getMore
+        body = len(received) - head_len
+        assert body >= 3 * CHUNK, f"{body} bytes of the first window's {3 * CHUNK} while the second was read"
+        assert received[head_len:] == DATA["10MB.bin"][:body]
+    finally:
+        sock.close()
+        stop_nginx(server)
+
+
+def test_a_reload_or_a_quit_waits_for_the_requests_in_flight(stored, proxy, sanitize):
+    """nginx -s reload, then nginx -s quit, each while a lookup is held by
+    the proxy (a job running; the request has no timer of its own): the
+    worker shutting down gracefully waits for it, and the answer is whole.
+    Before, the worker exited under it: no answer, "open socket left"."""
+    server = start_nginx(f"mongodb://127.0.0.1:{proxy.port}/", sanitize)
+    try:
+        assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).content == DATA["1KB.bin"]
+        for sig in (signal.SIGHUP, signal.SIGQUIT):
+            workers = server.worker_pids()
+            with ThreadPoolExecutor(1) as pool:
+                held = pool.submit(requests.get, server.url("/files/slow.bin"), timeout=TIMEOUT)
+                time.sleep(0.5)  # accepted, its lookup held
+                server.proc.send_signal(sig)
+                try:
+                    r = held.result()
+                except requests.RequestException as e:
+                    pytest.fail(f"{sig.name}: no answer: {e!r}")
+            assert (r.status_code, r.content) == (200, b"never read in time"), sig.name
+            if sig == signal.SIGHUP:
+                deadline = time.monotonic() + TIMEOUT
+                while set(server.worker_pids()) & set(workers) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert requests.get(server.url("/files/1KB.bin"), timeout=TIMEOUT).content == DATA["1KB.bin"]
+        server.proc.wait(TIMEOUT)
+        log = server.log()
+        assert "open socket" not in log and "exited on signal" not in log and "[alert]" not in log, log[-3000:]
     finally:
         stop_nginx(server)

@@ -45,6 +45,9 @@
 #define NGX_HTTP_GRIDFS_CURSOR_GONE    43      /* CursorNotFound */
 
 #define NGX_HTTP_GRIDFS_QUEUE_MS       1000
+/* at a worker's exit, the longest wait for tasks still running (the
+ * thread pool's queue was full): then the client pools are left */
+#define NGX_HTTP_GRIDFS_EXIT_MS        10000
 /* while unavailable: the pause between two background pings */
 #define NGX_HTTP_GRIDFS_PROBE_MS       250
 /* while the driver knows no server: the pause between two pings of the
@@ -75,6 +78,12 @@
  * them far from overflowing */
 #define NGX_HTTP_GRIDFS_MAX_CHUNK      (16 * 1024 * 1024)
 #define NGX_HTTP_GRIDFS_MAX_CHUNKS     ((int64_t) 1 << 31)
+
+/* what a window's chunks may take in a single reply (16 MiB, less a
+ * margin for the reply's own fields), and a chunk document's fields besides
+ * its data, at most (_id, files_id, n: 100 bytes or so) */
+#define NGX_HTTP_GRIDFS_MAX_REPLY      (16 * 1024 * 1024 - 64 * 1024)
+#define NGX_HTTP_GRIDFS_CHUNK_OVERHEAD 256
 
 /* the largest integer a double holds exactly */
 #define NGX_HTTP_GRIDFS_MAX_DOUBLE_INT 9007199254740992.0
@@ -160,6 +169,7 @@ typedef struct {
     uint32_t                     server_id;
     int64_t                      cursor_id;   /* 0: none on the server */
     int64_t                      next_n;      /* the cursor's next chunk */
+    int64_t                      end_n;       /* and its last */
     unsigned                     has_reply:2; /* a bit per half */
     unsigned                     opened:1;    /* cursor_id 0: exhausted */
 } ngx_http_gridfs_stream_t;
@@ -198,26 +208,40 @@ typedef struct {
     ngx_msec_t                   queue_timeout;
     ngx_msec_t                   deadline;        /* 0: none */
     size_t                       buffer_size;
+    ngx_uint_t                   overload_log_level;
 
     ngx_thread_pool_t           *thread_pool;
     ngx_http_gridfs_conn_t      *conn;
 } ngx_http_gridfs_loc_conf_t;
 
 
-/* everything a thread job reads or writes: never touched by the loop while
- * the job runs */
+typedef struct ngx_http_gridfs_ctx_s  ngx_http_gridfs_ctx_t;
+
+
+/*
+ * A response's work for the thread pool: on the heap, not in the request's
+ * pool, since a request may end (a deadline's 503, a client gone, an
+ * error_page) while a task of it is in flight; the job then outlives it,
+ * its task skips the query if it has not started, and its completion frees
+ * it.  The job owns what its task writes into: the copy of the key and of
+ * the file's _id, the windows, the parts, the held client of the pool.
+ * The thread side reads and writes the fields above "the loop's" only
+ * while the task is in flight, when the loop does not touch them.
+ */
 typedef struct {
+    ngx_thread_task_t            task;        /* task.ctx: the job */
+
     ngx_uint_t                   op;
     ngx_http_gridfs_loc_conf_t  *conf;
 
     /* NGX_HTTP_GRIDFS_FIND */
-    ngx_str_t                    key;
+    ngx_str_t                    key;         /* a copy, after the job */
     bson_oid_t                   oid;
     int64_t                      key_int;
     bson_t                      *file;
 
     /* NGX_HTTP_GRIDFS_READ */
-    bson_value_t                *files_id;
+    bson_value_t                 files_id;    /* a copy */
     int64_t                      length;
     int64_t                      chunk_size;
     int64_t                      first_n;
@@ -239,94 +263,23 @@ typedef struct {
     int64_t                      posted_ms;
     ngx_msec_t                   max_wait;
 
-    /* set by the loop when the client has gone: skip the query */
+    /* set by the loop when the response no longer needs the answer: the
+     * query is skipped if it has not started */
     ngx_atomic_t                 abandoned;
 
     /* outcome: 0, or the HTTP status to answer and the cause */
     ngx_uint_t                   status;
     unsigned                     unreachable:1;
     bson_error_t                 error;
-} ngx_http_gridfs_job_t;
 
-
-/*
- * Where a response is, on the event loop.  Before the headers, a job is
- * always in flight: the lookup, then the read of the first window.  After
- * them, a window may be read (a job in flight) while the previous one
- * drains (handed to the output filters, not all sent yet).  Transitions:
- *
- *   LOOKUP           done:    READ_AHEAD, or SENT_HEADER (416, HEAD, 304),
- *                             or WAIT_PLACE (gridfs_max_responses reached)
- *   WAIT_PLACE       placed:  READ_AHEAD
- *   READ_AHEAD       done:    SENT_HEADER (READ_AHEAD: no spare client)
- *   SENT_HEADER      read:    READING; sent, not drained: DRAINING
- *   READING          done:    SENT_HEADER (the window is then sent)
- *   DRAINING         drained: SENT_HEADER (the next window is then read);
- *                    read (two halves): READING_DRAINING
- *   READING_DRAINING drained: READING; done: READ_DRAINING
- *   READ_DRAINING    drained: SENT_HEADER (the window is then sent)
- *
- * A request finalized in any state ends there.
- */
-typedef enum {
-    NGX_HTTP_GRIDFS_LOOKUP = 0,      /* the file is looked up (pcalloc) */
-    NGX_HTTP_GRIDFS_WAIT_PLACE,      /* found, waits for a place: no job */
-    NGX_HTTP_GRIDFS_READ_AHEAD,      /* the first window, before headers */
-    NGX_HTTP_GRIDFS_SENT_HEADER,     /* headers out, no job, no drain */
-    NGX_HTTP_GRIDFS_READING,         /* a window is read */
-    NGX_HTTP_GRIDFS_DRAINING,        /* a window drains, none is read */
-    NGX_HTTP_GRIDFS_READING_DRAINING,
-    NGX_HTTP_GRIDFS_READ_DRAINING    /* read, waits for the drain */
-} ngx_http_gridfs_state_e;
-
-
-typedef struct {
-    ngx_thread_task_t           *task;
-    ngx_http_gridfs_job_t       *job;
-    ngx_http_gridfs_state_e      state;
-
-    /* gridfs_deadline: the 503 goes out when it passes before the
-     * headers; the request is then held (its count) till the job ends */
-    ngx_event_t                  deadline;
-    unsigned                     past_deadline:1;
-
-    /* gridfs_max_responses: the place this response holds, or waits for
-     * in the worker's queue; given, the event goes on with it */
-    ngx_http_gridfs_places_t    *places;
-    ngx_queue_t                  queue;
-    ngx_event_t                  placed;
-    unsigned                     has_place:1;
-    unsigned                     waiting:1;
-
-    bson_t                      *file;
-    bson_value_t                 files_id;
-    unsigned                     has_files_id:1;
-    unsigned                     unsafe_logged:1;
-
-    /* two windows in flight at once, the half the next job fills */
-    unsigned                     overlap:1;
-    unsigned                     half:1;
-
-    int64_t                      length;
-    int64_t                      chunk_size;
-    int64_t                      per_window[2];   /* chunks, per half */
-    off_t                        range_start;     /* predicted */
-    off_t                        send_pos;
-    off_t                        send_end;
-
-    /* without a held client: each half of the buffer */
+    /* the loop's, never touched by a thread: the response (NULL once its
+     * request is gone), whether the task is in flight, and the buffers */
+    ngx_http_gridfs_ctx_t       *ctx;
+    ngx_uint_t                   busy;
+    ngx_uint_t                   has_files_id;
     u_char                      *window[2];
     size_t                       window_size[2];
-
-    ngx_http_gridfs_stream_t    *stream;
-    unsigned                     stream_tried:1;
-    ngx_str_t                   *parts;
-
-    /* one buffer and link per part sent: one, or one per chunk */
-    ngx_buf_t                   *bufs;
-    ngx_chain_t                 *out;
-    ngx_uint_t                   nbufs;
-} ngx_http_gridfs_ctx_t;
+} ngx_http_gridfs_job_t;
 
 
 /* the thread side (ngx_http_gridfs_mongo.c): task handlers, and what the
@@ -337,6 +290,13 @@ void ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log);
 void ngx_http_gridfs_stream_put(ngx_http_gridfs_stream_t *stream);
 void ngx_http_gridfs_stream_free(ngx_http_gridfs_stream_t *stream);
 int64_t ngx_http_gridfs_now_ms(void);
+
+/* tasks of this worker posted and not yet over in a thread (every task
+ * handler ends by ngx_http_gridfs_task_over()), and, set at the worker's
+ * exit, whether the tasks still queued skip their queries */
+extern ngx_atomic_t  ngx_http_gridfs_tasks;
+extern ngx_atomic_t  ngx_http_gridfs_exiting;
+void ngx_http_gridfs_task_over(void);
 ngx_uint_t ngx_http_gridfs_quiet(void);
 
 /* the arithmetic, pure (ngx_http_gridfs_window.c) */

@@ -67,18 +67,23 @@ ngx_http_gridfs_set_headers(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     if (!bson_iter_init_find(&iter, ctx->file, "_id")) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: file document for \"%V\" has no _id",
-                      &ctx->job->key);
+                      &ctx->log_key);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    bson_value_copy(bson_iter_value(&iter), &ctx->files_id);
-    ctx->has_files_id = 1;
+    if (ctx->job->has_files_id) {
+        bson_value_destroy(&ctx->job->files_id);
+    }
+
+    /* the job's own copy: its reads name it */
+    bson_value_copy(bson_iter_value(&iter), &ctx->job->files_id);
+    ctx->job->has_files_id = 1;
 
     if (ngx_http_gridfs_check_file(ctx->length, ctx->chunk_size) != NGX_OK) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: file document for \"%V\" has a bad length "
                       "(%L) or chunkSize (%L)",
-                      &ctx->job->key, ctx->length, ctx->chunk_size);
+                      &ctx->log_key, ctx->length, ctx->chunk_size);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
@@ -147,13 +152,13 @@ ngx_http_gridfs_set_etag(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
         return NGX_OK;
     }
 
-    if (ctx->files_id.value_type == BSON_TYPE_OID) {
-        bson_oid_to_string(&ctx->files_id.value.v_oid, hex);
+    if (ctx->job->files_id.value_type == BSON_TYPE_OID) {
+        bson_oid_to_string(&ctx->job->files_id.value.v_oid, hex);
 
     } else {
         bson_init(&id);
 
-        if (!bson_append_value(&id, "", 0, &ctx->files_id)) {
+        if (!bson_append_value(&id, "", 0, &ctx->job->files_id)) {
             bson_destroy(&id);
             return NGX_ERROR;
         }
@@ -321,7 +326,7 @@ ngx_http_gridfs_safe_value(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
     ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                   "gridfs: \"%V\": ignoring the stored %s \"%*s%s\" (%uz "
                   "bytes): not a safe header value",
-                  &ctx->job->key, field, (size_t) (p - escaped), escaped,
+                  &ctx->log_key, field, (size_t) (p - escaped), escaped,
                   len > shown ? "..." : "", len);
 
     return NGX_DECLINED;

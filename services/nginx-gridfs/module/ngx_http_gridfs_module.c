@@ -19,8 +19,13 @@
  *
  * With gridfs_max_responses, at most that many responses past their lookup
  * hold a buffer at once (each worker its share); the others wait in line
- * for a place, within gridfs_deadline.  A lookup holds no buffer and takes
- * no place.
+ * for a place, within gridfs_deadline (without one, gridfs_queue_timeout).
+ * A lookup holds no buffer and takes no place.  The 503s of the deadline
+ * and of the cap are logged at gridfs_overload_log_level (error).
+ *
+ * The settings of a gridfs location hold in its "if" and "limit_except"
+ * blocks, whose requests are the location's; the key is what follows the
+ * location's prefix in the URI, as a "rewrite ... break" leaves it.
  *
  * A response of several windows holds a client of the pool while the pool
  * has spare ones (at most half of maxPoolSize per worker; 32 unless the
@@ -80,7 +85,9 @@
 static ngx_int_t ngx_http_gridfs_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_gridfs_not_allowed(ngx_http_request_t *r);
 static ngx_int_t ngx_http_gridfs_parse_key(ngx_http_request_t *r,
-    ngx_http_gridfs_loc_conf_t *glcf, ngx_http_gridfs_job_t *job);
+    ngx_http_gridfs_loc_conf_t *glcf, ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_escape(ngx_pool_t *pool, ngx_str_t *key,
+    ngx_str_t *out);
 static void ngx_http_gridfs_probe_done(ngx_event_t *ev);
 static char *ngx_http_gridfs(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_gridfs_mongo(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -100,6 +107,17 @@ static ngx_int_t ngx_http_gridfs_init_process(ngx_cycle_t *cycle);
 static void ngx_http_gridfs_exit_process(ngx_cycle_t *cycle);
 static void ngx_http_gridfs_mongoc_log(mongoc_log_level_t level,
     const char *domain, const char *message, void *data);
+
+
+/* the level of the 503s of gridfs_deadline and gridfs_max_responses, as
+ * limit_conn_log_level's */
+static ngx_conf_enum_t  ngx_http_gridfs_log_levels[] = {
+    { ngx_string("info"), NGX_LOG_INFO },
+    { ngx_string("notice"), NGX_LOG_NOTICE },
+    { ngx_string("warn"), NGX_LOG_WARN },
+    { ngx_string("error"), NGX_LOG_ERR },
+    { ngx_null_string, 0 }
+};
 
 
 static ngx_command_t  ngx_http_gridfs_commands[] = {
@@ -145,6 +163,13 @@ static ngx_command_t  ngx_http_gridfs_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_gridfs_main_conf_t, max_responses),
       NULL },
+
+    { ngx_string("gridfs_overload_log_level"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_gridfs_loc_conf_t, overload_log_level),
+      &ngx_http_gridfs_log_levels },
 
     { ngx_string("gridfs_buffer_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -194,10 +219,9 @@ static ngx_int_t
 ngx_http_gridfs_handler(ngx_http_request_t *r)
 {
     ngx_int_t                    rc;
-    ngx_thread_task_t           *task;
-    ngx_pool_cleanup_t          *cln;
-    ngx_http_gridfs_job_t       *job;
+    ngx_str_t                    key;
     ngx_http_gridfs_ctx_t       *ctx;
+    ngx_http_core_loc_conf_t    *clcf;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
@@ -212,6 +236,13 @@ ngx_http_gridfs_handler(ngx_http_request_t *r)
 
     glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
 
+    if (glcf->conn == NULL) {
+        /* not reached: the locations that run this handler have one */
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "gridfs: no gridfs configuration in this location");
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     if (glcf->conn->pool == NULL) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: no MongoDB client pool for \"%V\"",
@@ -219,58 +250,46 @@ ngx_http_gridfs_handler(ngx_http_request_t *r)
         return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
     }
 
-    if (ngx_http_gridfs_available(r, glcf) != NGX_OK) {
-        return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
+    /* the key is what follows the location prefix in r->uri, which nginx
+     * has already percent-decoded (and rejected with 400 if malformed) */
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (r->uri.len <= clcf->name.len
+        || ngx_strncmp(r->uri.data, clcf->name.data, clcf->name.len) != 0)
+    {
+        /* empty, or rewritten out of the location's prefix */
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "gridfs: no key after \"%V\" in the URI",
+                      &clcf->name);
+        return NGX_HTTP_NOT_FOUND;
     }
 
-    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_gridfs_ctx_t));
+    key.data = r->uri.data + clcf->name.len;
+    key.len = r->uri.len - clcf->name.len;
+
+    ctx = ngx_http_gridfs_create(r, glcf, &key);
     if (ctx == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    task = ngx_thread_task_alloc(r->pool, sizeof(ngx_http_gridfs_job_t));
-    if (task == NULL) {
+    if (ngx_http_gridfs_escape(r->pool, &ctx->job->key, &ctx->log_key)
+        != NGX_OK)
+    {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    job = task->ctx;
-    job->op = NGX_HTTP_GRIDFS_FIND;
-    job->conf = glcf;
-
-    rc = ngx_http_gridfs_parse_key(r, glcf, job);
+    rc = ngx_http_gridfs_parse_key(r, glcf, ctx);
 
     if (rc != NGX_OK) {
         return rc;
     }
 
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    cln->handler = ngx_http_gridfs_cleanup;
-    cln->data = ctx;
-
-    task->handler = ngx_http_gridfs_job_handler;
-    task->event.data = r;
-    task->event.handler = ngx_http_gridfs_job_event_handler;
-
-    ctx->task = task;
-    ctx->job = job;
-
-    ngx_http_set_ctx(r, ctx, ngx_http_gridfs_module);
-
-    if (ngx_http_gridfs_post(r, ctx) != NGX_OK) {
+    if (ngx_http_gridfs_available(r, glcf, &ctx->log_key) != NGX_OK) {
         return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
     }
 
-    if (glcf->deadline) {
-        ngx_http_gridfs_start_deadline(r, ctx, glcf->deadline);
-    }
-
-    r->main->count++;
-
-    return NGX_DONE;
+    return ngx_http_gridfs_start(ctx);
 }
 
 
@@ -295,40 +314,28 @@ ngx_http_gridfs_not_allowed(ngx_http_request_t *r)
 }
 
 
-/* the key is what follows the location prefix in r->uri, which nginx has
- * already percent-decoded (and rejected with 400 if malformed) */
+/* the key, checked against the location's type */
 
 static ngx_int_t
 ngx_http_gridfs_parse_key(ngx_http_request_t *r,
-    ngx_http_gridfs_loc_conf_t *glcf, ngx_http_gridfs_job_t *job)
+    ngx_http_gridfs_loc_conf_t *glcf, ngx_http_gridfs_ctx_t *ctx)
 {
-    u_char                    *p, *last;
-    int64_t                    n, digit;
-    ngx_uint_t                 negative;
-    ngx_str_t                 *key;
-    ngx_http_core_loc_conf_t  *clcf;
+    u_char                 *p, *last;
+    int64_t                 n, digit;
+    ngx_str_t              *key;
+    ngx_uint_t              negative;
+    ngx_http_gridfs_job_t  *job;
 
-    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
-
+    job = ctx->job;
     key = &job->key;
-
-    if (r->uri.len > clcf->name.len) {
-        key->data = r->uri.data + clcf->name.len;
-        key->len = r->uri.len - clcf->name.len;
-    }
-
-    if (key->len == 0) {
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "gridfs: empty key in \"%V\"", &r->uri);
-        return NGX_HTTP_NOT_FOUND;
-    }
 
     switch (glcf->type) {
 
     case NGX_HTTP_GRIDFS_OBJECTID:
         if (key->len != 24 || !bson_oid_is_valid((char *) key->data, 24)) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "gridfs: key \"%V\" is not an ObjectId", key);
+                          "gridfs: key \"%V\" is not an ObjectId",
+                          &ctx->log_key);
             return NGX_HTTP_BAD_REQUEST;
         }
 
@@ -368,7 +375,8 @@ ngx_http_gridfs_parse_key(ngx_http_request_t *r,
     default: /* NGX_HTTP_GRIDFS_STRING */
         if (!bson_utf8_validate((char *) key->data, key->len, false)) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "gridfs: key \"%V\" is not valid UTF-8", key);
+                          "gridfs: key \"%V\" is not valid UTF-8",
+                          &ctx->log_key);
             return NGX_HTTP_BAD_REQUEST;
         }
 
@@ -378,8 +386,55 @@ ngx_http_gridfs_parse_key(ngx_http_request_t *r,
 bad_int:
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "gridfs: key \"%V\" is not an integer", key);
+                  "gridfs: key \"%V\" is not an integer", &ctx->log_key);
     return NGX_HTTP_BAD_REQUEST;
+}
+
+
+/* a key as logs show it: printable ASCII as is, other bytes (a decoded
+ * %0A, say) as \xHH, and '"' and '\' escaped, so that a key cannot forge
+ * or split a log line */
+
+static ngx_int_t
+ngx_http_gridfs_escape(ngx_pool_t *pool, ngx_str_t *key, ngx_str_t *out)
+{
+    u_char      *p, c;
+    size_t       i, n;
+
+    for (i = 0, n = 0; i < key->len; i++) {
+        c = key->data[i];
+
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') {
+            n++;
+        }
+    }
+
+    if (n == 0) {
+        *out = *key;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(pool, key->len + 3 * n);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    out->data = p;
+
+    for (i = 0; i < key->len; i++) {
+        c = key->data[i];
+
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') {
+            p = ngx_sprintf(p, "\\x%02xd", c);
+
+        } else {
+            *p++ = c;
+        }
+    }
+
+    out->len = p - out->data;
+
+    return NGX_OK;
 }
 
 
@@ -387,6 +442,8 @@ static void
 ngx_http_gridfs_probe_done(ngx_event_t *ev)
 {
     ngx_http_gridfs_conn_t  *conn = ev->data;
+
+    ngx_http_gridfs_hold_del();
 
     conn->probing = 0;
     conn->next_probe = ngx_current_msec + NGX_HTTP_GRIDFS_PROBE_MS;
@@ -661,6 +718,7 @@ ngx_http_gridfs_create_loc_conf(ngx_conf_t *cf)
     conf->queue_timeout = NGX_CONF_UNSET_MSEC;
     conf->deadline = NGX_CONF_UNSET_MSEC;
     conf->buffer_size = NGX_CONF_UNSET_SIZE;
+    conf->overload_log_level = NGX_CONF_UNSET_UINT;
 
     return conf;
 }
@@ -672,6 +730,8 @@ ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_gridfs_loc_conf_t *prev = parent;
     ngx_http_gridfs_loc_conf_t *conf = child;
 
+    ngx_http_core_loc_conf_t  *clcf;
+
     ngx_conf_merge_str_value(conf->mongo, prev->mongo,
                              "mongodb://" NGX_HTTP_GRIDFS_DEFAULT_MONGO "/");
     ngx_conf_merge_str_value(conf->thread_pool_name, prev->thread_pool_name,
@@ -681,6 +741,8 @@ ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 0);
     ngx_conf_merge_size_value(conf->buffer_size, prev->buffer_size,
                               NGX_HTTP_GRIDFS_WINDOW);
+    ngx_conf_merge_uint_value(conf->overload_log_level,
+                              prev->overload_log_level, NGX_LOG_ERR);
 
     if (conf->buffer_size == 0
         || conf->buffer_size > NGX_HTTP_GRIDFS_MAX_WINDOW)
@@ -693,7 +755,38 @@ ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         return NGX_CONF_ERROR;
     }
 
-    /* the gridfs directive itself is not inherited */
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    if (conf->db.data == NULL && prev->conn && clcf->noname) {
+
+        /*
+         * An "if" or "limit_except" block of a gridfs location: its
+         * requests are the location's (the location's content handler
+         * runs with the block's configuration), so is everything the
+         * gridfs directive set.  A location nested in a gridfs location
+         * is not: it has a content handler of its own.
+         */
+
+        conf->db = prev->db;
+        conf->files = prev->files;
+        conf->chunks = prev->chunks;
+        conf->field = prev->field;
+        conf->type = prev->type;
+        conf->user = prev->user;
+        conf->pass = prev->pass;
+        conf->thread_pool = prev->thread_pool;
+        conf->conn = prev->conn;
+
+        if (clcf->lmt_excpt && clcf->handler == NULL) {
+            /* the methods limit_except lets through get the location's
+             * answer, as with proxy_pass */
+            clcf->handler = ngx_http_gridfs_handler;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    /* the gridfs directive itself is not inherited by other locations */
     if (conf->db.data == NULL || conf->conn) {
         return NGX_CONF_OK;
     }
@@ -944,6 +1037,13 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
     ngx_http_gridfs_conn_t       **connp;
     ngx_http_gridfs_main_conf_t   *gmcf;
 
+    /* workers only: not the cache manager and loader */
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
     gmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_gridfs_module);
 
     if (gmcf == NULL || gmcf->conns.nelts == 0) {
@@ -1026,19 +1126,50 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
 }
 
 
-/* runs after ngx_thread_pool_module has joined its threads: no job is
- * holding a client any more */
+/*
+ * Runs after ngx_thread_pool_module's exit, which waits for the tasks
+ * queued before its own exit tasks: usually no task of the module is left.
+ * But if it could not post those (its queue full), threads still run
+ * tasks, with clients of the pools: the tasks still queued are told to
+ * skip their queries, and the pools are destroyed only once every task is
+ * over (each ends by its socket timeout at worst), or left to the
+ * process's exit.
+ */
 
 static void
 ngx_http_gridfs_exit_process(ngx_cycle_t *cycle)
 {
     ngx_uint_t                     i;
+    ngx_msec_t                     waited;
     ngx_http_gridfs_conn_t       **connp;
     ngx_http_gridfs_main_conf_t   *gmcf;
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return;
+    }
 
     gmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_gridfs_module);
 
     if (gmcf == NULL || gmcf->conns.nelts == 0) {
+        return;
+    }
+
+    ngx_http_gridfs_exiting = 1;
+
+    for (waited = 0;
+         ngx_http_gridfs_tasks != 0 && waited < NGX_HTTP_GRIDFS_EXIT_MS;
+         waited += 10)
+    {
+        ngx_msleep(10);
+    }
+
+    if (ngx_http_gridfs_tasks != 0) {
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                      "gridfs: %uA tasks still running at exit: the "
+                      "MongoDB client pools are left to the process's end",
+                      ngx_http_gridfs_tasks);
         return;
     }
 

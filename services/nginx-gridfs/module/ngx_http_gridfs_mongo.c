@@ -10,6 +10,10 @@
 #include "ngx_http_gridfs.h"
 
 
+static void ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job,
+    ngx_log_t *log);
+static void ngx_http_gridfs_probe_run(ngx_http_gridfs_conn_t *conn,
+    ngx_log_t *log);
 static void ngx_http_gridfs_query(ngx_http_gridfs_job_t *job,
     mongoc_client_t *client);
 static void ngx_http_gridfs_find_file(ngx_http_gridfs_job_t *job,
@@ -52,11 +56,31 @@ static ngx_uint_t ngx_http_gridfs_backend_down(const char *message);
 static __thread ngx_uint_t  ngx_http_gridfs_pinging;
 
 
+ngx_atomic_t  ngx_http_gridfs_tasks;
+ngx_atomic_t  ngx_http_gridfs_exiting;
+
+
+/* the last thing a task handler does: after it, the thread touches nothing
+ * of the module's (ngx_http_gridfs_exit_process() counts on it) */
+
+void
+ngx_http_gridfs_task_over(void)
+{
+    (void) ngx_atomic_fetch_add(&ngx_http_gridfs_tasks, -1);
+}
+
+
 void
 ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
 {
-    ngx_http_gridfs_job_t  *job = data;
+    ngx_http_gridfs_job_run(data, log);
+    ngx_http_gridfs_task_over();
+}
 
+
+static void
+ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
+{
     int64_t                  waited;
     mongoc_client_t         *client;
     ngx_http_gridfs_conn_t  *conn;
@@ -66,6 +90,12 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
     if (job->abandoned) {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_CLIENT_CLOSED,
                                    "the client has gone");
+        return;
+    }
+
+    if (ngx_http_gridfs_exiting) {
+        ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
+                                   "the worker is exiting");
         return;
     }
 
@@ -150,12 +180,20 @@ ngx_http_gridfs_probe_handler(void *data, ngx_log_t *log)
 {
     ngx_http_gridfs_conn_t  **connp = data;
 
-    bson_t                   ping;
-    bson_error_t             error;
-    mongoc_client_t         *client;
-    ngx_http_gridfs_conn_t  *conn;
+    if (!ngx_http_gridfs_exiting) {
+        ngx_http_gridfs_probe_run(*connp, log);
+    }
 
-    conn = *connp;
+    ngx_http_gridfs_task_over();
+}
+
+
+static void
+ngx_http_gridfs_probe_run(ngx_http_gridfs_conn_t *conn, ngx_log_t *log)
+{
+    bson_t            ping;
+    bson_error_t      error;
+    mongoc_client_t  *client;
 
     bson_init(&ping);
     BSON_APPEND_INT32(&ping, "ping", 1);
@@ -378,8 +416,11 @@ ngx_http_gridfs_stream_chunks(ngx_http_gridfs_job_t *job)
         }
     }
 
-    if (stream->opened && stream->next_n != job->first_n) {
-        /* the range filter chose another range than predicted */
+    if (stream->opened
+        && (stream->next_n != job->first_n || stream->end_n != job->end_n))
+    {
+        /* the filters chose other bytes than predicted: the cursor, which
+         * ends with the last chunk it was opened for, is opened again */
         ngx_http_gridfs_stream_kill(stream);
         stream->opened = 0;
     }
@@ -516,6 +557,7 @@ ngx_http_gridfs_stream_batch(ngx_http_gridfs_job_t *job, bson_t *reply)
         job->opened = 1;
         stream->opened = 1;
         stream->cursor_id = 0;
+        stream->end_n = job->end_n;
 
     } else if (stream->cursor_id != 0) {
         BSON_APPEND_INT64(&cmd, "getMore", stream->cursor_id);
@@ -693,7 +735,7 @@ static mongoc_cursor_t *
 ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
     mongoc_collection_t *coll)
 {
-    int64_t           count;
+    int64_t           count, overhead;
     bson_t            filter, opts, sub;
     mongoc_cursor_t  *cursor;
 
@@ -708,10 +750,28 @@ ngx_http_gridfs_chunks_query(ngx_http_gridfs_job_t *job,
 
     count = job->last_n - job->first_n + 1;
 
-    /* the whole window in one reply, and no cursor left on the server */
     BSON_APPEND_INT64(&opts, "limit", count);
     BSON_APPEND_INT64(&opts, "batchSize", count);
-    BSON_APPEND_BOOL(&opts, "singleBatch", true);
+
+    /*
+     * The whole window in a single reply, and no cursor left on the server
+     * (FerretDB keeps one open past the limit: a killCursors more), if it
+     * fits in one: a reply is at most 16 MiB.  Else (tiny chunks, or two
+     * chunks of nearly 8 MiB) the server cuts the batch short and the
+     * driver's getMores read the rest.
+     */
+    overhead = NGX_HTTP_GRIDFS_CHUNK_OVERHEAD;
+
+    if (job->files_id.value_type == BSON_TYPE_UTF8) {
+        overhead += job->files_id.value.v_utf8.len;
+
+    } else if (job->files_id.value_type == BSON_TYPE_BINARY) {
+        overhead += job->files_id.value.v_binary.data_len;
+    }
+
+    if (count <= NGX_HTTP_GRIDFS_MAX_REPLY / (job->chunk_size + overhead)) {
+        BSON_APPEND_BOOL(&opts, "singleBatch", true);
+    }
 
     /*
      * No projection: a chunk's other fields are a few dozen bytes, and a
@@ -741,7 +801,7 @@ ngx_http_gridfs_chunks_filter(ngx_http_gridfs_job_t *job, bson_t *filter)
 {
     bson_t  sub;
 
-    BSON_APPEND_VALUE(filter, "files_id", job->files_id);
+    BSON_APPEND_VALUE(filter, "files_id", &job->files_id);
 
     if (job->first_n > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(filter, "n", &sub);
@@ -780,6 +840,8 @@ ngx_http_gridfs_stream_handler(void *data, ngx_log_t *log)
 
     ngx_http_gridfs_stream_put(stream);
     ngx_http_gridfs_stream_free(stream);
+
+    ngx_http_gridfs_task_over();
 }
 
 
@@ -1022,7 +1084,7 @@ ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job, mongoc_client_t *client,
             }
         }
 
-        if (now >= until) {
+        if (now >= until || ngx_http_gridfs_exiting) {
             if (job->error.code == 0) {
                 bson_set_error(&job->error, MONGOC_ERROR_SERVER_SELECTION,
                                MONGOC_ERROR_SERVER_SELECTION_FAILURE,

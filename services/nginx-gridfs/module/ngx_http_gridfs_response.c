@@ -3,6 +3,24 @@
  * The response machine of ngx_http_gridfs_module, on the event loop: posts
  * jobs to the thread pool, wakes when they are done, sends the headers
  * once the first window is read, then the windows, double buffered.
+ *
+ * Lifetimes.  A response (ngx_http_gridfs_ctx_t) lives in its request's
+ * pool; its job, with everything a thread writes into, on the heap.  Each
+ * event of the module carries what it acts on: the job's completion its
+ * job, the deadline's and the place's timers their response; none finds
+ * its state again through r->ctx, which error_page's internal redirect
+ * clears (only the request's write event handler does, and a redirect
+ * replaces it).  Once the module finalizes the request, or nginx
+ * terminates it, the response is done: it acts on the request no more,
+ * leaves the place queue, and its job, if in flight, skips its query.  A
+ * job in flight when its request is freed is detached from it, and freed
+ * by its own completion.  The request is never held for a job: no
+ * r->main->blocked, no r->aio (which would stop the copy filter from
+ * sending a window while the next one is read).
+ *
+ * While a job is in flight, or a response waits for a place, the worker
+ * holds a timer that is not cancelable: a graceful shutdown (a reload,
+ * nginx -s quit) waits for them, as it waits for a response being sent.
  */
 
 
@@ -13,40 +31,212 @@
 #include "ngx_http_gridfs_http.h"
 
 
-static void ngx_http_gridfs_test_reading(ngx_http_request_t *r);
+/* the period of the worker's hold: it is deleted once nothing is pending,
+ * renewed while something is */
+#define NGX_HTTP_GRIDFS_HOLD_MS  60000
+
+
+static u_char *ngx_http_gridfs_window_alloc(size_t size, size_t *got,
+    ngx_log_t *log);
+static void ngx_http_gridfs_window_free(u_char *p, size_t size);
+static void ngx_http_gridfs_hold_handler(ngx_event_t *ev);
+static void ngx_http_gridfs_terminated(void *data);
+static ngx_int_t ngx_http_gridfs_post(ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_deadline_handler(ngx_event_t *ev);
+static void ngx_http_gridfs_job_event_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_wake_handler(ngx_http_request_t *r);
-static void ngx_http_gridfs_job_done(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static void ngx_http_gridfs_found(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static ngx_int_t ngx_http_gridfs_take_place(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_job_done(ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_found(ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_take_place(ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_placed_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_give_place(ngx_http_gridfs_places_t *places);
-static void ngx_http_gridfs_read_ahead(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static void ngx_http_gridfs_first_window(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static ngx_int_t ngx_http_gridfs_send_header(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static ngx_int_t ngx_http_gridfs_alloc_window(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static ngx_int_t ngx_http_gridfs_stream_start(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx, int64_t chunks, int64_t total);
+static void ngx_http_gridfs_read_ahead(ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_first_window(ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_send_header(ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_plan_windows(ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_stream_start(ngx_http_gridfs_ctx_t *ctx,
+    int64_t chunks, int64_t total);
 static void ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream);
 static void ngx_http_gridfs_stream_done(ngx_event_t *ev);
-static void ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
-    ngx_http_gridfs_job_t *job, const char *what);
-static void ngx_http_gridfs_fetch_window(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static void ngx_http_gridfs_send_window(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
-static void ngx_http_gridfs_drain(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_stream_end(ngx_http_gridfs_stream_t *stream);
+static void ngx_http_gridfs_log_job_error(ngx_http_gridfs_ctx_t *ctx,
+    const char *what);
+static void ngx_http_gridfs_fetch_window(ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_send_window(ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_drain(ngx_http_gridfs_ctx_t *ctx);
 static ngx_int_t ngx_http_gridfs_wait_write(ngx_http_request_t *r);
-static void ngx_http_gridfs_abort(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx, ngx_int_t rc);
+static void ngx_http_gridfs_finalize(ngx_http_gridfs_ctx_t *ctx,
+    ngx_int_t rc);
+static void ngx_http_gridfs_release(ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_job_release(ngx_http_gridfs_job_t *job);
+static void ngx_http_gridfs_job_free(ngx_http_gridfs_job_t *job);
+
+
+/*
+ * Windows freed lately, for the next responses: a few, of at most
+ * NGX_HTTP_GRIDFS_FREE_BYTES together, per worker.  A window of the mmap
+ * threshold or more is otherwise mapped afresh for each response, and its
+ * pages faulted in again as it is written (a large part of a 1 MB
+ * response's CPU); smaller ones malloc keeps by itself.  A cached window
+ * keeps the pages it was written into: the cache is that much more of the
+ * worker's resident memory, at most.
+ */
+
+#define NGX_HTTP_GRIDFS_FREE_WINDOWS  4
+#define NGX_HTTP_GRIDFS_FREE_BYTES    (8 * 1024 * 1024)
+
+typedef struct {
+    u_char                      *data;
+    size_t                       size;
+} ngx_http_gridfs_free_window_t;
+
+static ngx_http_gridfs_free_window_t
+                    ngx_http_gridfs_free[NGX_HTTP_GRIDFS_FREE_WINDOWS];
+static ngx_uint_t   ngx_http_gridfs_nfree;
+static size_t       ngx_http_gridfs_free_bytes;
+
+
+/* a cached window at least as large, and not twice as large, else a new
+ * one; *got is what it holds */
+
+static u_char *
+ngx_http_gridfs_window_alloc(size_t size, size_t *got, ngx_log_t *log)
+{
+    u_char      *p;
+    ngx_uint_t   i, best;
+
+    best = NGX_HTTP_GRIDFS_FREE_WINDOWS;
+
+    for (i = 0; i < ngx_http_gridfs_nfree; i++) {
+        if (ngx_http_gridfs_free[i].size >= size
+            && ngx_http_gridfs_free[i].size / 2 <= size
+            && (best == NGX_HTTP_GRIDFS_FREE_WINDOWS
+                || ngx_http_gridfs_free[i].size
+                   < ngx_http_gridfs_free[best].size))
+        {
+            best = i;
+        }
+    }
+
+    if (best != NGX_HTTP_GRIDFS_FREE_WINDOWS) {
+        p = ngx_http_gridfs_free[best].data;
+        *got = ngx_http_gridfs_free[best].size;
+
+        ngx_http_gridfs_free_bytes -= *got;
+        ngx_http_gridfs_free[best] =
+                             ngx_http_gridfs_free[--ngx_http_gridfs_nfree];
+        return p;
+    }
+
+    p = ngx_alloc(size, log);
+    *got = p ? size : 0;
+
+    return p;
+}
+
+
+/* kept if it is large and fits, the oldest making room; else freed */
+
+static void
+ngx_http_gridfs_window_free(u_char *p, size_t size)
+{
+    if (p == NULL) {
+        return;
+    }
+
+    if (size < NGX_HTTP_GRIDFS_MMAP_THRESHOLD
+        || size > NGX_HTTP_GRIDFS_FREE_BYTES)
+    {
+        ngx_free(p);
+        return;
+    }
+
+    while (ngx_http_gridfs_nfree
+           && (ngx_http_gridfs_nfree == NGX_HTTP_GRIDFS_FREE_WINDOWS
+               || ngx_http_gridfs_free_bytes + size
+                  > NGX_HTTP_GRIDFS_FREE_BYTES))
+    {
+        ngx_free(ngx_http_gridfs_free[0].data);
+        ngx_http_gridfs_free_bytes -= ngx_http_gridfs_free[0].size;
+
+        ngx_memmove(&ngx_http_gridfs_free[0], &ngx_http_gridfs_free[1],
+                    --ngx_http_gridfs_nfree
+                    * sizeof(ngx_http_gridfs_free_window_t));
+    }
+
+    ngx_http_gridfs_free[ngx_http_gridfs_nfree].data = p;
+    ngx_http_gridfs_free[ngx_http_gridfs_nfree].size = size;
+    ngx_http_gridfs_nfree++;
+    ngx_http_gridfs_free_bytes += size;
+}
+
+
+/* what holds this worker through a graceful shutdown: tasks in flight and
+ * responses waiting for a place */
+static ngx_uint_t   ngx_http_gridfs_pending;
+static ngx_event_t  ngx_http_gridfs_hold;
+
+
+void
+ngx_http_gridfs_hold_add(void)
+{
+    if (ngx_http_gridfs_pending++ > 0) {
+        return;
+    }
+
+    if (ngx_http_gridfs_hold.handler == NULL) {
+        ngx_http_gridfs_hold.handler = ngx_http_gridfs_hold_handler;
+        ngx_http_gridfs_hold.log = ngx_cycle->log;
+        /* not cancelable: ngx_event_no_timers_left() waits for it */
+        ngx_http_gridfs_hold.cancelable = 0;
+    }
+
+    ngx_add_timer(&ngx_http_gridfs_hold, NGX_HTTP_GRIDFS_HOLD_MS);
+}
+
+
+void
+ngx_http_gridfs_hold_del(void)
+{
+    if (ngx_http_gridfs_pending == 0) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                      "gridfs: nothing pending to release");
+        return;
+    }
+
+    if (--ngx_http_gridfs_pending == 0 && ngx_http_gridfs_hold.timer_set) {
+        ngx_del_timer(&ngx_http_gridfs_hold);
+    }
+}
+
+
+static void
+ngx_http_gridfs_hold_handler(ngx_event_t *ev)
+{
+    if (ngx_http_gridfs_pending) {
+        ngx_add_timer(ev, NGX_HTTP_GRIDFS_HOLD_MS);
+    }
+}
+
+
+/* every task of the module is posted here: counted for the worker's hold,
+ * and for its exit (ngx_http_gridfs_tasks, which the thread decrements
+ * when the task is over); its completion calls ngx_http_gridfs_hold_del() */
+
+ngx_int_t
+ngx_http_gridfs_task_post(ngx_thread_pool_t *tp, ngx_thread_task_t *task)
+{
+    (void) ngx_atomic_fetch_add(&ngx_http_gridfs_tasks, 1);
+
+    if (ngx_thread_task_post(tp, task) != NGX_OK) {
+        (void) ngx_atomic_fetch_add(&ngx_http_gridfs_tasks, -1);
+        return NGX_ERROR;
+    }
+
+    ngx_http_gridfs_hold_add();
+
+    return NGX_OK;
+}
 
 
 /* an error before any header: none of the file's headers (ETag,
@@ -80,36 +270,141 @@ ngx_http_gridfs_error(ngx_http_request_t *r, ngx_int_t status)
 }
 
 
-/* the aio pattern of ngx_http_copy_filter: r->main->blocked keeps the
- * request alive until the job's completion event has run */
+/* the response and its job; the key is copied into the job.  The pool
+ * cleanup detaches the job from the request when the request is freed,
+ * the request cleanup (run when nginx terminates it) ends the response */
+
+ngx_http_gridfs_ctx_t *
+ngx_http_gridfs_create(ngx_http_request_t *r, ngx_http_gridfs_loc_conf_t *glcf,
+    ngx_str_t *key)
+{
+    ngx_pool_cleanup_t     *cln;
+    ngx_http_cleanup_t     *hcln;
+    ngx_http_gridfs_job_t  *job;
+    ngx_http_gridfs_ctx_t  *ctx;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_gridfs_ctx_t));
+    if (ctx == NULL) {
+        return NULL;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    hcln = ngx_http_cleanup_add(r, 0);
+
+    if (cln == NULL || hcln == NULL) {
+        return NULL;
+    }
+
+    job = ngx_calloc(sizeof(ngx_http_gridfs_job_t) + key->len,
+                     r->connection->log);
+    if (job == NULL) {
+        return NULL;
+    }
+
+    job->key.data = (u_char *) (job + 1);
+    job->key.len = key->len;
+    ngx_memcpy(job->key.data, key->data, key->len);
+
+    job->conf = glcf;
+    job->ctx = ctx;
+
+    job->task.ctx = job;
+    job->task.handler = ngx_http_gridfs_job_handler;
+    job->task.event.data = job;
+    job->task.event.handler = ngx_http_gridfs_job_event_handler;
+    job->task.event.log = ngx_cycle->log;
+
+    ctx->request = r;
+    ctx->job = job;
+
+    ctx->deadline.handler = ngx_http_gridfs_deadline_handler;
+    ctx->deadline.data = ctx;
+    ctx->deadline.log = r->connection->log;
+    /* a worker shutting down gracefully waits for the pending work
+     * itself (the hold), not for this */
+    ctx->deadline.cancelable = 1;
+
+    ctx->placed.handler = ngx_http_gridfs_placed_handler;
+    ctx->placed.data = ctx;
+    ctx->placed.log = r->connection->log;
+
+    cln->handler = ngx_http_gridfs_cleanup;
+    cln->data = ctx;
+
+    hcln->handler = ngx_http_gridfs_terminated;
+    hcln->data = ctx;
+
+    return ctx;
+}
+
+
+/* the lookup posted: the request then waits for it (its count), reading
+ * as nginx's writer does (a client that leaves, or a body to discard) */
 
 ngx_int_t
-ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_start(ngx_http_gridfs_ctx_t *ctx)
 {
-    ngx_uint_t                   header_sent;
+    ngx_http_request_t          *r;
+    ngx_http_gridfs_loc_conf_t  *glcf;
+
+    r = ctx->request;
+    glcf = ctx->job->conf;
+
+    ngx_http_set_ctx(r, ctx, ngx_http_gridfs_module);
+
+    ctx->job->op = NGX_HTTP_GRIDFS_FIND;
+
+    if (ngx_http_gridfs_post(ctx) != NGX_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "gridfs: could not post a job for \"%V\" (the thread "
+                      "pool's queue is full?)", &ctx->log_key);
+        ngx_http_gridfs_release(ctx);
+        return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
+    }
+
+    r->read_event_handler = r->discard_body
+                            ? ngx_http_discarded_request_body_handler
+                            : ngx_http_test_reading;
+    r->write_event_handler = ngx_http_gridfs_wake_handler;
+
+    if (glcf->deadline) {
+        ngx_http_gridfs_start_deadline(ctx, glcf->deadline);
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+static ngx_int_t
+ngx_http_gridfs_post(ngx_http_gridfs_ctx_t *ctx)
+{
     ngx_http_gridfs_job_t       *job;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
-    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
-
-    header_sent = (ctx->state != NGX_HTTP_GRIDFS_LOOKUP
-                   && ctx->state != NGX_HTTP_GRIDFS_WAIT_PLACE
-                   && ctx->state != NGX_HTTP_GRIDFS_READ_AHEAD);
-
     job = ctx->job;
+    glcf = job->conf;
+
     job->status = 0;
     job->unreachable = 0;
     job->abandoned = 0;
     job->nparts = 0;
     job->opened = 0;
     job->no_client = 0;
+    job->error.domain = 0;
+    job->error.code = 0;
+    job->error.message[0] = '\0';
     job->posted_ms = ngx_http_gridfs_now_ms();
 
     /* once the headers are out, a late window beats a cut response */
-    job->max_wait = header_sent ? 0 : glcf->queue_timeout;
-    job->continued = header_sent;
+    job->max_wait = ctx->header_sent ? 0 : glcf->queue_timeout;
+    job->continued = ctx->header_sent;
 
-    if (ngx_thread_task_post(glcf->thread_pool, ctx->task) != NGX_OK) {
+    job->busy = 1;
+
+    if (ngx_http_gridfs_task_post(glcf->thread_pool, &job->task) != NGX_OK) {
+        job->busy = 0;
         return NGX_ERROR;
     }
 
@@ -117,7 +412,7 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     if (job->op == NGX_HTTP_GRIDFS_READ) {
 
-        if (!header_sent) {
+        if (!ctx->header_sent) {
             ctx->state = NGX_HTTP_GRIDFS_READ_AHEAD;
 
         } else if (ctx->state == NGX_HTTP_GRIDFS_DRAINING) {
@@ -128,13 +423,6 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         }
     }
 
-    r->main->blocked++;
-    r->aio = 1;
-    r->write_event_handler = ngx_http_gridfs_wake_handler;
-
-    /* notice a client that leaves while the job waits */
-    r->read_event_handler = ngx_http_gridfs_test_reading;
-
     return NGX_OK;
 }
 
@@ -143,27 +431,22 @@ ngx_http_gridfs_post(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
  * paths count theirs: if the headers are not out by then, the answer is a
  * 503 at once, whatever the job in flight is waiting for (a thread, a
  * pooled client, a frozen server: libmongoc has no deadline per
- * operation, only the socket timeout) */
+ * operation, only the socket timeout), or the place it waits for */
 
 void
-ngx_http_gridfs_start_deadline(ngx_http_request_t *r,
-    ngx_http_gridfs_ctx_t *ctx, ngx_msec_t deadline)
+ngx_http_gridfs_start_deadline(ngx_http_gridfs_ctx_t *ctx,
+    ngx_msec_t deadline)
 {
-    ngx_time_t      *tp;
-    ngx_msec_int_t   elapsed;
+    ngx_time_t          *tp;
+    ngx_msec_int_t       elapsed;
+    ngx_http_request_t  *r;
 
+    r = ctx->request;
     tp = ngx_timeofday();
 
     elapsed = (ngx_msec_int_t) ((tp->sec - r->start_sec) * 1000
                                 + (tp->msec - r->start_msec));
     elapsed = ngx_max(elapsed, 0);
-
-    ctx->deadline.handler = ngx_http_gridfs_deadline_handler;
-    ctx->deadline.data = r;
-    ctx->deadline.log = r->connection->log;
-
-    /* a worker shutting down gracefully does not wait for it */
-    ctx->deadline.cancelable = 1;
 
     ngx_add_timer(&ctx->deadline, (ngx_msec_t) elapsed < deadline
                                   ? deadline - (ngx_msec_t) elapsed : 1);
@@ -178,24 +461,40 @@ ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
     ngx_http_gridfs_ctx_t       *ctx;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
-    r = ev->data;
+    ctx = ev->data;
+    r = ctx->request;
     c = r->connection;
+
+    if (ctx->done) {
+        return;
+    }
 
     ngx_http_set_log_request(c->log, r);
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
+    glcf = ctx->job->conf;
 
-    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+    if (ctx->state == NGX_HTTP_GRIDFS_WAIT_PLACE) {
 
-    if (ctx && ctx->state == NGX_HTTP_GRIDFS_WAIT_PLACE && !c->error) {
-        ngx_log_error(NGX_LOG_INFO, c->log, 0,
-                      "gridfs: \"%V\" waited for one of the %ui places of "
-                      "gridfs_max_responses longer than gridfs_deadline "
-                      "(%M ms): 503",
-                      &r->uri, ctx->places->max, glcf->deadline);
+        if (ctx->wait_bound) {
+            ngx_log_error(glcf->overload_log_level, c->log, 0,
+                          "gridfs: \"%V\" waited for one of the %ui places "
+                          "of gridfs_max_responses longer than "
+                          "gridfs_queue_timeout (%M ms): %s",
+                          &ctx->log_key, ctx->places->max,
+                          glcf->queue_timeout,
+                          ctx->header_sent ? "cut short" : "503");
+        } else {
+            ngx_log_error(glcf->overload_log_level, c->log, 0,
+                          "gridfs: \"%V\" waited for one of the %ui places "
+                          "of gridfs_max_responses longer than "
+                          "gridfs_deadline (%M ms): 503",
+                          &ctx->log_key, ctx->places->max, glcf->deadline);
+        }
 
-        /* no job in flight, no window: its cleanup leaves the queue */
-        ngx_http_finalize_request(r, ngx_http_gridfs_error(r,
+        /* no job in flight, no window: it leaves the queue now */
+        ngx_http_gridfs_finalize(ctx, ctx->header_sent
+                                 ? NGX_ERROR
+                                 : ngx_http_gridfs_error(r,
                                              NGX_HTTP_SERVICE_UNAVAILABLE));
         ngx_http_run_posted_requests(c);
         return;
@@ -203,36 +502,24 @@ ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
 
     /* only a job in flight before the headers: otherwise the response
      * has answered, or is answering, by itself */
-    if (ctx == NULL
-        || !r->aio
-        || c->error
-        || ctx->job->abandoned
+    if (ctx->header_sent
         || (ctx->state != NGX_HTTP_GRIDFS_LOOKUP
             && ctx->state != NGX_HTTP_GRIDFS_READ_AHEAD))
     {
         return;
     }
 
-    ngx_log_error(NGX_LOG_INFO, c->log, 0,
+    ngx_log_error(glcf->overload_log_level, c->log, 0,
                   "gridfs: %s \"%V\" took longer than gridfs_deadline "
                   "(%M ms): 503",
                   ctx->state == NGX_HTTP_GRIDFS_LOOKUP ? "looking up"
                                                        : "reading",
-                  &r->uri, glcf->deadline);
+                  &ctx->log_key, glcf->deadline);
 
     /* a job not started yet skips its query; one under way ends by the
-     * socket timeout, and the request is held for it till then (its
-     * completion event releases this count) */
-    ctx->job->abandoned = 1;
-    ctx->past_deadline = 1;
-    r->main->count++;
-
-    /* no window is in the output chain yet: the 503 may go out while the
-     * job runs, and the connection closes after it */
-    r->aio = 0;
-    r->keepalive = 0;
-
-    ngx_http_finalize_request(r, ngx_http_gridfs_error(r,
+     * socket timeout, detached from the request if it has gone by then.
+     * No window is in the output chain yet: the 503 goes out now */
+    ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r,
                                              NGX_HTTP_SERVICE_UNAVAILABLE));
     ngx_http_run_posted_requests(c);
 }
@@ -243,7 +530,7 @@ ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
 
 ngx_int_t
 ngx_http_gridfs_available(ngx_http_request_t *r,
-    ngx_http_gridfs_loc_conf_t *glcf)
+    ngx_http_gridfs_loc_conf_t *glcf, ngx_str_t *log_key)
 {
     ngx_http_gridfs_conn_t  *conn;
 
@@ -257,7 +544,9 @@ ngx_http_gridfs_available(ngx_http_request_t *r,
         && (ngx_msec_int_t) (ngx_current_msec - conn->next_probe) >= 0
         && conn->probe != NULL)
     {
-        if (ngx_thread_task_post(conn->thread_pool, conn->probe) == NGX_OK) {
+        if (ngx_http_gridfs_task_post(conn->thread_pool, conn->probe)
+            == NGX_OK)
+        {
             conn->probing = 1;
         }
     }
@@ -266,91 +555,69 @@ ngx_http_gridfs_available(ngx_http_request_t *r,
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "gridfs: MongoDB unavailable, looking up \"%V\" in "
                   "%V.%V: %V did not answer recently, retrying in the "
-                  "background", &r->uri, &glcf->db, &glcf->files,
+                  "background", log_key, &glcf->db, &glcf->files,
                   &conn->display);
 
     return NGX_DECLINED;
 }
 
 
-/* ngx_http_test_reading() finalizes the request if the client has closed
- * the connection; the request stays allocated while a job is in flight
- * (r->main->blocked), and the job is told to skip its query */
+/* the end of a task: the job is the event's, whatever became of its
+ * request meanwhile */
 
 static void
-ngx_http_gridfs_test_reading(ngx_http_request_t *r)
-{
-    ngx_http_gridfs_ctx_t  *ctx;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
-
-    ngx_http_test_reading(r);
-
-    if (ctx && r->connection->error) {
-        ctx->job->abandoned = 1;
-    }
-}
-
-
-void
 ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 {
     ngx_connection_t       *c;
     ngx_http_request_t     *r;
+    ngx_http_gridfs_job_t  *job;
     ngx_http_gridfs_ctx_t  *ctx;
 
-    r = ev->data;
+    job = ev->data;
+    job->busy = 0;
+
+    ctx = job->ctx;
+
+    if (ctx == NULL) {
+        /* its request was freed while the task ran */
+        ngx_http_gridfs_job_free(job);
+        ngx_http_gridfs_hold_del();
+        return;
+    }
+
+    if (ctx->done) {
+        /* the response ended (a deadline, a client gone, an error page);
+         * its buffers go now unless the output may still hold them */
+        if (!ctx->sending) {
+            ngx_http_gridfs_job_release(job);
+        }
+
+        ngx_http_gridfs_hold_del();
+        return;
+    }
+
+    r = ctx->request;
     c = r->connection;
 
     ngx_http_set_log_request(c->log, r);
 
-    r->main->blocked--;
-    r->aio = 0;
-
-    if (r->read_event_handler == ngx_http_gridfs_test_reading) {
-        r->read_event_handler = ngx_http_block_reading;
-    }
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
-
-#if (NGX_HTTP_V2)
-
-    if (r->stream) {
-        ngx_post_event(c->write, &ngx_posted_events);
-    }
-
-#endif
-
-    if (ctx && ctx->past_deadline) {
-        /* its 503 went out at the deadline, the request held for this job */
-
-        if (r->main->count == 1) {
-            /* the 503 is sent: the hold is the last reference */
-            ngx_http_finalize_request(r, NGX_DONE);
-
-        } else {
-            /* the 503 still going out (ngx_http_writer), or the request
-             * terminated meanwhile (ngx_http_request_finalizer): they end
-             * it */
-            r->main->count--;
-            r->write_event_handler(r);
-        }
-
-    /* not our handler if the request was terminated meanwhile */
-    } else if (ctx && r->write_event_handler == ngx_http_gridfs_wake_handler)
-    {
-        ngx_http_gridfs_job_done(r, ctx);
+    if (c->error) {
+        ngx_http_gridfs_finalize(ctx, NGX_ERROR);
 
     } else {
-        r->write_event_handler(r);
+        ngx_http_gridfs_job_done(ctx);
     }
+
+    /* after the next job, if any, was posted: the hold's timer stays */
+    ngx_http_gridfs_hold_del();
 
     ngx_http_run_posted_requests(c);
 }
 
 
 /* a write event: a window handed to the output filters may be draining,
- * while a job reads the next one or not */
+ * while a job reads the next one or not.  The only handler that finds its
+ * response through r->ctx: a redirect that clears r->ctx replaces it */
 
 static void
 ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
@@ -359,7 +626,7 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
 
-    if (ctx == NULL) {
+    if (ctx == NULL || ctx->done || ctx->request != r) {
         return;
     }
 
@@ -368,11 +635,16 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
     case NGX_HTTP_GRIDFS_DRAINING:
     case NGX_HTTP_GRIDFS_READING_DRAINING:
     case NGX_HTTP_GRIDFS_READ_DRAINING:
-        ngx_http_gridfs_drain(r, ctx);
+        ngx_http_gridfs_drain(ctx);
         return;
 
     default:
-        /* nothing drains: the job's end moves the response on */
+        /* nothing drains: the job's end moves the response on; a
+         * level-triggered event (poll, select) is removed, not spun on */
+        if (ngx_handle_write_event(r->connection->write, 0) != NGX_OK) {
+            ngx_http_gridfs_finalize(ctx, NGX_ERROR);
+        }
+
         return;
     }
 }
@@ -381,10 +653,14 @@ ngx_http_gridfs_wake_handler(ngx_http_request_t *r)
 /* the end of a job */
 
 static void
-ngx_http_gridfs_job_done(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_job_done(ngx_http_gridfs_ctx_t *ctx)
 {
-    if (ctx->job->op == NGX_HTTP_GRIDFS_FIND) {
-        ngx_http_gridfs_found(r, ctx);
+    ngx_http_gridfs_job_t  *job;
+
+    job = ctx->job;
+
+    if (job->op == NGX_HTTP_GRIDFS_FIND) {
+        ngx_http_gridfs_found(ctx);
         return;
     }
 
@@ -395,42 +671,44 @@ ngx_http_gridfs_job_done(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         ctx->state = NGX_HTTP_GRIDFS_READ_DRAINING;
     }
 
-    if (ctx->stream && ctx->job->no_client) {
-        /* the first read found no spare client: nothing was sent yet */
-        ngx_http_gridfs_stream_release(ctx->stream);
-        ctx->stream = NULL;
+    if (job->stream && job->no_client) {
+        /* the first read from the cursor found no spare client: nothing
+         * was read, the same window is read again by a query, into the
+         * same half (its position, send_pos, has not moved) */
+        ngx_http_gridfs_stream_release(job->stream);
+        job->stream = NULL;
 
-        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                        "gridfs no spare client: a query per window");
 
-        if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
-            ngx_http_finalize_request(r, NGX_ERROR);
-            return;
+        ctx->half = job->half;
+
+        if (ctx->state == NGX_HTTP_GRIDFS_READ_DRAINING) {
+            ctx->state = NGX_HTTP_GRIDFS_DRAINING;
         }
 
-        ngx_http_gridfs_fetch_window(r, ctx);
+        ngx_http_gridfs_fetch_window(ctx);
         return;
     }
 
-    if (ctx->job->opened) {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "gridfs cursor opened at chunk %L",
-                       ctx->job->first_n);
+    if (job->opened) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                       "gridfs cursor opened at chunk %L", job->first_n);
     }
 
     switch (ctx->state) {
 
     case NGX_HTTP_GRIDFS_READ_AHEAD:
-        ngx_http_gridfs_first_window(r, ctx);
+        ngx_http_gridfs_first_window(ctx);
         return;
 
     case NGX_HTTP_GRIDFS_READ_DRAINING:
         /* sent once the previous window has drained */
-        ngx_http_gridfs_drain(r, ctx);
+        ngx_http_gridfs_drain(ctx);
         return;
 
     default: /* NGX_HTTP_GRIDFS_SENT_HEADER */
-        ngx_http_gridfs_send_window(r, ctx);
+        ngx_http_gridfs_send_window(ctx);
     }
 }
 
@@ -439,12 +717,14 @@ ngx_http_gridfs_job_done(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
  * before they are sent, unless the answer may have no body */
 
 static void
-ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_found(ngx_http_gridfs_ctx_t *ctx)
 {
     off_t                   start, end;
     ngx_int_t               rc;
+    ngx_http_request_t     *r;
     ngx_http_gridfs_job_t  *job;
 
+    r = ctx->request;
     job = ctx->job;
 
     start = 0;
@@ -454,8 +734,8 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     job->file = NULL;
 
     if (job->status) {
-        ngx_http_gridfs_log_job_error(r, job, "looking up");
-        ngx_http_finalize_request(r, ngx_http_gridfs_error(r, job->status));
+        ngx_http_gridfs_log_job_error(ctx, "looking up");
+        ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r, job->status));
         return;
     }
 
@@ -466,7 +746,7 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ctx->file = NULL;
 
     if (rc != NGX_OK) {
-        ngx_http_finalize_request(r, ngx_http_gridfs_error(r, rc));
+        ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r, rc));
         return;
     }
 
@@ -481,42 +761,45 @@ ngx_http_gridfs_found(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         || ngx_http_gridfs_predict_conditional(r) != NGX_HTTP_OK)
     {
         /* 416, HEAD, or a 304/412: no body to read ahead */
-        if (ngx_http_gridfs_send_header(r, ctx) != NGX_OK) {
+        if (ngx_http_gridfs_send_header(ctx) != NGX_OK) {
             return;
         }
 
-        if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
-            ngx_http_finalize_request(r, NGX_ERROR);
-            return;
+        /* a body after all: it takes a place, as any other */
+        if (ngx_http_gridfs_take_place(ctx) == NGX_OK) {
+            ngx_http_gridfs_read_ahead(ctx);
         }
 
-        ngx_http_gridfs_fetch_window(r, ctx);
         return;
     }
 
     ctx->send_pos = ctx->range_start;
     ctx->send_end = (rc == NGX_OK) ? end : ctx->length;
 
-    if (ngx_http_gridfs_take_place(r, ctx) == NGX_OK) {
-        ngx_http_gridfs_read_ahead(r, ctx);
+    if (ngx_http_gridfs_take_place(ctx) == NGX_OK) {
+        ngx_http_gridfs_read_ahead(ctx);
     }
 }
 
 
 /* gridfs_max_responses: a response about to hold a window takes a place of
- * its worker, or waits in line for one (till gridfs_deadline); the places
- * go in the order asked for.  NGX_OK: taken */
+ * its worker, or waits in line for one; the places go in the order asked
+ * for.  The wait is bounded by gridfs_deadline, or without one (or once
+ * the headers are out) by gridfs_queue_timeout.  NGX_OK: taken */
 
 static ngx_int_t
-ngx_http_gridfs_take_place(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_take_place(ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_http_request_t           *r;
     ngx_http_gridfs_places_t     *places;
+    ngx_http_gridfs_loc_conf_t   *glcf;
     ngx_http_gridfs_main_conf_t  *gmcf;
 
+    r = ctx->request;
     gmcf = ngx_http_get_module_main_conf(r, ngx_http_gridfs_module);
     places = &gmcf->places;
 
-    if (places->max == 0) {
+    if (places->max == 0 || ctx->has_place) {
         return NGX_OK;
     }
 
@@ -535,14 +818,15 @@ ngx_http_gridfs_take_place(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ctx->waiting = 1;
     ctx->state = NGX_HTTP_GRIDFS_WAIT_PLACE;
 
-    ctx->placed.handler = ngx_http_gridfs_placed_handler;
-    ctx->placed.data = r;
-    ctx->placed.log = r->connection->log;
+    /* a graceful shutdown waits for it */
+    ngx_http_gridfs_hold_add();
 
-    /* the request stays (the handler's count) until a place is given, the
-     * deadline answers 503, or the client goes */
-    r->read_event_handler = ngx_http_test_reading;
-    r->write_event_handler = ngx_http_request_empty_handler;
+    glcf = ctx->job->conf;
+
+    if (!ctx->deadline.timer_set && glcf->queue_timeout) {
+        ctx->wait_bound = 1;
+        ngx_add_timer(&ctx->deadline, glcf->queue_timeout);
+    }
 
     return NGX_AGAIN;
 }
@@ -557,16 +841,27 @@ ngx_http_gridfs_placed_handler(ngx_event_t *ev)
     ngx_http_request_t     *r;
     ngx_http_gridfs_ctx_t  *ctx;
 
-    r = ev->data;
+    ctx = ev->data;
+
+    if (ctx->done) {
+        /* not reached: a response that ends gives its place on */
+        return;
+    }
+
+    r = ctx->request;
     c = r->connection;
 
     ngx_http_set_log_request(c->log, r);
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_gridfs_module);
+    if (ctx->wait_bound) {
+        ctx->wait_bound = 0;
 
-    r->read_event_handler = ngx_http_block_reading;
+        if (ctx->deadline.timer_set) {
+            ngx_del_timer(&ctx->deadline);
+        }
+    }
 
-    ngx_http_gridfs_read_ahead(r, ctx);
+    ngx_http_gridfs_read_ahead(ctx);
 
     ngx_http_run_posted_requests(c);
 }
@@ -592,64 +887,92 @@ ngx_http_gridfs_give_place(ngx_http_gridfs_places_t *places)
     next->waiting = 0;
     next->has_place = 1;
 
+    ngx_http_gridfs_hold_del();
+
     /* not from here: this may run in another request's cleanup */
     ngx_post_event(&next->placed, &ngx_posted_events);
 }
 
 
-/* the first window of the body, read before the headers go out */
+/* the first window of the body (before the headers, or after them when
+ * the body was predicted not to be), the windows planned once the place
+ * is taken */
 
 static void
-ngx_http_gridfs_read_ahead(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_read_ahead(ngx_http_gridfs_ctx_t *ctx)
 {
-    if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
-        ngx_http_finalize_request(r, NGX_ERROR);
+    if (ctx->header_sent) {
+        ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
+    }
+
+    if (ngx_http_gridfs_plan_windows(ctx) != NGX_OK) {
+        ngx_http_gridfs_finalize(ctx, ctx->header_sent
+                                      ? NGX_ERROR
+                                      : NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    ngx_http_gridfs_fetch_window(r, ctx);
+    ngx_http_gridfs_fetch_window(ctx);
 }
 
 
 /* the first window has been read: now the status is known */
 
 static void
-ngx_http_gridfs_first_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_first_window(ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_uint_t              send_first;
+    ngx_http_request_t     *r;
     ngx_http_gridfs_job_t  *job;
 
+    r = ctx->request;
     job = ctx->job;
 
     if (job->status) {
-        ngx_http_gridfs_log_job_error(r, job, "reading");
-        ngx_http_finalize_request(r, ngx_http_gridfs_error(r,
+        ngx_http_gridfs_log_job_error(ctx, "reading");
+        ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r,
                                      job->status >= NGX_HTTP_SPECIAL_RESPONSE
                                      ? job->status
                                      : NGX_HTTP_INTERNAL_SERVER_ERROR));
         return;
     }
 
-    if (ngx_http_gridfs_send_header(r, ctx) != NGX_OK) {
+    if (ngx_http_gridfs_send_header(ctx) != NGX_OK) {
         return;
     }
 
-    if (job->from == ctx->send_pos) {
-        ngx_http_gridfs_send_window(r, ctx);
-        return;
+    send_first = (job->from == ctx->send_pos);
+
+    if (ctx->send_pos != ctx->plan_pos || ctx->send_end != ctx->plan_end) {
+
+        /*
+         * The filters chose other bytes than predicted: a filter that
+         * takes the whole body (gzip, sub_filter, ssi, addition) made the
+         * range filter answer 200, or the range filter chose another
+         * range.  The windows are planned again for them; the one read
+         * ahead is sent first if they start with it.
+         */
+
+        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "gridfs planned bytes %O-%O, sending %O-%O",
+                       ctx->plan_pos, ctx->plan_end, ctx->send_pos,
+                       ctx->send_end);
+
+        if (ngx_http_gridfs_plan_windows(ctx) != NGX_OK) {
+            ngx_http_gridfs_finalize(ctx, NGX_ERROR);
+            return;
+        }
+
+        /* the window read ahead is in half 0, or nowhere that matters */
+        ctx->half = (send_first && ctx->overlap) ? 1 : 0;
+
+        if (!send_first) {
+            ngx_http_gridfs_fetch_window(ctx);
+            return;
+        }
     }
 
-    /* the range filter chose another range than predicted */
-
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "gridfs read ahead from %L, sending from %O",
-                   job->from, ctx->send_pos);
-
-    if (ngx_http_gridfs_alloc_window(r, ctx) != NGX_OK) {
-        ngx_http_finalize_request(r, NGX_ERROR);
-        return;
-    }
-
-    ngx_http_gridfs_fetch_window(r, ctx);
+    ngx_http_gridfs_send_window(ctx);
 }
 
 
@@ -657,14 +980,18 @@ ngx_http_gridfs_first_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
  * are some, else the request has been finalized */
 
 static ngx_int_t
-ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_send_header(ngx_http_gridfs_ctx_t *ctx)
 {
-    off_t      start, end;
-    ngx_int_t  rc;
+    off_t                start, end;
+    ngx_int_t            rc;
+    ngx_http_request_t  *r;
+
+    r = ctx->request;
 
     r->headers_out.content_offset = ctx->range_start;
 
     ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
+    ctx->header_sent = 1;
 
     /* the deadline covers the answer's start, never its body */
     if (ctx->deadline.timer_set) {
@@ -674,7 +1001,7 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     rc = ngx_http_send_header(r);
 
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        ngx_http_finalize_request(r, rc);
+        ngx_http_gridfs_finalize(ctx, rc);
         return NGX_DONE;
     }
 
@@ -686,27 +1013,23 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
             ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                           "gridfs: range from %O predicted, but the range "
                           "filter chose another one", ctx->range_start);
-            ngx_http_finalize_request(r, NGX_ERROR);
+            ngx_http_gridfs_finalize(ctx, NGX_ERROR);
             return NGX_DONE;
         }
 
         ctx->send_pos = ctx->range_start;
         ctx->send_end = end + 1;
 
-    } else if (r->headers_out.status == NGX_HTTP_OK) {
+    } else {
+        /* a 200, or the status of an error page the file is the body of
+         * (error_page 503 /files/busy.html): the whole file */
         ctx->send_pos = 0;
         ctx->send_end = ctx->length;
-
-    } else {
-        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                      "gridfs: unexpected status %ui after headers",
-                      r->headers_out.status);
-        ngx_http_finalize_request(r, NGX_ERROR);
-        return NGX_DONE;
     }
 
     if (ctx->send_pos >= ctx->send_end) {
-        ngx_http_finalize_request(r, ngx_http_send_special(r, NGX_HTTP_LAST));
+        ngx_http_gridfs_finalize(ctx, ngx_http_send_special(r,
+                                                            NGX_HTTP_LAST));
         return NGX_DONE;
     }
 
@@ -714,18 +1037,22 @@ ngx_http_gridfs_send_header(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 }
 
 
-/* the windows of the bytes to send: one, or two halves
- * (ngx_http_gridfs_plan()), each allocated once */
+/* the windows of the bytes to send, [send_pos, send_end): one, or two
+ * halves (ngx_http_gridfs_plan()); a half's buffer is allocated when a
+ * window is read into it, and kept for the next ones */
 
 static ngx_int_t
-ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_plan_windows(ngx_http_gridfs_ctx_t *ctx)
 {
-    size_t                       size;
-    ngx_uint_t                   i, nbufs;
+    ngx_uint_t                   nbufs;
+    ngx_http_request_t          *r;
+    ngx_http_gridfs_job_t       *job;
     ngx_http_gridfs_plan_t       plan;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
-    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
+    r = ctx->request;
+    job = ctx->job;
+    glcf = job->conf;
 
     if (ngx_http_gridfs_plan(glcf->buffer_size, ctx->chunk_size,
                              ctx->send_pos, ctx->send_end, &plan)
@@ -741,16 +1068,21 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ctx->half = 0;
     ctx->per_window[0] = plan.per_window[0];
     ctx->per_window[1] = plan.per_window[1];
+    ctx->plan_pos = ctx->send_pos;
+    ctx->plan_end = ctx->send_end;
 
-    if (ngx_http_gridfs_stream_start(r, ctx, plan.chunks, plan.total)
+    if (ngx_http_gridfs_stream_start(ctx, plan.chunks, plan.total)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    nbufs = ctx->stream ? (ngx_uint_t) ctx->per_window[0] : 1;
+    nbufs = job->stream ? (ngx_uint_t) ngx_max(ctx->per_window[0],
+                                               ctx->per_window[1])
+                        : 1;
 
     if (ctx->nbufs < nbufs) {
+        /* planned again before any window is handed to the filters */
         ctx->bufs = ngx_http_gridfs_palloc(r->pool, nbufs * sizeof(ngx_buf_t));
         ctx->out = ngx_http_gridfs_palloc(r->pool, nbufs * sizeof(ngx_chain_t));
 
@@ -759,31 +1091,6 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         }
 
         ctx->nbufs = nbufs;
-    }
-
-    if (ctx->stream) {
-        /* sent from the driver's replies */
-        return NGX_OK;
-    }
-
-    for (i = 0; i < (ngx_uint_t) (ctx->overlap ? 2 : 1); i++) {
-
-        size = (size_t) plan.size[i];
-
-        if (ctx->window[i] && ctx->window_size[i] >= size) {
-            continue;
-        }
-
-        if (ctx->window[i]) {
-            ngx_pfree(r->pool, ctx->window[i]);
-        }
-
-        ctx->window_size[i] = size;
-        ctx->window[i] = ngx_http_gridfs_palloc(r->pool, size);
-
-        if (ctx->window[i] == NULL) {
-            return NGX_ERROR;
-        }
     }
 
     return NGX_OK;
@@ -796,39 +1103,41 @@ ngx_http_gridfs_alloc_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
  * lookup, keep finding clients for their jobs */
 
 static ngx_int_t
-ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
-    int64_t chunks, int64_t total)
+ngx_http_gridfs_stream_start(ngx_http_gridfs_ctx_t *ctx, int64_t chunks,
+    int64_t total)
 {
-    ngx_http_gridfs_conn_t      *conn;
-    ngx_http_gridfs_stream_t    *stream;
-    ngx_http_gridfs_loc_conf_t  *glcf;
+    ngx_http_gridfs_job_t     *job;
+    ngx_http_gridfs_conn_t    *conn;
+    ngx_http_gridfs_stream_t  *stream;
 
-    if (ctx->stream_tried || chunks == 0) {
+    job = ctx->job;
+
+    if (ctx->stream_tried || job->stream || chunks <= total) {
         return NGX_OK;
     }
 
     ctx->stream_tried = 1;
 
-    glcf = ngx_http_get_module_loc_conf(r, ngx_http_gridfs_module);
-    conn = glcf->conn;
+    conn = job->conf->conn;
 
-    if (chunks <= total
-        || ctx->per_window[0] > NGX_HTTP_GRIDFS_MAX_PARTS
+    if (ctx->per_window[0] > NGX_HTTP_GRIDFS_MAX_PARTS
         || conn->streams >= conn->max_streams)
     {
         return NGX_OK;
     }
 
-    /* a window may grow to the whole buffer if the range filter chooses
-     * another range than predicted */
-    ctx->parts = ngx_http_gridfs_palloc(r->pool, total * sizeof(ngx_str_t));
-    if (ctx->parts == NULL) {
-        return NGX_ERROR;
+    /* a window is at most the whole buffer */
+    if (job->parts == NULL) {
+        job->parts = ngx_alloc((size_t) total * sizeof(ngx_str_t),
+                               ctx->request->connection->log);
+        if (job->parts == NULL) {
+            return NGX_ERROR;
+        }
     }
 
     stream = ngx_memalign(BSON_ALIGNOF(bson_t),
                           sizeof(ngx_http_gridfs_stream_t),
-                          r->connection->log);
+                          ctx->request->connection->log);
     if (stream == NULL) {
         return NGX_ERROR;
     }
@@ -843,14 +1152,14 @@ ngx_http_gridfs_stream_start(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
     stream->task.event.log = ngx_cycle->log;
 
     conn->streams++;
-    ctx->stream = stream;
+    job->stream = stream;
 
     return NGX_OK;
 }
 
 
 /* the client goes back to the pool: on the loop when no server cursor is
- * left (nothing to wait for), else in a job that kills the cursor */
+ * left (nothing to wait for), else in a task that kills the cursor */
 
 static void
 ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
@@ -861,7 +1170,9 @@ ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
 
     if (stream->cursor_id != 0) {
 
-        if (ngx_thread_task_post(conn->thread_pool, &stream->task) == NGX_OK) {
+        if (ngx_http_gridfs_task_post(conn->thread_pool, &stream->task)
+            == NGX_OK)
+        {
             return;
         }
 
@@ -882,25 +1193,35 @@ ngx_http_gridfs_stream_release(ngx_http_gridfs_stream_t *stream)
 
     ngx_http_gridfs_stream_put(stream);
     ngx_http_gridfs_stream_free(stream);
-    ngx_http_gridfs_stream_done(&stream->task.event);
+    ngx_http_gridfs_stream_end(stream);
 }
 
 
 static void
 ngx_http_gridfs_stream_done(ngx_event_t *ev)
 {
-    ngx_http_gridfs_stream_t  *stream = ev->data;
+    ngx_http_gridfs_hold_del();
+    ngx_http_gridfs_stream_end(ev->data);
+}
 
+
+static void
+ngx_http_gridfs_stream_end(ngx_http_gridfs_stream_t *stream)
+{
     stream->conn->streams--;
     ngx_free(stream);
 }
 
 
 static void
-ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
-    ngx_http_gridfs_job_t *job, const char *what)
+ngx_http_gridfs_log_job_error(ngx_http_gridfs_ctx_t *ctx, const char *what)
 {
-    ngx_str_t  *coll;
+    ngx_str_t              *coll;
+    ngx_log_t              *log;
+    ngx_http_gridfs_job_t  *job;
+
+    job = ctx->job;
+    log = ctx->request->connection->log;
 
     coll = (job->op == NGX_HTTP_GRIDFS_FIND) ? &job->conf->files
                                              : &job->conf->chunks;
@@ -908,28 +1229,28 @@ ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
     switch (job->status) {
 
     case NGX_HTTP_NOT_FOUND:
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+        ngx_log_error(NGX_LOG_INFO, log, 0,
                       "gridfs: \"%V\" not found in %V.%V",
-                      &job->key, &job->conf->db, coll);
+                      &ctx->log_key, &job->conf->db, coll);
         break;
 
     case NGX_HTTP_CLIENT_CLOSED_REQUEST:
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+        ngx_log_error(NGX_LOG_INFO, log, 0,
                       "gridfs: client left before %s \"%V\"",
-                      what, &job->key);
+                      what, &ctx->log_key);
         break;
 
     case NGX_HTTP_SERVICE_UNAVAILABLE:
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+        ngx_log_error(NGX_LOG_ERR, log, 0,
                       "gridfs: MongoDB unavailable, %s \"%V\" in %V.%V: %s",
-                      what, &job->key, &job->conf->db, coll,
+                      what, &ctx->log_key, &job->conf->db, coll,
                       job->error.message);
         break;
 
     default:
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+        ngx_log_error(NGX_LOG_ERR, log, 0,
                       "gridfs: %s \"%V\" in %V.%V failed: %s",
-                      what, &job->key, &job->conf->db, coll,
+                      what, &ctx->log_key, &job->conf->db, coll,
                       job->error.message);
     }
 }
@@ -938,12 +1259,15 @@ ngx_http_gridfs_log_job_error(ngx_http_request_t *r,
 /* the next window, into the half of the buffer not being sent */
 
 static void
-ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_fetch_window(ngx_http_gridfs_ctx_t *ctx)
 {
+    size_t                     size;
     ngx_uint_t                 half;
+    ngx_http_request_t        *r;
     ngx_http_gridfs_job_t     *job;
     ngx_http_gridfs_window_t   w;
 
+    r = ctx->request;
     job = ctx->job;
     half = ctx->half;
 
@@ -954,22 +1278,44 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                       "gridfs: no window for bytes %O-%O of %L",
                       ctx->send_pos, ctx->send_end, ctx->length);
-        ngx_http_finalize_request(r, NGX_ERROR);
+        ngx_http_gridfs_finalize(ctx, ctx->header_sent
+                                      ? NGX_ERROR
+                                      : NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
+    if (job->stream == NULL) {
+        /* this half is not being sent: its buffer may change */
+        size = (size_t) ngx_min(ctx->send_end - ctx->send_pos,
+                                ctx->per_window[half] * ctx->chunk_size);
+        size = ngx_max(size, (size_t) (w.to - w.from));
+
+        if (job->window_size[half] < size) {
+            ngx_http_gridfs_window_free(job->window[half],
+                                        job->window_size[half]);
+
+            job->window[half] = ngx_http_gridfs_window_alloc(size,
+                                                 &job->window_size[half],
+                                                 r->connection->log);
+
+            if (job->window[half] == NULL) {
+                ngx_http_gridfs_finalize(ctx, ctx->header_sent
+                                            ? NGX_ERROR
+                                            : NGX_HTTP_INTERNAL_SERVER_ERROR);
+                return;
+            }
+        }
+    }
+
     job->op = NGX_HTTP_GRIDFS_READ;
-    job->files_id = &ctx->files_id;
     job->length = ctx->length;
     job->chunk_size = ctx->chunk_size;
     job->first_n = w.first_n;
     job->last_n = w.last_n;
     job->from = w.from;
     job->to = w.to;
-    job->dest = ctx->window[half];
-    job->dest_size = ctx->window_size[half];
-    job->stream = ctx->stream;
-    job->parts = ctx->parts;
+    job->dest = job->window[half];
+    job->dest_size = job->window_size[half];
     job->half = half;
     job->end_n = w.end_n;
 
@@ -977,10 +1323,16 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
                    "gridfs read chunks %L-%L for bytes %L-%L into half %ui",
                    job->first_n, job->last_n, job->from, job->to - 1, half);
 
-    if (ngx_http_gridfs_post(r, ctx) != NGX_OK) {
+    if (ngx_http_gridfs_post(ctx) != NGX_OK) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "gridfs: could not post a job for \"%V\"", &job->key);
-        ngx_http_finalize_request(r, NGX_ERROR);
+                      "gridfs: could not post a job for \"%V\" (the thread "
+                      "pool's queue is full?)", &ctx->log_key);
+
+        /* before the headers, an answer that says to retry */
+        ngx_http_gridfs_finalize(ctx, ctx->header_sent
+                                      ? NGX_ERROR
+                                      : ngx_http_gridfs_error(r,
+                                             NGX_HTTP_SERVICE_UNAVAILABLE));
         return;
     }
 
@@ -995,7 +1347,7 @@ ngx_http_gridfs_fetch_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
  * half is free */
 
 static void
-ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_send_window(ngx_http_gridfs_ctx_t *ctx)
 {
     off_t                   len;
     size_t                  size;
@@ -1003,17 +1355,19 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     ngx_buf_t              *b;
     ngx_str_t               whole, *parts;
     ngx_uint_t              i, n, nparts;
+    ngx_http_request_t     *r;
     ngx_http_gridfs_job_t  *job;
 
+    r = ctx->request;
     job = ctx->job;
 
     if (job->status) {
         /* the headers are out: all we can do is cut the response short */
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: \"%V\" in %V.%V, chunks %L-%L: %s",
-                      &job->key, &job->conf->db, &job->conf->chunks,
+                      &ctx->log_key, &job->conf->db, &job->conf->chunks,
                       job->first_n, job->last_n, job->error.message);
-        ngx_http_finalize_request(r, NGX_ERROR);
+        ngx_http_gridfs_finalize(ctx, NGX_ERROR);
         return;
     }
 
@@ -1057,8 +1411,8 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     if (b == NULL || len > 0) {
         ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                       "gridfs: window of \"%V\" short of %O bytes",
-                      &job->key, len);
-        ngx_http_finalize_request(r, NGX_ERROR);
+                      &ctx->log_key, len);
+        ngx_http_gridfs_finalize(ctx, NGX_ERROR);
         return;
     }
 
@@ -1069,10 +1423,14 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         b->last_in_chain = 1;
     }
 
+    /* from now on, the filters may hold the buffers till the request is
+     * freed */
+    ctx->sending = 1;
+
     rc = ngx_http_output_filter(r, ctx->out);
 
     if (rc == NGX_ERROR || ctx->send_pos == ctx->send_end) {
-        ngx_http_finalize_request(r, rc);
+        ngx_http_gridfs_finalize(ctx, rc);
         return;
     }
 
@@ -1080,7 +1438,7 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         ctx->state = NGX_HTTP_GRIDFS_DRAINING;
 
         if (ngx_http_gridfs_wait_write(r) != NGX_OK) {
-            ngx_http_finalize_request(r, NGX_ERROR);
+            ngx_http_gridfs_finalize(ctx, NGX_ERROR);
             return;
         }
 
@@ -1090,20 +1448,23 @@ ngx_http_gridfs_send_window(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         }
     }
 
-    ngx_http_gridfs_fetch_window(r, ctx);
+    ngx_http_gridfs_fetch_window(ctx);
 }
 
 
-/* a write event while a window is still in flight: like ngx_http_writer();
- * once it has drained, the window read meanwhile follows, or is read now */
+/* a write event while a window is still in flight: like ngx_http_writer(),
+ * whether a job reads the next window meanwhile or not; once it has
+ * drained, the window read meanwhile follows, or is read now */
 
 static void
-ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
+ngx_http_gridfs_drain(ngx_http_gridfs_ctx_t *ctx)
 {
-    ngx_int_t          rc;
-    ngx_event_t       *wev;
-    ngx_connection_t  *c;
+    ngx_int_t            rc;
+    ngx_event_t         *wev;
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
 
+    r = ctx->request;
     c = r->connection;
     wev = c->write;
 
@@ -1111,13 +1472,13 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
         ngx_log_error(NGX_LOG_INFO, c->log, NGX_ETIMEDOUT,
                       "client timed out");
         c->timedout = 1;
-        ngx_http_gridfs_abort(r, ctx, NGX_HTTP_REQUEST_TIME_OUT);
+        ngx_http_gridfs_finalize(ctx, NGX_HTTP_REQUEST_TIME_OUT);
         return;
     }
 
     if (wev->delayed) {
         if (ngx_handle_write_event(wev, 0) != NGX_OK) {
-            ngx_http_gridfs_abort(r, ctx, NGX_ERROR);
+            ngx_http_gridfs_finalize(ctx, NGX_ERROR);
         }
 
         return;
@@ -1126,13 +1487,13 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
     rc = ngx_http_output_filter(r, NULL);
 
     if (rc == NGX_ERROR) {
-        ngx_http_gridfs_abort(r, ctx, rc);
+        ngx_http_gridfs_finalize(ctx, rc);
         return;
     }
 
     if (r->buffered || r->postponed || c->buffered) {
         if (ngx_http_gridfs_wait_write(r) != NGX_OK) {
-            ngx_http_gridfs_abort(r, ctx, NGX_ERROR);
+            ngx_http_gridfs_finalize(ctx, NGX_ERROR);
         }
 
         return;
@@ -1150,7 +1511,7 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     case NGX_HTTP_GRIDFS_READ_DRAINING:
         ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
-        ngx_http_gridfs_send_window(r, ctx);
+        ngx_http_gridfs_send_window(ctx);
         return;
 
     case NGX_HTTP_GRIDFS_READING_DRAINING:
@@ -1160,7 +1521,7 @@ ngx_http_gridfs_drain(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx)
 
     default: /* NGX_HTTP_GRIDFS_DRAINING */
         ctx->state = NGX_HTTP_GRIDFS_SENT_HEADER;
-        ngx_http_gridfs_fetch_window(r, ctx);
+        ngx_http_gridfs_fetch_window(ctx);
     }
 }
 
@@ -1182,67 +1543,151 @@ ngx_http_gridfs_wait_write(ngx_http_request_t *r)
 }
 
 
-/* the request ends early: a job still in flight skips its query, if it
- * has not started yet (r->main->blocked keeps the request till it ends) */
+/* the module's last word on the request: the response is done first, then
+ * the request finalized (which may free it, and the response with it) */
 
 static void
-ngx_http_gridfs_abort(ngx_http_request_t *r, ngx_http_gridfs_ctx_t *ctx,
-    ngx_int_t rc)
+ngx_http_gridfs_finalize(ngx_http_gridfs_ctx_t *ctx, ngx_int_t rc)
 {
-    switch (ctx->state) {
-
-    case NGX_HTTP_GRIDFS_LOOKUP:
-    case NGX_HTTP_GRIDFS_READ_AHEAD:
-    case NGX_HTTP_GRIDFS_READING:
-    case NGX_HTTP_GRIDFS_READING_DRAINING:
-        /* a job in flight, or just done: then this changes nothing */
-        ctx->job->abandoned = 1;
-        break;
-
-    default:
-        break;
-    }
-
-    ngx_http_finalize_request(r, rc);
+    ngx_http_gridfs_release(ctx);
+    ngx_http_finalize_request(ctx->request, rc);
 }
 
+
+/* nginx terminates the request (a client gone, an error of the output):
+ * run by ngx_http_terminate_request() and ngx_http_free_request() */
+
+static void
+ngx_http_gridfs_terminated(void *data)
+{
+    ngx_http_gridfs_release(data);
+}
+
+
+/* the response is over: nothing of it acts on the request again, a job in
+ * flight skips its query if it has not started, the place queue is left;
+ * its place and buffers go too, unless a window was handed to the output
+ * filters (they may hold it until the request is freed).  Idempotent */
+
+static void
+ngx_http_gridfs_release(ngx_http_gridfs_ctx_t *ctx)
+{
+    ngx_http_gridfs_job_t  *job;
+
+    ctx->done = 1;
+
+    if (ctx->deadline.timer_set) {
+        ngx_del_timer(&ctx->deadline);
+    }
+
+    if (ctx->waiting) {
+        ngx_queue_remove(&ctx->queue);
+        ctx->waiting = 0;
+        ngx_http_gridfs_hold_del();
+    }
+
+    if (ctx->placed.posted) {
+        /* given a place, not yet on its way: it passes on, below */
+        ngx_delete_posted_event(&ctx->placed);
+    }
+
+    if (ctx->file) {
+        bson_destroy(ctx->file);
+        ctx->file = NULL;
+    }
+
+    job = ctx->job;
+
+    if (job && job->busy) {
+        job->abandoned = 1;
+    }
+
+    if (ctx->sending) {
+        return;
+    }
+
+    if (ctx->has_place) {
+        ctx->has_place = 0;
+        ngx_http_gridfs_give_place(ctx->places);
+    }
+
+    if (job && !job->busy) {
+        ngx_http_gridfs_job_release(job);
+    }
+}
+
+
+/* the request is freed: its job is freed with it, or detached from it if
+ * a task is in flight (its completion frees it) */
 
 void
 ngx_http_gridfs_cleanup(void *data)
 {
     ngx_http_gridfs_ctx_t  *ctx = data;
 
-    if (ctx->deadline.timer_set) {
-        ngx_del_timer(&ctx->deadline);
+    ngx_http_gridfs_job_t  *job;
+
+    /* nothing holds its buffers any more */
+    ctx->sending = 0;
+
+    ngx_http_gridfs_release(ctx);
+
+    job = ctx->job;
+    ctx->job = NULL;
+
+    if (job == NULL) {
+        return;
     }
 
-    if (ctx->file) {
-        bson_destroy(ctx->file);
+    job->ctx = NULL;
+
+    if (!job->busy) {
+        ngx_http_gridfs_job_free(job);
+    }
+}
+
+
+/* what a job holds besides itself: its windows, its held client, a files
+ * document it found; not in flight */
+
+static void
+ngx_http_gridfs_job_release(ngx_http_gridfs_job_t *job)
+{
+    ngx_uint_t  i;
+
+    if (job->stream) {
+        ngx_http_gridfs_stream_release(job->stream);
+        job->stream = NULL;
     }
 
-    if (ctx->job && ctx->job->file) {
-        bson_destroy(ctx->job->file);
+    for (i = 0; i < 2; i++) {
+        if (job->window[i]) {
+            ngx_http_gridfs_window_free(job->window[i], job->window_size[i]);
+            job->window[i] = NULL;
+            job->window_size[i] = 0;
+        }
     }
 
-    if (ctx->has_files_id) {
-        bson_value_destroy(&ctx->files_id);
+    if (job->parts) {
+        ngx_free(job->parts);
+        job->parts = NULL;
     }
 
-    if (ctx->waiting) {
-        ngx_queue_remove(&ctx->queue);
+    if (job->file) {
+        bson_destroy(job->file);
+        job->file = NULL;
+    }
+}
+
+
+static void
+ngx_http_gridfs_job_free(ngx_http_gridfs_job_t *job)
+{
+    ngx_http_gridfs_job_release(job);
+
+    if (job->has_files_id) {
+        bson_value_destroy(&job->files_id);
     }
 
-    if (ctx->placed.posted) {
-        ngx_delete_posted_event(&ctx->placed);
-    }
-
-    if (ctx->has_place) {
-        ngx_http_gridfs_give_place(ctx->places);
-    }
-
-    /* no job is in flight: r->main->blocked kept the request till now */
-    if (ctx->stream) {
-        ngx_http_gridfs_stream_release(ctx->stream);
-        ctx->stream = NULL;
-    }
+    ngx_free(job);
 }
