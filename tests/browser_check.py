@@ -9,6 +9,7 @@ equal to those computed here from results.json beside the page, and no
 horizontal overflow of the body at 1280 and 390 px. The end-to-end test
 can call it on a tiny real run's page."""
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -144,6 +145,33 @@ def _cpu_ms(run: dict) -> float | None:
     return used.get("cpu_ms_per_request") if used else None
 
 
+def _rep_cpu_ms(rep: dict, target: str) -> float | None:
+    used = (rep.get("cpu") or {}).get(target)
+    return used.get("cpu_ms_per_request") if used else None
+
+
+def _rep_rps(rep: dict, _target: str) -> float | None:
+    return rep.get("rps")
+
+
+def _round_ratio(run: dict, base: dict | None, value, bounded: bool = False) -> str:
+    """The centre the page prints: exp(mean log(path / baseline)) over the
+    rounds both were counted in; "≤ " where most of the baseline's rounds
+    were bound by the load generator or a shared core (req/s only)."""
+    if run["target"] == "nginx-static" or base is None:
+        return "-" if base is None else "1.00"
+    of_base = {r.get("round"): r for r in base["repetitions"]}
+    logs = [math.log(a / b) for rep in run["repetitions"] if (other := of_base.get(rep.get("round")))
+            for a, b in [(value(rep, run["target"]), value(other, "nginx-static"))] if a and b]
+    if not logs:
+        return "-"
+    bound = bounded and any(
+        2 * sum(flag in (r.get("flags") or ()) for r in base["repetitions"]) > len(base["repetitions"])
+        for flag in ("loadgen-bound", "core-saturated"))
+    # results.json keeps the ratio to 4 places; the page prints that to 2
+    return ("≤ " if bound else "") + f"{round(math.exp(sum(logs) / len(logs)), 4):.2f}"
+
+
 def expected_headline(results: dict) -> dict[tuple, dict]:
     """The headline's figures computed from results.json here, not by the
     renderer's code: (target, file, concurrency) -> column -> text."""
@@ -159,9 +187,13 @@ def expected_headline(results: dict) -> dict[tuple, dict]:
             continue
         base = runs.get(("nginx-static", file))
         base = base if base and base["status"] == "ok" else None
-        ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}"  # noqa: E731
-        row = {"rps": f"{run['rps']:.0f}", "rps-ratio": ratio(run["rps"], base and base["rps"]),
-               "cpu-ratio": ratio(_cpu_ms(run), base and _cpu_ms(base))}
+        if results.get("rounds"):  # the geometric mean of the rounds' ratios, paired by round
+            row = {"rps": f"{run['rps']:.0f}", "rps-ratio": _round_ratio(run, base, _rep_rps, bounded=True),
+                   "cpu-ratio": _round_ratio(run, base, _rep_cpu_ms)}
+        else:
+            ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}"  # noqa: E731
+            row = {"rps": f"{run['rps']:.0f}", "rps-ratio": ratio(run["rps"], base and base["rps"]),
+                   "cpu-ratio": ratio(_cpu_ms(run), base and _cpu_ms(base))}
         loop = loops.get((target, file))
         row["p99"] = ("-" if loop is None else "failed" if loop["status"] != "ok"
                       else f"{loop['p99_ms']:.2f} @ {loop['rate']:.0f}/s")
