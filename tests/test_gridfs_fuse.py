@@ -212,6 +212,16 @@ def gridfs_service(fuse_service):
     return fuse_service
 
 
+def served(fuse_binary, mongo_uri, db: str, **settings) -> tuple[GridFSMount, NginxOnFuse]:
+    """A mount of database db with its nginx in front; the mount stopped if nginx fails to start."""
+    mount = GridFSMount(fuse_binary, mongo_uri, db, **settings).start()
+    try:
+        return mount, NginxOnFuse(mount).start()
+    except Exception:
+        mount.stop()
+        raise
+
+
 def files_documents(mongo_uri) -> dict:
     client = MongoClient(mongo_uri)
     try:

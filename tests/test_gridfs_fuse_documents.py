@@ -20,7 +20,7 @@ import requests
 from bson import Binary, ObjectId
 from pymongo import MongoClient
 
-from test_gridfs_fuse import SOURCE, GridFSMount, NginxOnFuse, fuse_binary, go_binary  # noqa: F401
+from test_gridfs_fuse import SOURCE, GridFSMount, NginxOnFuse, fuse_binary, go_binary, served  # noqa: F401
 
 DB_NAME = "lab_fuse_documents_test"
 CHUNK = 255 * 1024
@@ -79,18 +79,9 @@ def stored(mongo_uri):
     client.close()
 
 
-def served(fuse_binary, mongo_uri, **settings) -> tuple[GridFSMount, NginxOnFuse]:
-    mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME, **settings).start()
-    try:
-        return mount, NginxOnFuse(mount).start()
-    except Exception:
-        mount.stop()
-        raise
-
-
 @pytest.fixture(scope="module")
 def fuse(fuse_binary, mongo_uri, stored):
-    mount, server = served(fuse_binary, mongo_uri)
+    mount, server = served(fuse_binary, mongo_uri, DB_NAME)
     yield mount, server
     server.stop()
     mount.stop()
@@ -178,7 +169,7 @@ def test_new_work_is_refused_at_once_while_an_open_waits_past_the_bound(fuse_bin
     as long), instead of a 503 at MONGO_TIMEOUT (4 s) with a worker held;
     the open admitted is not refused: once FerretDB is back it completes
     and reads whole, and the next request is served."""
-    mount, server = served(fuse_binary, mongo_uri, MONGO_TIMEOUT="4")
+    mount, server = served(fuse_binary, mongo_uri, DB_NAME, MONGO_TIMEOUT="4")
     opener = None
     try:
         took = []

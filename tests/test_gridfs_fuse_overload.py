@@ -21,7 +21,8 @@ import requests
 from pymongo import MongoClient
 
 from processes import rss_mib
-from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary, is_mounted, lab_max_open_files  # noqa: F401
+from test_gridfs_fuse import (GridFSMount, NginxOnFuse, fuse_binary, is_mounted, lab_max_open_files,  # noqa: F401
+                              served)
 
 DB_NAME = "lab_fuse_overload_test"
 NAME = "1MB.bin"
@@ -41,15 +42,6 @@ def content(mongo_uri) -> bytes:
     gridfs.GridFSBucket(client[DB_NAME]).upload_from_stream(NAME, data)
     client.close()
     return data
-
-
-def served(fuse_binary, mongo_uri, **settings) -> tuple[GridFSMount, NginxOnFuse]:
-    mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME, **settings).start()
-    try:
-        return mount, NginxOnFuse(mount).start()
-    except Exception:
-        mount.stop()
-        raise
 
 
 def stalled_client(port: int) -> socket.socket:
@@ -93,7 +85,7 @@ def test_stalled_clients_past_the_cap_get_503_at_once_and_the_daemon_stays_withi
     cap = int(lab_max_open_files())
     clients = 400
     assert clients > cap
-    mount, server = served(fuse_binary, mongo_uri)
+    mount, server = served(fuse_binary, mongo_uri, DB_NAME)
     stalled: list[socket.socket] = []
     try:
         warm = requests.get(f"{server.url}/files/{NAME}", timeout=30)
@@ -136,7 +128,7 @@ def test_an_open_past_the_daemon_s_cap_fails_at_once_and_nginx_answers_503(fuse_
     open on the mount by another reader, nginx's open is refused at once
     (EACCES, no query) and the answer is a clean 503 with Retry-After; one
     line is logged; once a file is closed, the next open succeeds."""
-    mount, server = served(fuse_binary, mongo_uri, FUSE_MAX_OPEN_FILES="2")
+    mount, server = served(fuse_binary, mongo_uri, DB_NAME, FUSE_MAX_OPEN_FILES="2")
     held = []
     try:
         held = [open(mount.path / NAME, "rb") for _ in range(2)]
@@ -181,7 +173,7 @@ def test_1000_clients_at_once_are_answered_whole_or_503_within_the_memory(fuse_b
     resident memory never reaches the Go soft limit (without the cap it
     passed 450 MiB and, in the container, the 512 MiB limit)."""
     from bench.clients.wrk_output import parse
-    mount, server = served(fuse_binary, mongo_uri)
+    mount, server = served(fuse_binary, mongo_uri, DB_NAME)
     peak, done = [0.0], threading.Event()
 
     def sample():

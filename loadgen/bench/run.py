@@ -17,8 +17,8 @@ from .checks.before_timing import check_all_conformance, verify_targets
 from .measure.cpu_windows import connect_monitor, database_service
 from .measure.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
-from .progress import (MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, after_rounds_seconds, clock, rounds_seconds, say,
-                       warm_up_seconds)
+from .progress import (MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, after_rounds_seconds, clock, planned_seconds,
+                       rounds_seconds, say, warm_up_seconds)
 from .benchmark.schedule import seeded_start
 from .measure.rounds import MIN_ROUNDS
 from .settings import EVERY_CASE, SLOW_CASE_STRETCH
@@ -114,7 +114,8 @@ def time_everything(cfg, results: Results, files: list[dict], file_set: dict | N
     # the budget is for the whole run, seed to report: the seed's seconds are spent already
     deadline = started + cfg.budget_s - results.phases.get("seed", 0.0) - after if cfg.budget_s else None
     budgeted = bool(deadline and cfg.target_width)
-    planned = (deadline - time.monotonic() + after) if budgeted else max(cfg.repetitions, 1) * rounds + after
+    planned = (deadline - time.monotonic() + after) if budgeted else planned_seconds(cfg, len(targets), len(files),
+                                                                                     bool(timed_set))
     if deadline and not budgeted:
         planned = min(planned, deadline - time.monotonic() + after)
     say(f"timing {len(targets)} targets x {len(files)} files x {len(cfg.concurrency)} concurrency levels in rounds "
