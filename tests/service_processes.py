@@ -142,10 +142,12 @@ def native_nginx_config(source: Path, prefix: Path, replacements: dict[str, str]
 
 class NginxStatic:
     """nginx with services/nginx-static/nginx.conf, rewritten to run
-    unprivileged in a temporary prefix and serve `files_dir` at /files/."""
+    unprivileged in a temporary prefix and serve `files_dir` at /files/;
+    changes: more of native_nginx_config's replacements."""
 
-    def __init__(self, files_dir: Path):
+    def __init__(self, files_dir: Path, changes: dict[str, str] | None = None):
         self.files_dir = files_dir
+        self.changes = changes or {}
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-"))
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -158,6 +160,7 @@ class NginxStatic:
         return native_nginx_config(SERVICES / "nginx-static" / "nginx.conf", self.prefix, {
             "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
             "alias /data/files/;": f"alias {self.files_dir}/;",
+            **self.changes,
         })
 
     def start(self) -> "NginxStatic":
