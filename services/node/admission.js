@@ -15,11 +15,11 @@
 //   (+1/limit nearer the target), x0.9 to x0.5 (target over latency) once
 //   per round when one took longer or MongoDB failed, never below
 //   INITIAL_LIMIT;
-// - a bounded wait for a place, in order: only for a queue expected to
-//   drain within QUEUE_SHARE of the deadline (else refused at once), and
-//   only SHORT_WAIT_MS once the queue stands (not emptied within that
-//   budget, or a request refused less than a target ago: CoDel for request
-//   queues); those already waiting keep their budget.
+// - a bounded wait for a place, in order: QUEUE_SHARE of the deadline for
+//   a burst, and once the queue stands (not emptied within that budget, or
+//   a request refused less than a target ago: CoDel for request queues)
+//   SHORT_WAIT_MS, only for a queue expected to drain within it (else
+//   refused at once); those already waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.25;
@@ -63,8 +63,12 @@ class Admission {
   }
 
   // How long a request that finds no room may wait (0: refused at once).
+  // Only a standing queue refuses on the estimate: the mean latency may be
+  // another file's, and refusals slow what is admitted (admission.py says
+  // how a closed loop then stays refused).
   waitAllowed(now) {
-    const budget = this.overloaded(now) ? Math.min(SHORT_WAIT_MS, this.queueBudgetMs) : this.queueBudgetMs;
+    if (!this.overloaded(now)) return this.queueBudgetMs;
+    const budget = Math.min(SHORT_WAIT_MS, this.queueBudgetMs);
     const expected = ((this.#waiters.length + 1) * this.meanLatencyMs) / Math.max(Math.floor(this.limit), 1);
     return ESTIMATE_MARGIN * expected <= budget ? budget : 0;
   }

@@ -17,14 +17,15 @@ its capacity at 1000 clients, node 6%). So:
   1 MB on FerretDB: about ten).
   Latency rather than a gradient from the smallest latency seen: a path's
   latencies differ by file size, its deadline does not;
-- a bounded wait for a place, in order (FIFO): only for a queue expected
-  to drain within QUEUE_SHARE of the deadline (its length times the mean
-  latency over the limit, with a margin; else refused at once), and only
-  SHORT_WAIT once the queue stands, CoDel for request queues ("Fail at
-  Scale", ACM Queue 2015): it has not emptied within that budget, or it
-  refused a request less than a TARGET ago. A burst that drains in time
-  waits and is served (40 clients at once on four places); in steady
-  overload the refusals keep the queue in that state, so they stay fast.
+- a bounded wait for a place, in order (FIFO): QUEUE_SHARE of the deadline
+  for a burst, and once the queue stands only SHORT_WAIT, and only for a
+  queue expected to drain within it (its length times the mean latency
+  over the limit, with a margin; else refused at once): CoDel for request
+  queues ("Fail at Scale", ACM Queue 2015). It stands when it has not
+  emptied within its budget, or refused a request less than a TARGET ago.
+  A burst that drains in time waits and is served (40 clients at once on
+  four places); in steady overload the refusals keep the queue in that
+  state, so they stay fast.
   Those already waiting keep their budget: cut at the onset, they were
   refused after most of it (a p99 of 800 ms). The budget is a quarter of
   the deadline, as the target: at half, requests admitted after it on a
@@ -84,8 +85,18 @@ class AdmissionPolicy:
         return now < self.overloaded_until
 
     def wait_allowed(self, now: float) -> float:
-        """How long a request that finds no room may wait (0: refused at once)."""
-        budget = min(SHORT_WAIT, self.queue_budget) if self.overloaded(now) else self.queue_budget
+        """How long a request that finds no room may wait (0: refused at
+        once). Only a standing queue refuses on the estimate: the mean
+        latency may be another file's (1 MB's, when 1 KB follows), and a
+        path's own refusals slow what it admits (on one core, each refusal
+        delays every admitted request's next step). Refusing on that
+        estimate, a worker refused 1 KB at 1% of its capacity for minutes
+        after a 1 MB overload, in a closed loop (its clients ask again at
+        once, so the refusals never ended); queued, its clients cost no CPU
+        and the limit grows on their fast answers."""
+        if not self.overloaded(now):
+            return self.queue_budget
+        budget = min(SHORT_WAIT, self.queue_budget)
         expected = (self.waiting + 1) * self.mean_latency / max(int(self.limit), 1)
         return budget if ESTIMATE_MARGIN * expected <= budget else 0.0
 
