@@ -104,7 +104,8 @@ test: setup-tests local-images
 	.venv/bin/pytest tests -m "not bench" $(PYTEST_ARGS)
 
 # The benchmarks that print figures and assert no speed (the nginx module's
-# CPU per request against its floor, with its perf profile).
+# CPU per request against its floor, with its perf profile; its peak memory
+# with slow clients and the database's CPU per request, tests/test_nginx_gridfs_bench.py).
 floor: setup-tests
 	.venv/bin/pytest -m bench -s tests $(PYTEST_ARGS)
 

@@ -100,7 +100,9 @@ class NamespaceHost:
             try:
                 subprocess.run(["kill", "-TERM", str(pid)], capture_output=True, timeout=10)
                 for _ in range(100):
-                    if not Path(f"/proc/{pid}").exists():
+                    # our own child stays in /proc as a zombie until waited for: poll() reaps it
+                    if (self.dockerd.poll() is not None if self.dockerd is not None
+                            else not Path(f"/proc/{pid}").exists()):
                         break
                     time.sleep(0.2)
                 else:

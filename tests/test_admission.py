@@ -8,7 +8,6 @@ once the overload is steady. Before, every request waited its turn for the
 database and most were a 503 at the deadline, after the work."""
 import base64
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -224,52 +223,3 @@ def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-
-# --- a closed loop after an overload -------------------------------------------
-
-SMALL, SMALL_NAME = 1024, "1KB.bin"
-CLIENTS = 100  # the lab's c=max: each asks again the moment it is answered
-LOOP_S = 3
-
-
-@pytest.fixture(scope="module")
-def small_file(mongo_uri, gridfs_file):
-    client = MongoClient(mongo_uri)
-    gridfs.GridFSBucket(client[DB_NAME]).upload_from_stream(SMALL_NAME, b"k" * SMALL)
-    client.close()
-
-
-@pytest.mark.parametrize("start", [flask_service, node_service], ids=["flask", "node"])
-def test_a_small_file_after_a_large_files_overload_is_served_at_its_rate(mongo_uri, small_file, start):
-    """The lab's rounds time 1 KB after 1 MB on each path, with ab's 100
-    clients, each asking again the moment it is answered: 1 MB overloads
-    the path (its limit at the floor, its mean latency 1 MB's), 1 KB does
-    not. Before, a queue that would not drain on the mean latency's
-    estimate was refused at once, the refusals took the core from what was
-    admitted, its latency kept the limit at the floor, and the clients kept
-    the refusals coming: flask served 1 KB at 2% of its rate here (the
-    default run: 1% for minutes). Now a burst waits its budget, the limit
-    grows on its fast answers, and only a standing queue is refused."""
-    from bench.clients.timing import run_ab
-    path = start(mongo_uri, DB_NAME)
-    path.env["REQUEST_DEADLINE_MS"] = "1000"
-    cores = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {1})  # the path alone on its core, as the lab pins it
-    try:
-        path.start()
-    finally:
-        os.sched_setaffinity(0, {0})  # ab (and FerretDB's clients) on the other
-    try:
-        small, large = f"{path.url}/files/{SMALL_NAME}", f"{path.url}/files/{NAME}"
-        before = run_ab(small, LOOP_S, CLIENTS, expected_size=SMALL)
-        overload = run_ab(large, LOOP_S, CLIENTS, expected_size=SIZE)
-        time.sleep(1.0)  # the other paths' turns: longer than the standing queue's memory (a target)
-        after = run_ab(small, LOOP_S, CLIENTS, expected_size=SMALL)
-    finally:
-        os.sched_setaffinity(0, cores)
-        path.stop()
-    print(f"{path.name}: 1 KB {before.whole_rps:.0f} whole/s ({before.refused} refused); 1 MB "
-          f"{overload.whole_rps:.1f} whole/s ({overload.refused} refused); then 1 KB {after.whole_rps:.0f} "
-          f"whole/s ({after.refused} refused)")
-    assert overload.refused > 0, "1 MB at 100 clients was no overload"
-    assert after.whole_rps >= 0.5 * before.whole_rps, path.log()[-2000:]
