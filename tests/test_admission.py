@@ -102,17 +102,15 @@ def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_st
     policy.dequeued(now=10.6)
     assert policy.wait_allowed(now=11.0) == SHORT_WAIT  # emptied, but less than a target ago
     assert policy.wait_allowed(now=11.1) == 0.5
-    # A mean latency of another file (1 MB's, when 1 KB follows) refuses
-    # nobody at the door while the queue is a burst: the wait is measured.
+    # No estimate refuses at once: not a mean latency of another file (1
+    # MB's, when 1 KB follows) while the queue is a burst, nor a long
+    # queue once it stands (a refusal answered at once comes straight back
+    # from a closed-loop client).
     policy.mean_latency = 2.0
     for _ in range(40):
         policy.queued(now=12.0)
     assert policy.wait_allowed(now=12.0) == 0.5
-    # Once it stands, the estimate decides between the short wait and none.
-    policy.mean_latency = 0.002  # 40 ahead and itself x 0.002 s / 4 places, doubled: 0.041 s
     assert policy.wait_allowed(now=12.6) == SHORT_WAIT
-    policy.mean_latency = 0.01  # ... 0.205 s: past the short wait, refused at once
-    assert policy.wait_allowed(now=12.6) == 0.0
 
 
 def test_a_refusal_keeps_the_short_wait_for_a_target():
@@ -222,4 +220,3 @@ def parse_ns(timestamp: str) -> int:
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-

@@ -18,8 +18,7 @@
 // - a bounded wait for a place, in order: QUEUE_SHARE of the deadline for
 //   a burst, and once the queue stands (not emptied within that budget, or
 //   a request refused less than a target ago: CoDel for request queues)
-//   SHORT_WAIT_MS, only for a queue expected to drain within it (else
-//   refused at once); those already waiting keep their budget.
+//   SHORT_WAIT_MS; those already waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.25;
@@ -27,7 +26,6 @@ const SHORT_WAIT_MS = 50;
 const INITIAL_LIMIT = 4;
 const BACKOFF = 0.9;
 const LATENCY_WEIGHT = 0.1;
-const ESTIMATE_MARGIN = 2; // latency doubles within a budget on a busy machine
 
 class Admission {
   // Resolvers of the requests waiting, oldest first.
@@ -62,15 +60,12 @@ class Admission {
     return now < this.overloadedUntil;
   }
 
-  // How long a request that finds no room may wait (0: refused at once).
-  // Only a standing queue refuses on the estimate: the mean latency may be
-  // another file's, and refusals slow what is admitted (admission.py says
-  // how a closed loop then stays refused).
+  // How long a request that finds no room may wait: the queue's budget for
+  // a burst, SHORT_WAIT_MS once the queue stands. Never none: a refusal
+  // answered at once comes straight back from a closed-loop client
+  // (admission.py says how that kept flask refused).
   waitAllowed(now) {
-    if (!this.overloaded(now)) return this.queueBudgetMs;
-    const budget = Math.min(SHORT_WAIT_MS, this.queueBudgetMs);
-    const expected = ((this.#waiters.length + 1) * this.meanLatencyMs) / Math.max(Math.floor(this.limit), 1);
-    return ESTIMATE_MARGIN * expected <= budget ? budget : 0;
+    return this.overloaded(now) ? Math.min(SHORT_WAIT_MS, this.queueBudgetMs) : this.queueBudgetMs;
   }
 
   // Resolves to the time the request was admitted, or to null: refused (no
