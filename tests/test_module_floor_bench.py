@@ -10,10 +10,18 @@ Each server runs natively, pinned to core 1 as a serving path is in the lab
 on 2 cores; wrk (c=100), FerretDB and PostgreSQL share core 0. A server's
 CPU is its whole process tree's (utime + stime from /proc) over the timed
 seconds, divided by the requests wrk completed in them. FLOOR_SECONDS (3)
-sets the seconds per server and size. With perf on the machine, the
-module's own profile at each size is printed too, grouped by what the time
-went to (tests/perf_profile.py)."""
+sets the seconds per server and size.
+
+The machine's own speed swings (about 9% over seconds here), so the
+module's ratio to its floor is taken within rounds: FLOOR_ROUNDS (6) rounds,
+each measuring every server and the floor client once per size in an order
+drawn anew, and the ratio's interval is the 95% t interval of the rounds'
+log ratios (bench.measure.rounds.ratio_of, as the default run's headline).
+With perf on the machine, the module's own profile at each size in the last
+round is printed too, grouped by what the time went to (tests/perf_profile.py)."""
+import math
 import os
+import random
 import shutil
 import subprocess
 import tempfile
@@ -24,14 +32,17 @@ import gridfs
 import pymongo
 import pytest
 
+from bench.measure.rounds import MIN_ROUNDS, ratio_of
 from perf_profile import breakdown, perf_report
 from service_processes import LabNginxGridFS, NginxStatic, flask_service, node_service
 
 pytestmark = pytest.mark.bench  # a table to read, not a test to pass: make floor
 
 DB = "module_floor"
-SIZES = {"1KB.bin": 1024, "1MB.bin": 1 << 20}
+SIZES = {"1KB.bin": 1024, "100KB.bin": 100 * 1024, "1MB.bin": 1 << 20}
 SECONDS = float(os.environ.get("FLOOR_SECONDS", "3"))
+ROUNDS = int(os.environ.get("FLOOR_ROUNDS", "6"))  # ratio_of gives no interval below MIN_ROUNDS (6)
+SERVERS = ("nginx-gridfs", "floor client", "nginx-static", "flask", "node")
 CONCURRENCY = 100
 FLOOR_THREADS = 16  # the module's thread pool in services/nginx-gridfs/nginx.conf
 SERVER_CORE, LOAD_CORE = "1", "0"
@@ -153,65 +164,99 @@ def measure_floor(binary: Path, mongo_uri: str, name: str, databases: list[int])
 
 
 def measure_all(stored: Path, mongo_uri: str, floor_binary: Path, databases: list[int],
-                profile_dir: Path) -> dict[str, dict[str, tuple]]:
-    """{size: {server: figures}} for every server and the floor client."""
+                profile_dir: Path) -> list[dict[str, dict[str, tuple]]]:
+    """[{size: {server: figures}} per round]: every server started once and
+    kept up, each round measuring each of them and the floor client once per
+    size, in an order drawn anew (seeded: a rerun repeats it)."""
     servers = {"nginx-gridfs": LabNginxGridFS(mongo_uri, DB, stored), "flask": flask_service(mongo_uri, DB),
                "node": node_service(mongo_uri, DB), "nginx-static": NginxStatic(stored)}
     for name in ("flask", "node"):
         # 100 clients of 1 MB on the stand-in wait longer than the 3 s
         # deadline; the cost of an answer is measured here, not the shedding
         servers[name].env["REQUEST_DEADLINE_MS"] = "30000"
-    table: dict[str, dict[str, tuple]] = {}
-    for name, server in servers.items():
-        server.start()
-        try:
-            root = server.proc.pid
-            pin(tree(root), SERVER_CORE)
+    draw = random.Random(f"module-floor:{ROUNDS}")
+    rounds: list[dict[str, dict[str, tuple]]] = []
+    started = []
+    try:
+        for server in servers.values():
+            server.start()
+            started.append(server)
+            pin(tree(server.proc.pid), SERVER_CORE)
+        for i in range(ROUNDS):
+            table: dict[str, dict[str, tuple]] = {}
             for size in SIZES:
-                url = f"{server.url}/files/{size}"
-                table.setdefault(size, {})[name] = measure_server(
-                    f"{name}-{size}", url, root, databases, profile_dir if name == "nginx-gridfs" else None)
-        except AssertionError as e:
-            log = server.log() if hasattr(server, "log") else ""
-            raise AssertionError(f"{e}\n--- {name} log ---\n{log[-3000:]}") from None
-        finally:
+                order = draw.sample(SERVERS, len(SERVERS))
+                for name in order:
+                    if name == "floor client":
+                        found = measure_floor(floor_binary, mongo_uri, size, databases)
+                    else:
+                        server = servers[name]
+                        profile = profile_dir if name == "nginx-gridfs" and i == ROUNDS - 1 else None
+                        try:
+                            found = measure_server(f"{name}-{size}", f"{server.url}/files/{size}", server.proc.pid,
+                                                   databases, profile)
+                        except AssertionError as e:
+                            log = server.log() if hasattr(server, "log") else ""
+                            raise AssertionError(f"{e}\n--- {name} log ---\n{log[-3000:]}") from None
+                    table.setdefault(size, {})[name] = found
+            rounds.append(table)
+    finally:
+        for server in started:
             server.stop()
+    return rounds
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def floor_lines(rounds: list[dict[str, dict[str, tuple]]]) -> list[str]:
+    """The table: each server's median over the rounds, then per size the
+    module's ratio to its floor (client + nginx-static's send) with the
+    rounds' 95% interval."""
+    lines = [f"CPU ms per request, c={CONCURRENCY}, {SECONDS:g} s each, median of {len(rounds)} rounds, FerretDB v1 "
+             "on PostgreSQL (server on core 1; wrk and the database on core 0):",
+             f"{'':14}" + "".join(f"{size:>28}" for size in SIZES),
+             f"{'':14}" + "".join(f"{'own':>10}{'database':>10}{'req/s':>8}" for _ in SIZES)]
+
+    def cell(size: str, name: str) -> str:
+        found = [r[size][name] for r in rounds if r[size][name][0] is not None]
+        if not found:
+            return f"{'no answer':>28}"
+        return (f"{median([f[0] for f in found]):10.3f}{median([f[1] for f in found]):10.3f}"
+                f"{median([f[2] for f in found]):8.0f}")
+
+    for name in SERVERS:
+        lines.append(f"{name:14}" + "".join(cell(size, name) for size in SIZES))
     for size in SIZES:
-        table[size]["floor client"] = measure_floor(floor_binary, mongo_uri, size, databases)
-    return table
+        logs = [math.log(r[size]["nginx-gridfs"][0] / (r[size]["floor client"][0] + r[size]["nginx-static"][0]))
+                for r in rounds]
+        found = ratio_of(logs, "module / floor")
+        interval = (f"95% interval [{found.low:.2f}, {found.high:.2f}]" if found.low is not None
+                    else f"no interval under {MIN_ROUNDS} rounds")
+        lines.append(f"{size}: the module {found.ratio:.2f}x its floor (client + nginx-static's send), {interval}, "
+                     f"{found.rounds} rounds; per round {', '.join(f'{math.exp(v):.2f}' for v in logs)}")
+        profile = rounds[-1][size]["nginx-gridfs"][3]
+        if profile:
+            total = sum(profile.values())
+            lines.append(f"  where the module's worker spent it in the last round ({total:,} samples):")
+            lines += [f"    {what:32} {count / total:6.1%}" for what, count in
+                      sorted(profile.items(), key=lambda kv: -kv[1])]
+    return lines
 
 
 def test_module_cpu_per_request_against_its_floor(stored, mongo_uri, ferretdb, postgres, floor_binary, tmp_path):
     databases = [ferretdb.proc.pid, postgres.proc.pid]
     pin([p for d in databases for p in tree(d)], LOAD_CORE)
     try:
-        table = measure_all(stored, mongo_uri, floor_binary, databases, tmp_path)
+        rounds = measure_all(stored, mongo_uri, floor_binary, databases, tmp_path)
     finally:  # the session's databases serve other tests after this one: every core again
         pin([p for d in databases for p in tree(d)], f"0-{os.cpu_count() - 1}")
-    lines = [f"CPU ms per request, c={CONCURRENCY}, {SECONDS:g} s each, FerretDB v1 on PostgreSQL "
-             "(server on core 1; wrk and the database on core 0):",
-             f"{'':14}" + "".join(f"{size:>28}" for size in SIZES),
-             f"{'':14}" + "".join(f"{'own':>10}{'database':>10}{'req/s':>8}" for _ in SIZES)]
-
-    def cell(figures: tuple) -> str:
-        own, db, rate, _ = figures
-        return f"{'no answer':>20}{rate:8.0f}" if own is None else f"{own:10.3f}{db:10.3f}{rate:8.0f}"
-
-    for name in ("nginx-gridfs", "floor client", "nginx-static", "flask", "node"):
-        lines.append(f"{name:14}" + "".join(cell(table[s][name]) for s in SIZES))
-    for size in SIZES:
-        floor = table[size]["floor client"][0] + table[size]["nginx-static"][0]
-        module = table[size]["nginx-gridfs"][0]
-        lines.append(f"{size}: the module's floor (client + nginx-static's send) {floor:.3f} ms; the module "
-                     f"{module:.3f} ms, {module / floor:.2f}x its floor")
-        profile = table[size]["nginx-gridfs"][3]
-        if profile:
-            lines.append(f"  where the module's worker spent it ({sum(profile.values()):,} samples):")
-            total = sum(profile.values())
-            lines += [f"    {what:32} {count / total:6.1%}" for what, count in
-                      sorted(profile.items(), key=lambda kv: -kv[1])]
-    print("\n" + "\n".join(lines))
-    for size in SIZES:
-        for name in ("nginx-gridfs", "floor client", "nginx-static"):
-            own, _, rate, _ = table[size][name]
-            assert own and own > 0 and rate > 0, (size, name)
+    print("\n" + "\n".join(floor_lines(rounds)))
+    for table in rounds:
+        for size in SIZES:
+            for name in ("nginx-gridfs", "floor client", "nginx-static"):
+                own, _, rate, _ = table[size][name]
+                assert own and own > 0 and rate > 0, (size, name)

@@ -256,9 +256,11 @@ def test_mongodb_stopped_under_load_fails_fast_and_recovers(own_nginx, stored, f
 
 
 def test_queue_deadline_answers_503_without_querying(stored, mongo_uri, ferretdb, sanitize):
-    # One thread, a frozen database: the first job holds the thread, the
-    # others wait in the queue past gridfs_queue_timeout.
-    server = start_nginx(mongo_uri, "gridfs_queue_timeout 300ms;", threads=1, sanitize=sanitize)
+    # One thread, a frozen database: the first job holds the thread through
+    # four socket timeouts (its read and the retry: 20 s at the default 5 s,
+    # 6 s at 1.5 s), the others wait in the queue past gridfs_queue_timeout.
+    with_socket_timeout = mongo_uri + ("&" if "?" in mongo_uri else "?") + "socketTimeoutMS=1500"
+    server = start_nginx(with_socket_timeout, "gridfs_queue_timeout 300ms;", threads=1, sanitize=sanitize)
     try:
         assert get(server, "/files/1KB.bin").status_code == 200
         ferretdb.pause()

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..measure import cache_log, rounds as rounds_mod, usage
 from ..measure.rounds import BASELINE
 from ..measure.bottleneck import bottleneck, link_bound
-from ..measure.monitor import Monitor, MonitorError, read_proc_stat
+from ..measure.monitor import HostSampler, Monitor, MonitorError
 from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, clock, say, warm_up_seconds
 from .quiet import wait_until_quiet
 from .schedule import PHASE_REPETITIONS, WINDOW_WARM_UP_S, Schedule, WarmUp, round_order, warm_up
@@ -112,16 +112,17 @@ class Timer:
             self.results.warnings.append(f"{' and '.join(targets)}: a run started on a busy machine (a core of "
                                          f"{sorted(cpus) if cpus else 'the host'} still busy after "
                                          f"{waited:.0f} s of waiting)")
-        before = read_proc_stat()
-        found = run()
-        after = read_proc_stat()
-        busy = usage.busy_shares(usage.parse_proc_stat(before), usage.parse_proc_stat(after)) \
-            if before and after else {}
-        return [self.window_of(target, m, busy, waited, tuple(t for t in targets if t != target))
+        with HostSampler() as host:
+            found = run()
+        return [self.window_of(target, m, host.readings, waited, tuple(t for t in targets if t != target))
                 for target, m in zip(targets, found)]
 
-    def window_of(self, target: str, m, busy: dict, waited: float, together: tuple[str, ...]) -> dict:
+    def window_of(self, target: str, m, host: list[usage.HostReading], waited: float,
+                  together: tuple[str, ...]) -> dict:
         """One tool run as a dict, with its CPU, flags and window."""
+        # over the tool's own run; a tool that gives no times, over the call
+        busy = usage.busy_between(host, m.started_ns, m.ended_ns) or \
+            (usage.busy_shares(host[0].stat, host[-1].stat) if host else {})
         rep = asdict(m)
         rep["cpu"], rep["flags"], rep["cpu_window"] = None, [], {"busy_shares": busy}
         rep["quiet_wait_s"] = round(waited, 2)
@@ -131,7 +132,7 @@ class Timer:
             rep["flags"].append(usage.LINK_BOUND)
         if self.monitor is not None:
             window = usage.WindowInput(m.started_ns, m.ended_ns, m.whole, m.whole_rps, m.loadgen_cores, m.threads,
-                                       busy, idle=self.idle, completions=m.completions,
+                                       busy, host, idle=self.idle, completions=m.completions,
                                        whole_share=m.whole / m.requests if m.requests else 1.0)
             try:
                 rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance,

@@ -140,6 +140,38 @@ def read_proc_stat() -> str | None:
         return None
 
 
+class HostSampler:
+    """/proc/stat read every `interval` seconds in a thread while a run lasts
+    (`with HostSampler() as host: ...; host.readings`), so the host's busy
+    share can be taken over any stretch inside the run: cAdvisor's readings
+    or the tool's own start and end. Empty where /proc/stat cannot be read."""
+
+    def __init__(self, interval: float = 0.1):
+        self.interval = interval
+        self.readings: list[usage.HostReading] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="proc-stat", daemon=True)
+
+    def _read(self) -> None:
+        text = read_proc_stat()
+        if text is not None:
+            self.readings.append(usage.HostReading(time.time_ns(), usage.parse_proc_stat(text)))
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._read()
+
+    def __enter__(self) -> "HostSampler":
+        self._read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+
 class Monitor:
     def __init__(self, client: "CadvisorClient | CadvisorHosts", targets: list[str], databases: list[str]):
         self.client = client if not isinstance(client, CadvisorClient) else CadvisorHosts({"": client})

@@ -66,6 +66,38 @@ def parse_proc_stat(text: str) -> ProcStat:
     return ProcStat(busy, total)
 
 
+@dataclass(frozen=True)
+class HostReading:
+    """/proc/stat read at one moment (time.time_ns(), cAdvisor's clock too)."""
+    timestamp_ns: int
+    stat: ProcStat
+
+
+def host_at(readings: list[HostReading], at_ns: int) -> ProcStat | None:
+    """/proc/stat's counters at `at_ns`, interpolated between the readings on
+    either side of it (None outside them): a host figure over exactly the
+    stretch another counter (cAdvisor's) covers, not over the run's edges."""
+    before = [r for r in readings if r.timestamp_ns <= at_ns]
+    after = [r for r in readings if r.timestamp_ns >= at_ns]
+    if not before or not after:
+        return None
+    a = max(before, key=lambda r: r.timestamp_ns)
+    b = min(after, key=lambda r: r.timestamp_ns)
+    if b.timestamp_ns == a.timestamp_ns:
+        return a.stat
+    f = (at_ns - a.timestamp_ns) / (b.timestamp_ns - a.timestamp_ns)
+
+    def between(x: dict[str, int], y: dict[str, int]) -> dict[str, int]:
+        return {cpu: round(x[cpu] + f * (y[cpu] - x[cpu])) for cpu in y if cpu in x}
+    return ProcStat(between(a.stat.busy, b.stat.busy), between(a.stat.total, b.stat.total))
+
+
+def busy_between(readings: list[HostReading], start_ns: int, end_ns: int) -> dict[str, float]:
+    """busy_shares over [start_ns, end_ns] ({} where the readings do not span it)."""
+    start, end = host_at(readings, start_ns), host_at(readings, end_ns)
+    return busy_shares(start, end) if start and end else {}
+
+
 def host_busy_seconds(proc_stat: str, ticks_per_second: int = 100) -> float:
     """Busy CPU seconds of the whole host, all cores, from /proc/stat."""
     return parse_proc_stat(proc_stat).busy["cpu"] / ticks_per_second
@@ -292,12 +324,14 @@ def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | 
 
 
 def cross_check(series_by_container: dict[str, list[Counters]], machines: list[list[Counters]],
-                start_ns: int, end_ns: int, busy: dict[str, float], host_cpus: int) -> dict:
+                start_ns: int, end_ns: int, host: list[HostReading], host_cpus: int) -> dict:
     """Cores of the whole host three ways over one run, each a rate over its
     own inner window: every Docker container summed, cAdvisor's root cgroup
     (summed over the machines, when the lab spans several), and /proc/stat
-    (bench's machine only). Under steady load they agree; a gap says what
-    the containers' figures miss."""
+    (bench's machine only) over the root cgroup's own stretch, its readings
+    interpolated to cAdvisor's stamps: over the run's edges instead, ramps
+    and the tool's start read 11% below cAdvisor's 1.18 cores in CI. Under
+    steady load they agree; a gap says what the containers' figures miss."""
     inner = []
 
     def cores(series):
@@ -307,6 +341,9 @@ def cross_check(series_by_container: dict[str, list[Counters]], machines: list[l
     per_container = [cores(s) for s in series_by_container.values()]
     per_machine = [cores(m) for m in machines if m]
     machine_cores = sum(per_machine) if per_machine and None not in per_machine else None
+    stretch = edges(machines[0], start_ns, end_ns) if len(machines) == 1 and machines[0] else None
+    busy = busy_between(host, *((stretch.first.timestamp_ns, stretch.last.timestamp_ns) if stretch
+                                else (start_ns, end_ns)))
     return {
         "containers_cores": round(sum(c for c in per_container if c is not None), 4),
         "containers": sum(c is not None for c in per_container),
@@ -356,7 +393,8 @@ class WindowInput:
     whole_rps: float    # and per second
     tool_cores: float
     tool_threads: int
-    busy: dict[str, float] = field(default_factory=dict)
+    busy: dict[str, float] = field(default_factory=dict)  # busy_between over the run
+    host: list[HostReading] = field(default_factory=list)  # /proc/stat read through the run
     idle: dict[str, float] = field(default_factory=dict)  # role -> cores measured idle before the case
     completions: list[tuple[float, float]] | None = None  # completion_bins of the tool's requests, where it gives them
     whole_share: float = 1.0  # of the answers the completions count, the share served whole
@@ -380,7 +418,7 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
                   together=(target, *together) if together else ())
     figures = {"start_ns": run.start_ns, "end_ns": run.end_ns,
                "seconds": round((run.end_ns - run.start_ns) / 1e9, 3), "busy_shares": run.busy,
-               **cross_check(all_series or {}, machines or [], run.start_ns, run.end_ns, run.busy, host_cpus)}
+               **cross_check(all_series or {}, machines or [], run.start_ns, run.end_ns, run.host, host_cpus)}
     outside = outside_cores(figures)
     if outside is not None:
         figures["outside_cores"] = round(outside, 4)
