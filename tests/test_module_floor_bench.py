@@ -19,6 +19,7 @@ drawn anew, and the ratio's interval is the 95% t interval of the rounds'
 log ratios (bench.measure.rounds.ratio_of, as the default run's headline).
 With perf on the machine, the module's own profile at each size in the last
 round is printed too, grouped by what the time went to (tests/perf_profile.py)."""
+import json
 import math
 import os
 import random
@@ -32,6 +33,7 @@ import gridfs
 import pymongo
 import pytest
 
+from bench.benchmark.quiet import wait_until_quiet
 from bench.measure.rounds import MIN_ROUNDS, ratio_of
 from perf_profile import breakdown, perf_report
 from service_processes import LabNginxGridFS, NginxStatic, flask_service, node_service
@@ -187,6 +189,9 @@ def measure_all(stored: Path, mongo_uri: str, floor_binary: Path, databases: lis
             for size in SIZES:
                 order = draw.sample(SERVERS, len(SERVERS))
                 for name in order:
+                    # what the one before left (FerretDB still reading for
+                    # clients gone) would fall on this one's window
+                    wait_until_quiet()
                     if name == "floor client":
                         found = measure_floor(floor_binary, mongo_uri, size, databases)
                     else:
@@ -231,8 +236,12 @@ def floor_lines(rounds: list[dict[str, dict[str, tuple]]]) -> list[str]:
     for name in SERVERS:
         lines.append(f"{name:14}" + "".join(cell(size, name) for size in SIZES))
     for size in SIZES:
-        logs = [math.log(r[size]["nginx-gridfs"][0] / (r[size]["floor client"][0] + r[size]["nginx-static"][0]))
-                for r in rounds]
+        measured = [r[size] for r in rounds if all(r[size][n][0] for n in ("nginx-gridfs", "floor client",
+                                                                          "nginx-static"))]
+        if not measured:
+            lines.append(f"{size}: no round measured the module, its floor client and nginx-static")
+            continue
+        logs = [math.log(r["nginx-gridfs"][0] / (r["floor client"][0] + r["nginx-static"][0])) for r in measured]
         found = ratio_of(logs, "module / floor")
         interval = (f"95% interval [{found.low:.2f}, {found.high:.2f}]" if found.low is not None
                     else f"no interval under {MIN_ROUNDS} rounds")
@@ -255,6 +264,8 @@ def test_module_cpu_per_request_against_its_floor(stored, mongo_uri, ferretdb, p
     finally:  # the session's databases serve other tests after this one: every core again
         pin([p for d in databases for p in tree(d)], f"0-{os.cpu_count() - 1}")
     print("\n" + "\n".join(floor_lines(rounds)))
+    print(json.dumps([{size: {name: figures[:3] for name, figures in sizes.items()} for size, sizes in r.items()}
+                      for r in rounds]))
     for table in rounds:
         for size in SIZES:
             for name in ("nginx-gridfs", "floor client", "nginx-static"):

@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,8 +20,13 @@ import pymongo
 import pytest
 import requests
 
+from docker_helpers import REPO, docker, remove_container
 from nginx_gridfs_build import NGINX_BIN, Nginx, build_module
 from processes import free_port
+
+sys.path.insert(0, str(REPO / "tools"))
+from hosts import mongo_auth_options  # noqa: E402
+from lab_compose import settings_in  # noqa: E402
 
 DB = "nginx_gridfs_hardening"
 TIMEOUT = 30
@@ -184,6 +190,49 @@ http {{
     assert result.returncode != 0
     assert "invalid mongo URI" in output and "<credentials>@127.0.0.1:notaport" in output, output
     assert PASSWORD not in output and "labuser" not in output
+
+
+def test_a_login_the_deployment_refuses_is_a_500_and_the_right_one_serves(stored):
+    """A wrong password is the configuration's error: 500, no Retry-After
+    (a 503 would tell clients to come back for what no retry mends), the
+    password in no log. The lab's mongo image with a login (the FerretDB
+    stand-in refuses it at the first query, as PostgreSQL's 28P01; MongoDB
+    at the handshake, as AuthenticationFailed)."""
+    image = settings_in(REPO / "local.env")["MONGO_IMAGE"]
+    options = mongo_auth_options(image)
+    name, port = f"lab-login-{os.getpid()}", free_port()
+    remove_container(name)
+    docker("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:27017", "-e", "MONGO_INITDB_ROOT_USERNAME=labuser",
+           "-e", f"MONGO_INITDB_ROOT_PASSWORD={PASSWORD}", image)
+    try:
+        right = f"mongodb://labuser:{PASSWORD}@127.0.0.1:{port}/?{options}"
+        client = pymongo.MongoClient(right, serverSelectionTimeoutMS=2000)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.admin.command("ping")
+                break
+            except pymongo.errors.PyMongoError:
+                assert time.monotonic() < deadline, docker("logs", name)
+                time.sleep(0.5)
+        gridfs.GridFSBucket(client[DB]).upload_from_stream("1KB.bin", stored["1KB.bin"])
+        client.close()
+        wrong = start_nginx(right.replace(PASSWORD, "not-the-password"))
+        try:
+            answers = [get(wrong, "/files/1KB.bin") for _ in range(3)]
+        finally:
+            stop_nginx(wrong)
+        assert [(r.status_code, r.headers.get("Retry-After")) for r in answers] == [(500, None)] * 3, \
+            all_log_text(wrong)[-2000:]
+        assert PASSWORD not in all_log_text(wrong) and "not-the-password" not in all_log_text(wrong)
+        served = start_nginx(right)
+        try:
+            answer = get(served, "/files/1KB.bin")
+        finally:
+            stop_nginx(served)
+        assert answer.status_code == 200 and answer.content == stored["1KB.bin"]
+    finally:
+        remove_container(name)
 
 
 # --- 3. fail fast ---

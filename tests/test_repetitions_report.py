@@ -4,6 +4,8 @@ Every figure comes from real captured outputs: tests/fixtures/repetitions
 (three 2 s repetitions of one case by ab, ab -k and wrk, with each tool's own
 CPU time and wall clock) and tests/fixtures/vegeta."""
 import json
+import math
+import statistics
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from bench.progress import planned_seconds
 from bench.report.markdown import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
 from bench.settings import from_env
-from bench.measure.stats import NOISY_MAD, TOOLS_DISAGREE
+from bench.measure.stats import NOISY_WIDTH, TOOLS_DISAGREE
 from bench.clients.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
 from bench.measure.usage import LOADGEN_BOUND, tool_bound
 from bench.clients.vegeta_output import VegetaOutputError, parse as parse_vegeta
@@ -72,7 +74,10 @@ def test_a_row_is_the_median_repetition_with_its_half_range():
     assert run.spread["half_range"] == pytest.approx((rates[2] - rates[0]) / 2 / rates[1], abs=1e-4)
     mad = sorted(abs(r - rates[1]) for r in rates)[1] / rates[1]
     assert run.spread["mad"] == pytest.approx(mad, abs=1e-4)
-    assert run.noisy == (mad > NOISY_MAD) == ("noisy" in run.flags)
+    logs = [math.log(r) for r in rates]
+    width = math.exp(4.3027 * statistics.stdev(logs) / math.sqrt(3))  # t(0.975, 2 df)
+    assert run.spread["width"] == pytest.approx(width, rel=1e-3)
+    assert run.noisy == (width > NOISY_WIDTH) == ("noisy" in run.flags)
     assert run.ok and run.failed == 0 and run.duration_s == 2.0
 
 

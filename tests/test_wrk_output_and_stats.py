@@ -2,11 +2,12 @@
 and the repetition statistics."""
 from pathlib import Path
 
+import math
 import random
 
 import pytest
 
-from bench.measure.stats import summarize
+from bench.measure.stats import NOISY_WIDTH, summarize
 from bench.clients.wrk_output import WrkOutputError, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wrk"
@@ -92,21 +93,32 @@ def test_summarize_and_half_range():
 
 
 def test_one_stray_repetition_is_not_noise():
-    # nine repetitions agree and one ran 12% fast: the range says ±6%, half of them lie at the median
+    # nine repetitions agree and one ran 12% fast: the range says ±6%, the interval x/÷1.03
     s = summarize([1000.0] * 9 + [1120.0])
     assert s.half_range == pytest.approx(0.06) and s.mad == 0.0 and not s.noisy
 
 
-def test_noisy_does_not_fire_more_often_as_repetitions_grow():
-    # repetitions with a 3% standard deviation: the range of 30 is about +-6% (the old rule, half the range
-    # over 5%, called 86% of them noisy), of 3 about +-2.5%; the MAD settles near 2% however many there are
+def test_noisy_is_an_interval_wider_than_x_10_percent():
+    # three repetitions 2% apart: the 95% interval (t, 2 df) is about x/÷1.05; 6% apart, x/÷1.16
+    steady, rough = summarize([980.0, 1000.0, 1020.0]), summarize([940.0, 1000.0, 1060.0])
+    assert steady.width == pytest.approx(math.exp(4.3027 * 0.02 / math.sqrt(3)), rel=0.01) and not steady.noisy
+    assert rough.width > NOISY_WIDTH and rough.noisy
+    # one repetition, or all alike: nothing to doubt; a repetition at 0 beside others is noise whatever the rest
+    assert not summarize([1000.0]).noisy and not summarize([5.0, 5.0, 5.0]).noisy
+    assert summarize([0.0, 1000.0, 1000.0]).noisy and summarize([0.0, 1000.0, 1000.0]).width is None
+
+
+def test_noisy_fires_less_as_repetitions_grow_and_more_as_the_machine_swings():
+    # at this machine's 9% swing three repetitions are noisy nearly always, 30 rarely;
+    # at 3% three are noisy now and then, ten almost never
     rng = random.Random(26)
+
     def share_noisy(sd, n, trials=400):
         return sum(summarize([rng.gauss(1000, sd) for _ in range(n)]).noisy for _ in range(trials)) / trials
-    calm = [share_noisy(30, n) for n in (3, 10, 30)]
-    print("noisy at 3% sd, 3/10/30 repetitions: " + ", ".join(f"{x:.1%}" for x in calm))
-    assert calm[2] <= calm[1] <= calm[0] < 0.02
-    # an 8% standard deviation is noise (MAD about 5.4%): more repetitions say so more surely
-    rough = [share_noisy(80, n) for n in (3, 30)]
-    print("noisy at 8% sd, 3/30 repetitions: " + ", ".join(f"{x:.1%}" for x in rough))
-    assert rough[1] > rough[0]
+    calm = [share_noisy(30, n) for n in (3, 6, 10)]
+    rough = [share_noisy(90, n) for n in (3, 10, 30)]
+    print("noisy at 3% sd, 3/6/10 repetitions: " + ", ".join(f"{x:.1%}" for x in calm))
+    print("noisy at 9% sd, 3/10/30 repetitions: " + ", ".join(f"{x:.1%}" for x in rough))
+    assert calm[2] <= calm[1] <= calm[0] and calm[2] < 0.05
+    assert rough[2] <= rough[1] <= rough[0] and rough[0] > 0.8 and rough[2] < 0.2
+    assert all(r >= c for r, c in zip(rough, calm))

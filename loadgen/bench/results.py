@@ -8,7 +8,7 @@ from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
 from .measure.bottleneck import bottleneck
 from .measure.usage import CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, REFUSED, THROTTLED
 
-NOISY = "noisy"        # the repetitions' median absolute deviation is over stats.NOISY_MAD of their median
+NOISY = "noisy"        # the repetitions' 95% interval is wider than stats.NOISY_WIDTH
 
 
 @dataclass
@@ -62,8 +62,9 @@ class Run:
     # its own cpu, flags and cpu_window.
     repetitions: list[dict] = field(default_factory=list)
     # Of requests per second over the repetitions: {median, min, max,
-    # half_range, mad, noisy}, half_range = (max - min) / 2 / median, printed ±;
-    # mad: the median absolute deviation over the median, which noisy is judged by.
+    # half_range, mad, width, noisy}, half_range = (max - min) / 2 / median,
+    # printed ±; mad: the median absolute deviation over the median; width:
+    # the x/÷ half-width of their 95% interval, which noisy is judged by.
     spread: dict | None = None
     duration_s: float | None = None  # what each repetition was asked to last
     # A caching path's own count over the counted repetitions (bench.measure.cache_log):
@@ -148,7 +149,7 @@ class ToolResult:
     p99_ms: float
     max_ms: float
     failed: int
-    spread: dict         # of rps: {median, min, max, half_range, noisy}
+    spread: dict         # of rps: {median, min, max, half_range, mad, width, noisy}
     repetitions: list[dict] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # "loadgen-bound" when the tool was at its CPU limit
     refused: int = 0     # answers not 2xx over every repetition (rps counts the 2xx ones)

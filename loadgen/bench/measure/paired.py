@@ -177,8 +177,13 @@ POWER = 0.8
 
 
 def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile, Cornish-Fisher from the normal's (within 0.3%
-    of the exact one from 5 degrees of freedom up): no scipy in bench."""
+    """Student's t quantile: exact for 1 and 2 degrees of freedom (closed
+    forms), else Cornish-Fisher from the normal's (within 0.8% of the exact
+    one at 3, 0.3% from 5 up): no scipy in bench."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
     z = NormalDist().inv_cdf(p)
     return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
             + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))

@@ -1,15 +1,21 @@
 """Summary statistics for repeated measurements of one case."""
+import math
 from dataclasses import dataclass
-from statistics import median
+from statistics import median, stdev
 
-# A case whose repetitions' median absolute deviation is more than this
-# share of their median (at least half of them lie further than this from
-# it) is marked noisy: read its figure as a range. Unlike the range, which
-# widens with every repetition added, the MAD settles as repetitions grow,
-# and one stray repetition in three does not make a case noisy.
-NOISY_MAD = 0.05
-# What report/compare.py takes as the smallest change worth a verdict (the
-# rule noisy used before NOISY_MAD: half the range over the median).
+from .paired import t_quantile
+
+# A case is noisy when its repetitions do not pin its figure to within this
+# (x/÷) at 95%: the t interval of their geometric mean, on log rates, is
+# wider. It says what a reader may take from the figure, and, unlike the
+# range (which widens with every repetition added) or a spread over the
+# median (a coin toss at three repetitions at this machine's 9% swing), it
+# fires less as repetitions grow, for any steadiness. The default run's
+# target width (settings BENCH_TARGET_WIDTH) is the same x/÷1.10.
+NOISY_WIDTH = 1.10
+NOISY_LEVEL = 0.95
+# What report/compare.py takes as the smallest change worth a verdict (half
+# the range over the median).
 NOISY_HALF_RANGE = 0.05
 
 
@@ -20,10 +26,26 @@ class Spread:
     max: float
     half_range: float    # (max - min) / 2 / median: the figure is median ± this
     mad: float           # the median absolute deviation from the median, over the median
+    # x/÷ half-width of the 95% t interval of the values' geometric mean;
+    # None under two values, or where one is 0 (a rate of 0 has no ratio)
+    width: float | None = None
+    count: int = 1
 
     @property
     def noisy(self) -> bool:
-        return self.mad > NOISY_MAD
+        if self.count < 2:
+            return False
+        if self.width is None:  # a repetition at 0 beside others that were not
+            return self.max > self.min
+        return self.width > NOISY_WIDTH
+
+
+def interval_width(values: list[float], level: float = NOISY_LEVEL) -> float | None:
+    """x/÷ half-width of the t interval of the values' geometric mean."""
+    if len(values) < 2 or min(values) <= 0:
+        return None
+    logs = [math.log(v) for v in values]
+    return math.exp(t_quantile(1 - (1 - level) / 2, len(logs) - 1) * stdev(logs) / math.sqrt(len(logs)))
 
 
 def summarize(values: list[float]) -> Spread:
@@ -31,9 +53,9 @@ def summarize(values: list[float]) -> Spread:
         raise ValueError("no measurements to summarize")
     mid = median(values)
     if not mid:
-        return Spread(mid, min(values), max(values), 0.0, 0.0)
+        return Spread(mid, min(values), max(values), 0.0, 0.0, None, len(values))
     return Spread(mid, min(values), max(values), (max(values) - min(values)) / 2 / mid,
-                  median(abs(v - mid) for v in values) / mid)
+                  median(abs(v - mid) for v in values) / mid, interval_width(values), len(values))
 
 
 def relative_difference(a: float, b: float) -> float:
@@ -46,7 +68,9 @@ TOOLS_DISAGREE = 0.10  # ab -k and wrk differing by more than this on a case are
 
 
 def spread_of(values: list[float]) -> dict:
-    """summarize() as results.json keeps it: median, min, max, half_range, mad, noisy."""
+    """summarize() as results.json keeps it: median, min, max, half_range,
+    mad, width, noisy."""
     s = summarize(values)
     return {"median": s.median, "min": s.min, "max": s.max, "half_range": round(s.half_range, 4),
-            "mad": round(s.mad, 4), "noisy": s.noisy and len(values) > 1}
+            "mad": round(s.mad, 4), "width": round(s.width, 4) if s.width is not None else None,
+            "noisy": s.noisy}

@@ -10,7 +10,7 @@ from .headline import (BASELINE, STORES, concurrencies as _concurrencies, ferret
                        size_label as _size, timed_targets as _timed_targets)
 from ..measure.rounds import mean_positions
 from ..results import NOISY, Results, Run, StorePass
-from ..measure.stats import NOISY_MAD, TOOLS_DISAGREE
+from ..measure.stats import NOISY_LEVEL, NOISY_WIDTH, TOOLS_DISAGREE
 from ..measure.usage import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, DISTURBED,
                              DISTURBED_CORES, FEW_ROUNDS, FEW_SAMPLES, LINK_BOUND, LOADGEN, LOADGEN_BOUND,
                              LOADGEN_BOUND_SHARE, REFUSED, ROUNDS_WANTED, SHORT_WINDOW, THROTTLED)
@@ -31,8 +31,8 @@ LEGEND = {
                    "the server's",
     CORE_SATURATED: f"a CPU core shared by two of this case's containers (by their cpusets) was over "
                     f"{CORE_SATURATED_SHARE:.0%} busy: they competed for it",
-    NOISY: f"at least half the repetitions' requests per second lie more than {NOISY_MAD:.0%} from their median "
-           "(their median absolute deviation; unlike the range, it does not grow with the repetitions)",
+    NOISY: f"the repetitions do not pin its requests per second to within x/÷{NOISY_WIDTH:.2f}: the "
+           f"{NOISY_LEVEL:.0%} t interval of their geometric mean is wider (it narrows as repetitions grow)",
     THROTTLED: "the target's CFS quota throttled it",
     SHORT_WINDOW: ("the run held fewer than two of cAdvisor's readings of the target or a container working beside "
                    "it: cores and CPU per request are rough"),

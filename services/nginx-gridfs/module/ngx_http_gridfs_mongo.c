@@ -48,6 +48,7 @@ static ngx_uint_t ngx_http_gridfs_known(ngx_http_gridfs_conn_t *conn,
 static ngx_int_t ngx_http_gridfs_ping(ngx_http_gridfs_conn_t *conn,
     mongoc_client_t *client, bson_error_t *error);
 static ngx_uint_t ngx_http_gridfs_backend_down(const char *message);
+static ngx_uint_t ngx_http_gridfs_login_refused(const char *message);
 
 
 /* set while this thread pings servers the driver lost: the driver warns of
@@ -939,8 +940,11 @@ ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
         return;
 
     case MONGOC_ERROR_CLIENT:
-        /* an authentication cut short by a restarting server */
-        job->status = (job->error.code == MONGOC_ERROR_CLIENT_AUTHENTICATE)
+        /* a login the server refused is the configuration's error, no
+         * retry mends it; an authentication cut short by a restarting
+         * server is transient */
+        job->status = (job->error.code == MONGOC_ERROR_CLIENT_AUTHENTICATE
+                       && !ngx_http_gridfs_login_refused(job->error.message))
                       ? NGX_HTTP_GRIDFS_UNAVAILABLE
                       : NGX_HTTP_GRIDFS_INTERNAL_ERROR;
         return;
@@ -957,7 +961,8 @@ ngx_http_gridfs_cursor_failed(ngx_http_gridfs_job_t *job,
     switch (job->error.code) {
 
     case 1:        /* InternalError: FerretDB's for its backend, too */
-        job->status = ngx_http_gridfs_backend_down(job->error.message)
+        job->status = (ngx_http_gridfs_backend_down(job->error.message)
+                       && !ngx_http_gridfs_login_refused(job->error.message))
                       ? NGX_HTTP_GRIDFS_UNAVAILABLE
                       : NGX_HTTP_GRIDFS_INTERNAL_ERROR;
         return;
@@ -1192,6 +1197,20 @@ ngx_http_gridfs_ping(ngx_http_gridfs_conn_t *conn, mongoc_client_t *client,
     bson_destroy(&ping);
 
     return rc;
+}
+
+
+/* The deployment refused the login: MongoDB's AuthenticationFailed
+ * message, which libmongoc passes on under MONGOC_ERROR_CLIENT_AUTHENTICATE,
+ * or, from FerretDB 1.x, which hands a PLAIN login to PostgreSQL and so
+ * finds a wrong password at the first query, PostgreSQL's class 28
+ * (invalid authorization: 28P01 is a wrong password) in an InternalError */
+
+static ngx_uint_t
+ngx_http_gridfs_login_refused(const char *message)
+{
+    return strstr(message, "Authentication failed") != NULL
+           || strstr(message, "SQLSTATE 28") != NULL;
 }
 
 
