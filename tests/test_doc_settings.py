@@ -19,6 +19,7 @@ NOT_SETTINGS = {
     "SEND_TIMEOUT_MS": "the tests shorten it; a run keeps the services' 60 s",
     "POOL_RSS_READS": "a test's parameter (tests/test_nginx_gridfs_hardening.py)",
     "FLOOR_SECONDS": "a test's parameter (the module's floor benchmark)",
+    "FLOOR_ROUNDS": "a test's parameter (the module's floor benchmark)",
 }
 
 

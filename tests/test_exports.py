@@ -35,13 +35,22 @@ def test_csv_has_a_row_per_case_and_tool_with_results_json_figures(written):
     for run in raw["runs"]:
         row = ab[(run["target"], run["file"], run["concurrency"])]
         assert row["status"] == run["status"]
-        if run["status"] != "ok":  # the example's two cases shed by their deadline: a row, no figure
+        if run["status"] != "ok":  # a failed case: a row, no figure
             assert (row["rps"], row["error"]) == ("", run["error"])
             continue
         assert float(row["rps"]) == run["rps"]
         assert float(row["rps_min"]) == run["spread"]["min"] and float(row["rps_max"]) == run["spread"]["max"]
         assert float(row["cpu_ms_per_request"]) == run["cpu"][run["target"]]["cpu_ms_per_request"]
         assert row["flags"].split() == run["flags"]
+        # a headline row's ratio is its rounds' (with their interval), else the two rows' rates
+        case = (run["target"], run["file"], run["concurrency"])
+        rounds = next((r for r in (raw.get("rounds") or {}).get("rows", ())
+                       if (r["target"], r["file"], r["concurrency"]) == case), None)
+        if rounds is not None:
+            assert (float(row["rps_ratio_to_nginx_static"]), float(row["rps_ratio_low"]),
+                    float(row["rps_ratio_high"]), int(row["ratio_rounds"])) == (
+                rounds["rps"]["ratio"], rounds["rps"]["low"], rounds["rps"]["high"], rounds["rounds"])
+            continue
         base = next(b for b in raw["runs"] if (b["target"], b["file"], b["concurrency"])
                     == ("nginx-static", run["file"], run["concurrency"]))
         assert float(row["rps_ratio_to_nginx_static"]) == pytest.approx(run["rps"] / base["rps"], abs=1e-4)
@@ -89,7 +98,9 @@ def test_github_action_benchmark_formats(written):
         assert len({e["name"] for e in entries}) == len(entries)
     by_name = {e["name"]: e for e in bigger}
     tools_ok = sum(not c[tool]["failed"] for c in raw["comparisons"] for tool in ("ab_keepalive", "wrk"))
-    assert len(bigger) == len(ok_runs(raw)) + tools_ok
+    ratios = [e for e in bigger if e["name"].endswith(" ratio to nginx-static")]  # a headline row's, with rounds
+    assert len(ratios) == sum(1 for r in (raw.get("rounds") or {}).get("rows", ()) if r.get("rps"))
+    assert len(bigger) == len(ok_runs(raw)) + tools_ok + len(ratios)
     for run in ok_runs(raw):
         e = by_name[f"{run['target']}/{run['file'].removesuffix('.bin')}/c={run['concurrency']}/ab requests/s"]
         assert (e["unit"], e["value"]) == ("req/s", run["rps"])
