@@ -56,9 +56,8 @@
 #define NGX_HTTP_GRIDFS_WAKE_MS        50
 #define NGX_HTTP_GRIDFS_POLL_MS        10
 
-/* blocks from this size on are mapped and unmapped on their own (glibc's
- * default, pinned): the driver's reply buffers, freed by other threads than
- * the ones that made them, would otherwise stay in thread arenas */
+/* windows under this size (glibc's first mmap threshold) are left to
+ * malloc; the module keeps a few larger ones for the next responses */
 #define NGX_HTTP_GRIDFS_MMAP_THRESHOLD (128 * 1024)
 
 /* stored values longer than these are not sent as headers */
