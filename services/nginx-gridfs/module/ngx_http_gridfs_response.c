@@ -74,10 +74,10 @@ static void ngx_http_gridfs_job_free(ngx_http_gridfs_job_t *job);
 
 /*
  * Windows freed lately, for the next responses: a few, of at most
- * NGX_HTTP_GRIDFS_FREE_BYTES together, per worker.  A window of the mmap
- * threshold or more is otherwise mapped afresh for each response, and its
- * pages faulted in again as it is written (a large part of a 1 MB
- * response's CPU); smaller ones malloc keeps by itself.  A cached window
+ * NGX_HTTP_GRIDFS_FREE_BYTES together, per worker.  A window above glibc's
+ * mmap threshold (which rises only to the largest block freed so far) is
+ * otherwise mapped afresh for a response, and its pages faulted in again
+ * as it is written; smaller ones malloc keeps by itself.  A cached window
  * keeps the pages it was written into: the cache is that much more of the
  * worker's resident memory, at most.
  */
