@@ -6,6 +6,7 @@ must write no report. Real nginx, real FerretDB, real sockets."""
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -548,6 +549,70 @@ def test_clients_leaving_mid_stream_under_load(patient_nginx, stored, mongo_uri)
     nginx.debug_log.write_text("")
     assert get(nginx, "/traced/10MB.bin").content == stored["10MB.bin"]
     assert "gridfs cursor opened at chunk 0" in nginx.debug_log.read_text()
+
+
+RELOAD_SECONDS = 30  # issue 38: a reload every second for 30 s
+RELOAD_CLIENTS = 100
+
+
+def fetch_until(url: str, data: bytes, until: float, tally: dict[str, int], lock: threading.Lock) -> None:
+    """One keep-alive client asking for url until `until`: each answer
+    counted whole (200, every byte), clean (503 with Retry-After) or broken
+    (anything else: a cut, a reset, a wrong byte)."""
+    with requests.Session() as session:
+        while time.monotonic() < until:
+            try:
+                r = session.get(url, timeout=TIMEOUT)
+                kind = ("whole" if r.status_code == 200 and r.content == data else
+                        "clean" if r.status_code == 503 and "Retry-After" in r.headers else "broken")
+            except requests.RequestException:
+                kind = "broken"
+            with lock:
+                tally[kind] = tally.get(kind, 0) + 1
+
+
+def test_a_reload_every_second_under_load_breaks_no_more_than_static_files(stored, mongo_uri):
+    """nginx -s reload every second for 30 s while 100 clients ask for 1 MB
+    from GridFS and 100 for the same bytes from disk, in the same nginx: no
+    more broken answers from the module than from the static location
+    (a keep-alive connection closed as its next request goes out breaks
+    either alike), and no worker exits under a request in flight. Before
+    issue 38's hold, a worker shutting down left its queries' and waiters'
+    sockets open ("open socket left") and cut their answers."""
+    server = start_nginx(mongo_uri, "gridfs_deadline 3s; gridfs_queue_timeout 10s; gridfs_max_responses 180;",
+                         files={"1MB.bin": stored["1MB.bin"]})
+    try:
+        assert get(server, "/files/1MB.bin").content == stored["1MB.bin"]
+        log_before = len(server.log())
+        tallies = {"gridfs": {}, "static": {}}
+        lock = threading.Lock()
+        began = time.monotonic()
+        until = began + RELOAD_SECONDS
+        with ThreadPoolExecutor(2 * RELOAD_CLIENTS) as pool:
+            clients = [pool.submit(fetch_until, server.url(f"/{where}/1MB.bin"), stored["1MB.bin"], until,
+                                   tallies["gridfs" if where == "files" else "static"], lock)
+                       for where in ("files", "static") for _ in range(RELOAD_CLIENTS)]
+            reloads = 0
+            for second in range(1, RELOAD_SECONDS):  # on a schedule: 200 busy threads make a sleep late
+                time.sleep(max(0.0, began + second - time.monotonic()))
+                server.proc.send_signal(signal.SIGHUP)
+                reloads += 1
+            for client in clients:
+                client.result(timeout=TIMEOUT + RELOAD_SECONDS)
+        print(f"\n{reloads} reloads; 1 MB answers from GridFS {tallies['gridfs']}, from disk {tallies['static']}")
+        # the old workers finish their requests and go
+        deadline = time.monotonic() + TIMEOUT
+        while len(server.worker_pids()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(server.worker_pids()) == 1, "an old worker is still there"
+        assert tallies["gridfs"].get("whole", 0) > 0 and tallies["static"].get("whole", 0) > 0
+        assert tallies["gridfs"].get("broken", 0) <= tallies["static"].get("broken", 0), tallies
+        new_log = server.log()[log_before:]
+        for word in ("open socket", "[alert]", "[crit]", "[emerg]", "exited on signal"):
+            assert word not in new_log, new_log[new_log.index(word) - 500:][:1500]
+        assert get(server, "/files/1MB.bin").content == stored["1MB.bin"]
+    finally:
+        stop_nginx(server)
 
 
 def test_worker_never_crashed(nginx):

@@ -375,7 +375,7 @@ def from_env(env=os.environ) -> Settings:
         target_port=int(env.get("TARGET_PORT", "8080")),
         cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
         # whole seconds: ab's -t (and wrk's -d) take no fraction
-        duration=_one(env, "BENCH_DURATION", "3", int, 1, 3600),
+        duration=_one(env, "BENCH_DURATION", "4", int, 1, 3600),
         warmup=_one(env, "BENCH_WARMUP", "6", int, 0, 600),
         min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
         repetitions=_one(env, "BENCH_REPETITIONS", "6", int, 1, 100),
