@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from bench.benchmark.schedule import round_order
-from bench.measure.rounds import (CPU, MIN_ROUNDS, QUANTILE_LEVEL, RPS, baseline_bound, converged, mean_positions,
+from bench.measure.rounds import (CPU, LEVEL, MIN_ROUNDS, QUANTILE_LEVEL, RPS, baseline_bound, converged,
+                                  mean_positions,
                                   paired_logs, ratio_of, ratios)
 from bench.measure.usage import LOADGEN, LOADGEN_BOUND
 from bench.report.headline import apart, ratio_words
@@ -40,12 +41,16 @@ def test_the_interval_is_the_t_interval_of_the_log_ratios(n):
     rng = random.Random(n)
     logs = [rng.gauss(-1.0, 0.1) for _ in range(n)]
     found = ratio_of(logs, RPS)
-    half = stats.t.ppf(1 - (1 - QUANTILE_LEVEL) / 2, n - 1) * stdev(logs) / math.sqrt(n)
+    half = stats.t.ppf(1 - (1 - LEVEL) / 2, n - 1) * stdev(logs) / math.sqrt(n)
     assert found.ratio == pytest.approx(math.exp(fmean(logs)), abs=1e-4)
     assert found.low == pytest.approx(math.exp(fmean(logs) - half), rel=2e-3)
     assert found.high == pytest.approx(math.exp(fmean(logs) + half), rel=2e-3)
     assert found.width == pytest.approx(math.exp(half), rel=2e-3)
     assert ratio_of(logs[:MIN_ROUNDS - 1], RPS).low is None  # no interval below MIN_ROUNDS
+    wider = ratio_of(logs, RPS, level=QUANTILE_LEVEL)  # a row stopped on its width
+    assert wider.width == pytest.approx(math.exp(stats.t.ppf(1 - (1 - QUANTILE_LEVEL) / 2, n - 1) * stdev(logs)
+                                                 / math.sqrt(n)), rel=2e-3)
+    assert wider.width > found.width
 
 
 def test_stopping_on_width_keeps_the_coverage():
@@ -59,11 +64,35 @@ def test_stopping_on_width_keeps_the_coverage():
             logs = []
             while len(logs) < 30:
                 logs.append(rng.gauss(0.0, sd))
-                found = ratio_of(logs, RPS)
+                found = ratio_of(logs, RPS, level=QUANTILE_LEVEL)
                 if found.low is not None and found.within(1.10):
                     break
             covered += found.low <= 1.0 <= found.high
         assert covered / trials >= 0.935, (sd, covered / trials)  # 95% less the simulation's own +-1.1% (2 sd)
+
+
+@pytest.mark.parametrize("budget", [6, 8])
+def test_rows_the_budget_stopped_keep_the_coverage_at_the_plain_level(budget):
+    """The run's rule with a budget of `budget` rounds: a row stopped on its
+    width has the 96% interval, one the budget stopped the 95% one. Those
+    the budget stopped were never caught narrow: they cover at least 95%,
+    and all rows together about 95%."""
+    rng = random.Random(budget)
+    for sd in (0.08, 0.15, 0.2):
+        covered, trials, late_covered, late = 0, 1500, 0, 0
+        for _ in range(trials):
+            logs, narrow = [], False
+            while len(logs) < budget and not narrow:
+                logs.append(rng.gauss(0.0, sd))
+                found = ratio_of(logs, RPS, level=QUANTILE_LEVEL)
+                narrow = found.low is not None and found.within(1.10)
+            if not narrow:
+                found = ratio_of(logs, RPS)
+                late += 1
+                late_covered += found.low <= 1.0 <= found.high
+            covered += found.low <= 1.0 <= found.high
+        assert covered / trials >= 0.935, (sd, covered / trials)
+        assert late > 100 and late_covered / late >= 0.94, (sd, late, late_covered / max(late, 1))
 
 
 def test_a_baseline_that_measured_the_load_generator_makes_the_ratio_a_bound_not_judged():

@@ -45,7 +45,7 @@ QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep"
 # file per path; open-loop points of at most STANDARD_OPEN_LOOP_S. The
 # lower concurrencies, the sweep, the working set, the store benchmark and
 # the full tool check are BENCH_PROFILE=full's (make lab-full).
-STANDARD_OPEN_LOOP_S = 10
+STANDARD_OPEN_LOOP_S = 6
 EVERY_CASE, ONE_FILE_PER_PATH = "every case", "one file per path"
 PROFILES = ("standard", "full", "quick")
 
@@ -376,7 +376,7 @@ def from_env(env=os.environ) -> Settings:
         cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
         # whole seconds: ab's -t (and wrk's -d) take no fraction
         duration=_one(env, "BENCH_DURATION", "4", int, 1, 3600),
-        warmup=_one(env, "BENCH_WARMUP", "6", int, 0, 600),
+        warmup=_one(env, "BENCH_WARMUP", "3", int, 0, 600),
         min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
         repetitions=_one(env, "BENCH_REPETITIONS", "6", int, 1, 100),
         target_width=_off_or(env, "BENCH_TARGET_WIDTH", "1.10", _width),

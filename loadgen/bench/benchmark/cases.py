@@ -505,12 +505,14 @@ class CaseRounds:
         for name, reps in self.reps.items():
             if name == BASELINE or not base:
                 continue
-            found = rounds_mod.ratios(reps, base, name, BASELINE)
-            self.ratios[name] = {m: r.to_dict() for m, r in found.items()}
+            found = rounds_mod.ratios(reps, base, name, BASELINE, rounds_mod.QUANTILE_LEVEL)
             if (self.headline and cfg.target_width and name not in self.converged_at
                     and len(reps) >= max(cfg.repetitions, rounds_mod.MIN_ROUNDS)
                     and rounds_mod.converged(found, cfg.target_width)):
                 self.converged_at[name] = count
+            if name not in self.converged_at:  # not stopped on its width (so far): the plain 95% quantile
+                found = rounds_mod.ratios(reps, base, name, BASELINE)
+            self.ratios[name] = {m: r.to_dict() for m, r in found.items()}
         fixed = not (self.headline and cfg.target_width and base and set(self.reps) - {BASELINE})
         for name, reps in self.reps.items():  # done: only a path counted in this round (a dead one never is)
             if reps and reps[-1]["round"] == count and ((fixed and count >= cfg.repetitions)
@@ -585,7 +587,8 @@ def rounds_record(cfg, cases: list[CaseRounds], count: int, stopped: str, earlie
                          "rounds": len(case.reps.get(name) or []), "converged_at": case.converged_at.get(name),
                          **found})
     return {"design": "shuffled rounds",
-            "estimator": "geometric mean of the rounds' ratios, 95% t interval (96% quantile: stopped on width)",
+            "estimator": "geometric mean of the rounds' ratios, 95% t interval (the 96% quantile where a row "
+                         "stopped on its width)",
             "baseline": BASELINE, "min_rounds": max(cfg.repetitions, rounds_mod.MIN_ROUNDS),
             "target_width": cfg.target_width, "quantile_level": rounds_mod.QUANTILE_LEVEL,
             "rounds": count,
