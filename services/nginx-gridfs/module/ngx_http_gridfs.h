@@ -186,10 +186,45 @@ typedef struct {
 } ngx_http_gridfs_places_t;
 
 
+/*
+ * gridfs_admission, in one worker: how many responses may do their
+ * database work before the headers at once (the lookup and the first
+ * window), and the ones that wait for their turn; the rest are refused at
+ * once with a 503, before any query.  The policy of the lab's other paths
+ * (services/python-common/lab_http/admission.py gives the reasons): a
+ * limit, AIMD on the latency of that work against a quarter of
+ * gridfs_deadline, and a bounded wait in order, a quarter of the deadline
+ * for a burst and NGX_HTTP_GRIDFS_SHORT_WAIT_MS once the queue stands.
+ * Times in ms of ngx_http_gridfs_now_ms()
+ */
+typedef struct {
+    double                       limit;
+    double                       minimum;
+    double                       maximum;
+    double                       mean_latency;
+    ngx_uint_t                   in_flight;
+    ngx_uint_t                   waiting;
+    int64_t                      decreased_at;
+    int64_t                      queue_empty_at;
+    int64_t                      overloaded_until;
+    ngx_queue_t                  waiters; /* of ngx_http_gridfs_ctx_t */
+} ngx_http_gridfs_admission_t;
+
+#define NGX_HTTP_GRIDFS_TARGET_SHARE   0.25
+#define NGX_HTTP_GRIDFS_QUEUE_SHARE    0.25
+#define NGX_HTTP_GRIDFS_SHORT_WAIT_MS  50
+#define NGX_HTTP_GRIDFS_INITIAL_LIMIT  4
+#define NGX_HTTP_GRIDFS_BACKOFF        0.9
+#define NGX_HTTP_GRIDFS_LATENCY_WEIGHT 0.1
+/* the most admitted at once without gridfs_max_responses */
+#define NGX_HTTP_GRIDFS_MAX_ADMITTED   256
+
+
 typedef struct {
     ngx_array_t                  conns;   /* of ngx_http_gridfs_conn_t * */
     ngx_int_t                    max_responses;   /* over all workers */
     ngx_http_gridfs_places_t     places;          /* this worker's */
+    ngx_http_gridfs_admission_t  admission;       /* this worker's */
 } ngx_http_gridfs_main_conf_t;
 
 
@@ -206,6 +241,7 @@ typedef struct {
     ngx_str_t                    thread_pool_name;
     ngx_msec_t                   queue_timeout;
     ngx_msec_t                   deadline;        /* 0: none */
+    ngx_flag_t                   admission;       /* with a deadline */
     size_t                       buffer_size;
     ngx_uint_t                   overload_log_level;
 
@@ -276,6 +312,14 @@ typedef struct {
     ngx_http_gridfs_ctx_t       *ctx;
     ngx_uint_t                   busy;
     ngx_uint_t                   has_files_id;
+
+    /* the loop's: admitted by gridfs_admission, when, and whether the
+     * deadline passed meanwhile; the place is the job's, since its query
+     * may outlive the request */
+    ngx_http_gridfs_admission_t *admission;
+    int64_t                      admitted_at;
+    unsigned                     admitted:1;
+    unsigned                     late:1;
     u_char                      *window[2];
     size_t                       window_size[2];
 } ngx_http_gridfs_job_t;
@@ -297,6 +341,28 @@ extern ngx_atomic_t  ngx_http_gridfs_tasks;
 extern ngx_atomic_t  ngx_http_gridfs_exiting;
 void ngx_http_gridfs_task_over(void);
 ngx_uint_t ngx_http_gridfs_quiet(void);
+
+/* the admission policy, pure arithmetic on times given
+ * (ngx_http_gridfs_admission.c) */
+void ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
+    ngx_uint_t maximum);
+ngx_uint_t ngx_http_gridfs_admission_has_room(ngx_http_gridfs_admission_t *a);
+int64_t ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a,
+    int64_t now, ngx_msec_t deadline);
+void ngx_http_gridfs_admission_refused(ngx_http_gridfs_admission_t *a,
+    int64_t now, ngx_msec_t deadline);
+void ngx_http_gridfs_admission_queued(ngx_http_gridfs_admission_t *a,
+    int64_t now);
+void ngx_http_gridfs_admission_dequeued(ngx_http_gridfs_admission_t *a,
+    int64_t now);
+void ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
+    int64_t admitted_at, int64_t now, ngx_msec_t deadline, ngx_int_t outcome);
+
+/* an admitted request's outcome: its latency counts, or its failure (the
+ * database failed, or the deadline passed), or neither (its client left) */
+#define NGX_HTTP_GRIDFS_ADMISSION_SAMPLE   0
+#define NGX_HTTP_GRIDFS_ADMISSION_FAILED   1
+#define NGX_HTTP_GRIDFS_ADMISSION_NONE     2
 
 /* the arithmetic, pure (ngx_http_gridfs_window.c) */
 ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value);

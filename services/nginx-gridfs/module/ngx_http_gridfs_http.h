@@ -21,11 +21,12 @@ extern ngx_module_t  ngx_http_gridfs_module;
 
 /*
  * Where a response is, on the event loop.  Before the headers, a job is
- * always in flight or the response waits for a place: the lookup, then the
- * read of the first window.  After them, a window may be read (a job in
- * flight) while the previous one drains (handed to the output filters,
- * not all sent yet).  Transitions:
+ * always in flight or the response waits for its turn or a place: the
+ * lookup, then the read of the first window.  After them, a window may be
+ * read (a job in flight) while the previous one drains (handed to the
+ * output filters, not all sent yet).  Transitions:
  *
+ *   WAIT_ADMISSION   admitted: LOOKUP (gridfs_admission: its turn)
  *   LOOKUP           done:    READ_AHEAD, or SENT_HEADER (416, HEAD, 304),
  *                             or WAIT_PLACE (gridfs_max_responses reached)
  *   WAIT_PLACE       placed:  READ_AHEAD (or READING once the headers are
@@ -43,6 +44,7 @@ extern ngx_module_t  ngx_http_gridfs_module;
  */
 typedef enum {
     NGX_HTTP_GRIDFS_LOOKUP = 0,      /* the file is looked up (pcalloc) */
+    NGX_HTTP_GRIDFS_WAIT_ADMISSION,  /* waits for its turn: no job */
     NGX_HTTP_GRIDFS_WAIT_PLACE,      /* found, waits for a place: no job */
     NGX_HTTP_GRIDFS_READ_AHEAD,      /* the first window, before headers */
     NGX_HTTP_GRIDFS_SENT_HEADER,     /* headers out, no job, no drain */
@@ -79,6 +81,13 @@ struct ngx_http_gridfs_ctx_s {
     unsigned                     waiting:1;
     unsigned                     wait_bound:1;    /* the deadline event is
                                                      gridfs_queue_timeout's */
+
+    /* gridfs_admission: the line this response waits in for its turn
+     * (its job holds the turn once given); the event is posted when the
+     * turn comes, and times the wait */
+    ngx_queue_t                  in_line;
+    ngx_event_t                  admitted;
+    unsigned                     in_line_waiting:1;
 
     /* finalized by the module, or its request terminated or freed */
     unsigned                     done:1;

@@ -23,6 +23,15 @@
  * A lookup holds no buffer and takes no place.  The 503s of the deadline
  * and of the cap are logged at gridfs_overload_log_level (error).
  *
+ * With gridfs_admission, a request does its database work before the
+ * headers (the lookup, the first window) only when admitted: at most a
+ * limit of them at once in a worker, AIMD on that work's latency against a
+ * quarter of gridfs_deadline; the others wait in line a bounded time, then
+ * a 503 with Retry-After before any query.  Past what the database
+ * finishes within the deadline, the work would be done and then thrown
+ * away at the deadline.  Without a deadline it admits everything: what it
+ * admits must finish within one.
+ *
  * The settings of a gridfs location hold in its "if" and "limit_except"
  * blocks, whose requests are the location's; the key is what follows the
  * location's prefix in the URI, as a "rewrite ... break" leaves it.
@@ -155,6 +164,13 @@ static ngx_command_t  ngx_http_gridfs_commands[] = {
       ngx_conf_set_msec_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_gridfs_loc_conf_t, deadline),
+      NULL },
+
+    { ngx_string("gridfs_admission"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_gridfs_loc_conf_t, admission),
       NULL },
 
     { ngx_string("gridfs_max_responses"),
@@ -717,6 +733,7 @@ ngx_http_gridfs_create_loc_conf(ngx_conf_t *cf)
 
     conf->queue_timeout = NGX_CONF_UNSET_MSEC;
     conf->deadline = NGX_CONF_UNSET_MSEC;
+    conf->admission = NGX_CONF_UNSET;
     conf->buffer_size = NGX_CONF_UNSET_SIZE;
     conf->overload_log_level = NGX_CONF_UNSET_UINT;
 
@@ -739,6 +756,7 @@ ngx_http_gridfs_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_msec_value(conf->queue_timeout, prev->queue_timeout,
                               NGX_HTTP_GRIDFS_QUEUE_MS);
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 0);
+    ngx_conf_merge_value(conf->admission, prev->admission, 0);
     ngx_conf_merge_size_value(conf->buffer_size, prev->buffer_size,
                               NGX_HTTP_GRIDFS_WINDOW);
     ngx_conf_merge_uint_value(conf->overload_log_level,
@@ -1058,6 +1076,11 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
                        ? ngx_max((ngx_uint_t) gmcf->max_responses
                                  / (ngx_uint_t) ccf->worker_processes, 1)
                        : 0;
+
+    ngx_http_gridfs_admission_init(&gmcf->admission,
+                                   gmcf->places.max
+                                   ? gmcf->places.max
+                                   : NGX_HTTP_GRIDFS_MAX_ADMITTED);
 
     mongoc_init();
     mongoc_log_set_handler(ngx_http_gridfs_mongoc_log, NULL);

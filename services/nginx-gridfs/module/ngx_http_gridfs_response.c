@@ -47,6 +47,11 @@ static void ngx_http_gridfs_job_event_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_wake_handler(ngx_http_request_t *r);
 static void ngx_http_gridfs_job_done(ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_found(ngx_http_gridfs_ctx_t *ctx);
+static ngx_int_t ngx_http_gridfs_admit(ngx_http_gridfs_ctx_t *ctx);
+static void ngx_http_gridfs_admitted_handler(ngx_event_t *ev);
+static void ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job,
+    ngx_int_t outcome);
+static ngx_int_t ngx_http_gridfs_outcome(ngx_uint_t status);
 static ngx_int_t ngx_http_gridfs_take_place(ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_placed_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_give_place(ngx_http_gridfs_places_t *places);
@@ -328,6 +333,10 @@ ngx_http_gridfs_create(ngx_http_request_t *r, ngx_http_gridfs_loc_conf_t *glcf,
     ctx->placed.data = ctx;
     ctx->placed.log = r->connection->log;
 
+    ctx->admitted.handler = ngx_http_gridfs_admitted_handler;
+    ctx->admitted.data = ctx;
+    ctx->admitted.log = r->connection->log;
+
     cln->handler = ngx_http_gridfs_cleanup;
     cln->data = ctx;
 
@@ -338,12 +347,14 @@ ngx_http_gridfs_create(ngx_http_request_t *r, ngx_http_gridfs_loc_conf_t *glcf,
 }
 
 
-/* the lookup posted: the request then waits for it (its count), reading
- * as nginx's writer does (a client that leaves, or a body to discard) */
+/* the lookup posted, or its turn awaited: the request then waits for it
+ * (its count), reading as nginx's writer does (a client that leaves, or a
+ * body to discard) */
 
 ngx_int_t
 ngx_http_gridfs_start(ngx_http_gridfs_ctx_t *ctx)
 {
+    ngx_int_t                    rc;
     ngx_http_request_t          *r;
     ngx_http_gridfs_loc_conf_t  *glcf;
 
@@ -354,7 +365,19 @@ ngx_http_gridfs_start(ngx_http_gridfs_ctx_t *ctx)
 
     ctx->job->op = NGX_HTTP_GRIDFS_FIND;
 
-    if (ngx_http_gridfs_post(ctx) != NGX_OK) {
+    rc = (glcf->admission && glcf->deadline) ? ngx_http_gridfs_admit(ctx)
+                                             : NGX_OK;
+
+    if (rc == NGX_DECLINED) {
+        ngx_log_error(glcf->overload_log_level, r->connection->log, 0,
+                      "gridfs: \"%V\" refused by gridfs_admission (%ui "
+                      "admitted at once): 503",
+                      &ctx->log_key, ctx->job->admission->in_flight);
+        ngx_http_gridfs_release(ctx);
+        return ngx_http_gridfs_error(r, NGX_HTTP_SERVICE_UNAVAILABLE);
+    }
+
+    if (rc == NGX_OK && ngx_http_gridfs_post(ctx) != NGX_OK) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "gridfs: could not post a job for \"%V\" (the thread "
                       "pool's queue is full?)", &ctx->log_key);
@@ -473,6 +496,26 @@ ngx_http_gridfs_deadline_handler(ngx_event_t *ev)
 
     glcf = ctx->job->conf;
 
+    if (ctx->state == NGX_HTTP_GRIDFS_WAIT_ADMISSION) {
+        ngx_log_error(glcf->overload_log_level, c->log, 0,
+                      "gridfs: \"%V\" waited for its turn of "
+                      "gridfs_admission past gridfs_deadline (%M ms): 503",
+                      &ctx->log_key, glcf->deadline);
+
+        ngx_http_gridfs_admission_refused(ctx->job->admission,
+                                          ngx_http_gridfs_now_ms(),
+                                          glcf->deadline);
+
+        /* no job in flight: it leaves the line now */
+        ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r,
+                                             NGX_HTTP_SERVICE_UNAVAILABLE));
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    /* the work admitted did not finish in time: the limit comes down */
+    ctx->job->late = 1;
+
     if (ctx->state == NGX_HTTP_GRIDFS_WAIT_PLACE) {
 
         if (ctx->wait_bound) {
@@ -580,6 +623,7 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 
     if (ctx == NULL) {
         /* its request was freed while the task ran */
+        ngx_http_gridfs_admission_end(job, NGX_HTTP_GRIDFS_ADMISSION_NONE);
         ngx_http_gridfs_job_free(job);
         ngx_http_gridfs_hold_del();
         return;
@@ -587,7 +631,10 @@ ngx_http_gridfs_job_event_handler(ngx_event_t *ev)
 
     if (ctx->done) {
         /* the response ended (a deadline, a client gone, an error page);
-         * its buffers go now unless the output may still hold them */
+         * its turn goes now that the query is over, its buffers unless
+         * the output may still hold them */
+        ngx_http_gridfs_admission_end(job, NGX_HTTP_GRIDFS_ADMISSION_NONE);
+
         if (!ctx->sending) {
             ngx_http_gridfs_job_release(job);
         }
@@ -734,6 +781,8 @@ ngx_http_gridfs_found(ngx_http_gridfs_ctx_t *ctx)
     job->file = NULL;
 
     if (job->status) {
+        ngx_http_gridfs_admission_end(job,
+                                      ngx_http_gridfs_outcome(job->status));
         ngx_http_gridfs_log_job_error(ctx, "looking up");
         ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r, job->status));
         return;
@@ -760,7 +809,10 @@ ngx_http_gridfs_found(ngx_http_gridfs_ctx_t *ctx)
         || ctx->length == 0
         || ngx_http_gridfs_predict_conditional(r) != NGX_HTTP_OK)
     {
-        /* 416, HEAD, or a 304/412: no body to read ahead */
+        /* 416, HEAD, or a 304/412: no body to read ahead, the database
+         * work before the headers is over */
+        ngx_http_gridfs_admission_end(job, NGX_HTTP_GRIDFS_ADMISSION_SAMPLE);
+
         if (ngx_http_gridfs_send_header(ctx) != NGX_OK) {
             return;
         }
@@ -778,6 +830,191 @@ ngx_http_gridfs_found(ngx_http_gridfs_ctx_t *ctx)
 
     if (ngx_http_gridfs_take_place(ctx) == NGX_OK) {
         ngx_http_gridfs_read_ahead(ctx);
+    }
+}
+
+
+/* gridfs_admission: a request about to look its file up is admitted
+ * (NGX_OK), or waits in line for its turn (NGX_AGAIN, in order, within
+ * what the policy allows, the deadline bounding it too), or is refused
+ * (NGX_DECLINED) */
+
+static ngx_int_t
+ngx_http_gridfs_admit(ngx_http_gridfs_ctx_t *ctx)
+{
+    int64_t                       now, wait;
+    ngx_http_gridfs_job_t        *job;
+    ngx_http_gridfs_admission_t  *a;
+    ngx_http_gridfs_main_conf_t  *gmcf;
+
+    job = ctx->job;
+    gmcf = ngx_http_get_module_main_conf(ctx->request, ngx_http_gridfs_module);
+    a = &gmcf->admission;
+
+    job->admission = a;
+    now = ngx_http_gridfs_now_ms();
+
+    if (ngx_http_gridfs_admission_has_room(a) && ngx_queue_empty(&a->waiters)) {
+        a->in_flight++;
+        job->admitted = 1;
+        job->admitted_at = now;
+        return NGX_OK;
+    }
+
+    wait = ngx_http_gridfs_admission_wait(a, now, job->conf->deadline);
+
+    if (wait <= 0) {
+        ngx_http_gridfs_admission_refused(a, now, job->conf->deadline);
+        return NGX_DECLINED;
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "gridfs waits %L ms for its turn, %ui admitted",
+                   wait, a->in_flight);
+
+    ngx_queue_insert_tail(&a->waiters, &ctx->in_line);
+    ngx_http_gridfs_admission_queued(a, now);
+    ctx->in_line_waiting = 1;
+    ctx->state = NGX_HTTP_GRIDFS_WAIT_ADMISSION;
+
+    /* a graceful shutdown waits for it */
+    ngx_http_gridfs_hold_add();
+
+    ngx_add_timer(&ctx->admitted, (ngx_msec_t) wait);
+
+    return NGX_AGAIN;
+}
+
+
+/* its turn came (ngx_http_gridfs_admission_end() posted the event), or
+ * its wait ran out (the timer): the lookup, or a 503 */
+
+static void
+ngx_http_gridfs_admitted_handler(ngx_event_t *ev)
+{
+    ngx_connection_t            *c;
+    ngx_http_request_t          *r;
+    ngx_http_gridfs_ctx_t       *ctx;
+    ngx_http_gridfs_loc_conf_t  *glcf;
+
+    ctx = ev->data;
+
+    if (ctx->done) {
+        /* not reached: a response that ends leaves the line */
+        return;
+    }
+
+    r = ctx->request;
+    c = r->connection;
+    glcf = ctx->job->conf;
+
+    ngx_http_set_log_request(c->log, r);
+
+    if (ev->timedout) {
+        ev->timedout = 0;
+
+        ngx_log_error(glcf->overload_log_level, c->log, 0,
+                      "gridfs: \"%V\" waited for its turn of "
+                      "gridfs_admission in vain (%ui admitted at once): 503",
+                      &ctx->log_key, ctx->job->admission->in_flight);
+
+        ngx_http_gridfs_admission_refused(ctx->job->admission,
+                                          ngx_http_gridfs_now_ms(),
+                                          glcf->deadline);
+
+        /* no job in flight: it leaves the line now */
+        ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r,
+                                             NGX_HTTP_SERVICE_UNAVAILABLE));
+        ngx_http_run_posted_requests(c);
+        return;
+    }
+
+    ctx->state = NGX_HTTP_GRIDFS_LOOKUP;
+
+    if (ngx_http_gridfs_post(ctx) != NGX_OK) {
+        ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                      "gridfs: could not post a job for \"%V\" (the thread "
+                      "pool's queue is full?)", &ctx->log_key);
+
+        ngx_http_gridfs_finalize(ctx, ngx_http_gridfs_error(r,
+                                             NGX_HTTP_SERVICE_UNAVAILABLE));
+    }
+
+    ngx_http_run_posted_requests(c);
+}
+
+
+/* an admitted job's database work before the headers is over, or its
+ * response ended: the policy learns its latency (a failure if the
+ * deadline passed meanwhile), and the turns free go to those in line.
+ * Once per turn: a no-op for a job not admitted */
+
+static void
+ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
+{
+    int64_t                       now;
+    ngx_queue_t                  *q;
+    ngx_http_gridfs_ctx_t        *next;
+    ngx_http_gridfs_admission_t  *a;
+
+    if (!job->admitted) {
+        return;
+    }
+
+    job->admitted = 0;
+
+    a = job->admission;
+    now = ngx_http_gridfs_now_ms();
+
+    ngx_http_gridfs_admission_finished(a, job->admitted_at, now,
+                                       job->conf->deadline,
+                                       job->late
+                                       ? NGX_HTTP_GRIDFS_ADMISSION_FAILED
+                                       : outcome);
+
+    while (!ngx_queue_empty(&a->waiters)
+           && ngx_http_gridfs_admission_has_room(a))
+    {
+        q = ngx_queue_head(&a->waiters);
+        ngx_queue_remove(q);
+
+        next = ngx_queue_data(q, ngx_http_gridfs_ctx_t, in_line);
+        next->in_line_waiting = 0;
+        ngx_http_gridfs_admission_dequeued(a, now);
+
+        a->in_flight++;
+        next->job->admitted = 1;
+        next->job->admitted_at = now;
+
+        if (next->admitted.timer_set) {
+            ngx_del_timer(&next->admitted);
+        }
+
+        ngx_http_gridfs_hold_del();
+
+        /* not from here: this may run in another request's cleanup */
+        ngx_post_event(&next->admitted, &ngx_posted_events);
+    }
+}
+
+
+/* a job's status as the policy counts it: the database failing (a 503)
+ * lowers the limit, a client gone says nothing, anything else is an
+ * answer whose latency counts */
+
+static ngx_int_t
+ngx_http_gridfs_outcome(ngx_uint_t status)
+{
+    switch (status) {
+
+    case NGX_HTTP_SERVICE_UNAVAILABLE:
+        return NGX_HTTP_GRIDFS_ADMISSION_FAILED;
+
+    case NGX_HTTP_CLIENT_CLOSED_REQUEST:
+        return NGX_HTTP_GRIDFS_ADMISSION_NONE;
+
+    default:
+        return NGX_HTTP_GRIDFS_ADMISSION_SAMPLE;
     }
 }
 
@@ -927,6 +1164,8 @@ ngx_http_gridfs_first_window(ngx_http_gridfs_ctx_t *ctx)
 
     r = ctx->request;
     job = ctx->job;
+
+    ngx_http_gridfs_admission_end(job, ngx_http_gridfs_outcome(job->status));
 
     if (job->status) {
         ngx_http_gridfs_log_job_error(ctx, "reading");
@@ -1591,6 +1830,23 @@ ngx_http_gridfs_release(ngx_http_gridfs_ctx_t *ctx)
         ngx_delete_posted_event(&ctx->placed);
     }
 
+    if (ctx->in_line_waiting) {
+        ngx_queue_remove(&ctx->in_line);
+        ctx->in_line_waiting = 0;
+        ngx_http_gridfs_admission_dequeued(ctx->job->admission,
+                                           ngx_http_gridfs_now_ms());
+        ngx_http_gridfs_hold_del();
+    }
+
+    if (ctx->admitted.timer_set) {
+        ngx_del_timer(&ctx->admitted);
+    }
+
+    if (ctx->admitted.posted) {
+        /* given its turn, not yet on its way: the turn passes on, below */
+        ngx_delete_posted_event(&ctx->admitted);
+    }
+
     if (ctx->file) {
         bson_destroy(ctx->file);
         ctx->file = NULL;
@@ -1600,6 +1856,11 @@ ngx_http_gridfs_release(ngx_http_gridfs_ctx_t *ctx)
 
     if (job && job->busy) {
         job->abandoned = 1;
+    }
+
+    if (job && !job->busy) {
+        /* no query under way: its turn goes now (else at the query's end) */
+        ngx_http_gridfs_admission_end(job, NGX_HTTP_GRIDFS_ADMISSION_NONE);
     }
 
     if (ctx->sending) {

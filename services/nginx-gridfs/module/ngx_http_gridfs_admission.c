@@ -1,0 +1,166 @@
+
+/*
+ * gridfs_admission's policy: the limit, the mean latency and the queue's
+ * state, as plain arithmetic on the times given (ms).  The same policy as
+ * services/python-common/lab_http/admission.py and services/node/
+ * admission.js, which say why each rule is there; the event loop's side
+ * (who waits, who is refused) is in ngx_http_gridfs_response.c.
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "ngx_http_gridfs.h"
+
+
+#define NGX_HTTP_GRIDFS_NEVER  (INT64_MIN / 2)
+
+
+void
+ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
+    ngx_uint_t maximum)
+{
+    a->maximum = (double) maximum;
+    a->minimum = (double) ngx_min(maximum, NGX_HTTP_GRIDFS_INITIAL_LIMIT);
+    a->limit = a->minimum;
+    a->mean_latency = 0;
+    a->in_flight = 0;
+    a->waiting = 0;
+    a->decreased_at = NGX_HTTP_GRIDFS_NEVER;
+    a->queue_empty_at = 0;
+    a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
+    ngx_queue_init(&a->waiters);
+}
+
+
+ngx_uint_t
+ngx_http_gridfs_admission_has_room(ngx_http_gridfs_admission_t *a)
+{
+    return a->in_flight < (ngx_uint_t) a->limit;
+}
+
+
+/* the queue has not emptied within its budget (standing, not a burst), or
+ * was so, or refused a request, less than a target ago */
+
+static ngx_uint_t
+ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
+    int64_t now, ngx_msec_t deadline)
+{
+    int64_t  budget, target;
+
+    budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
+    target = (int64_t) (deadline * NGX_HTTP_GRIDFS_TARGET_SHARE);
+
+    if (a->waiting > 0 && now - a->queue_empty_at > budget) {
+        a->overloaded_until = now + target;
+    }
+
+    return now < a->overloaded_until;
+}
+
+
+/* how long a request that finds no room may wait: the queue's budget for
+ * a burst, the short wait once the queue stands; never none, since a
+ * refusal answered at once comes straight back from a closed-loop client */
+
+int64_t
+ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a, int64_t now,
+    ngx_msec_t deadline)
+{
+    int64_t  budget;
+
+    budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
+
+    if (ngx_http_gridfs_admission_overloaded(a, now, deadline)) {
+        return ngx_min(budget, NGX_HTTP_GRIDFS_SHORT_WAIT_MS);
+    }
+
+    return budget;
+}
+
+
+/* a request refused, at the door or after its wait: newcomers wait the
+ * short wait for a target */
+
+void
+ngx_http_gridfs_admission_refused(ngx_http_gridfs_admission_t *a,
+    int64_t now, ngx_msec_t deadline)
+{
+    a->overloaded_until = now
+                          + (int64_t) (deadline * NGX_HTTP_GRIDFS_TARGET_SHARE);
+}
+
+
+void
+ngx_http_gridfs_admission_queued(ngx_http_gridfs_admission_t *a, int64_t now)
+{
+    if (a->waiting++ == 0) {
+        a->queue_empty_at = now;
+    }
+}
+
+
+void
+ngx_http_gridfs_admission_dequeued(ngx_http_gridfs_admission_t *a,
+    int64_t now)
+{
+    if (a->waiting > 0 && --a->waiting == 0) {
+        a->queue_empty_at = now;
+    }
+}
+
+
+/* an admitted request's database work before its headers is over: AIMD on
+ * its latency, against a quarter of its deadline */
+
+void
+ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
+    int64_t admitted_at, int64_t now, ngx_msec_t deadline, ngx_int_t outcome)
+{
+    double  latency, target, factor, step;
+
+    if (a->in_flight > 0) {
+        a->in_flight--;
+    }
+
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_NONE) {
+        return;
+    }
+
+    latency = (double) (now - admitted_at);
+    target = deadline * NGX_HTTP_GRIDFS_TARGET_SHARE;
+
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
+        /* a failure's latency is the deadline's or the driver's, not the
+         * work's */
+        a->mean_latency = (a->mean_latency > 0)
+                          ? a->mean_latency
+                            + NGX_HTTP_GRIDFS_LATENCY_WEIGHT
+                              * (latency - a->mean_latency)
+                          : latency;
+    }
+
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_FAILED || latency > target) {
+
+        /* once per round: those admitted before the last cut were measured
+         * under the old limit */
+        if (admitted_at >= a->decreased_at) {
+            /* in proportion to the overshoot, halved at most */
+            factor = target / ngx_max(latency, 1.0);
+            factor = ngx_max(0.5, ngx_min(NGX_HTTP_GRIDFS_BACKOFF, factor));
+
+            a->limit = ngx_max(a->minimum, a->limit * factor);
+            a->decreased_at = now;
+        }
+
+        return;
+    }
+
+    /* grow only a limit in use */
+    if (2 * (a->in_flight + 1) >= a->limit) {
+        step = (latency < target / 2) ? 1.0 : 1.0 / a->limit;
+        a->limit = ngx_min(a->maximum, a->limit + step);
+    }
+}
