@@ -97,19 +97,16 @@ def node_service(mongo_uri: str, db: str) -> ServiceProcess:
 
 class NginxGridFSService:
     """The nginx-gridfs module natively (tests/nginx_gridfs_build.py), shaped
-    like the other serving paths: url, port, start(), log(), stop();
-    http_extra: directives for its http block (lab_gridfs_directives())."""
+    like the other serving paths: url, port, start(), log(), stop()."""
 
-    name = "nginx-gridfs"
-
-    def __init__(self, mongo_uri: str, db: str, http_extra: str = ""):
-        self.mongo_uri, self.db, self.http_extra = mongo_uri, db, http_extra
+    def __init__(self, mongo_uri: str, db: str):
+        self.mongo_uri, self.db = mongo_uri, db
         self.nginx = None
 
     def start(self) -> "NginxGridFSService":
         from nginx_gridfs_build import Nginx, build_module
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
-        self.nginx = Nginx(build_module(), self.mongo_uri, self.prefix, self.prefix, self.db, self.http_extra)
+        self.nginx = Nginx(build_module(), self.mongo_uri, self.prefix, self.prefix, self.db)
         self.port, self.url = self.nginx.port, self.nginx.url()
         return self
 
@@ -122,21 +119,8 @@ class NginxGridFSService:
         shutil.rmtree(self.prefix, ignore_errors=True)
 
 
-def nginx_gridfs_service(mongo_uri: str, db: str, http_extra: str = "") -> NginxGridFSService:
-    return NginxGridFSService(mongo_uri, db, http_extra)
-
-
-def lab_gridfs_directives(deadline_ms: int) -> str:
-    """The module's settings in the lab's services/nginx-gridfs/nginx.conf
-    (its gridfs_* directives of the http block, but the thread pool, which
-    the test's nginx names), with gridfs_deadline as its CMD writes it from
-    REQUEST_DEADLINE_MS."""
-    lines = (SERVICES / "nginx-gridfs" / "nginx.conf").read_text().splitlines()
-    found = [line.strip() for line in lines
-             if line.startswith("    gridfs_") and not line.strip().startswith("gridfs_thread_pool")]
-    if not any(line.startswith("gridfs_admission ") for line in found):
-        raise RuntimeError("services/nginx-gridfs/nginx.conf no longer sets gridfs_admission in its http block")
-    return " ".join(found + [f"gridfs_deadline {deadline_ms}ms;"])
+def nginx_gridfs_service(mongo_uri: str, db: str) -> NginxGridFSService:
+    return NginxGridFSService(mongo_uri, db)
 
 
 def native_nginx_config(source: Path, prefix: Path, replacements: dict[str, str]) -> str:
@@ -199,14 +183,19 @@ class LabNginxGridFS:
     configuration people run. changes: more of native_nginx_config's
     replacements, each of which must still match the lab's file."""
 
-    def __init__(self, mongo_uri: str, db: str, files_dir: Path, changes: dict[str, str] | None = None):
+    name = "nginx-gridfs"
+
+    def __init__(self, mongo_uri: str, db: str, files_dir: Path, changes: dict[str, str] | None = None,
+                 deadline_ms: int | None = None):
         from nginx_gridfs_build import build_module
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
         self.prefix.chmod(0o755)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # as the image's CMD writes it; deadline_ms: REQUEST_DEADLINE_MS
+        deadline = f"gridfs_deadline {deadline_ms}ms;\n" if deadline_ms else ""
         (self.prefix / "gridfs-env.conf").write_text(
-            f'mongo "{mongo_uri}";\ngridfs "{db}" "root_collection=fs" field=filename type=string;\n')
+            f'mongo "{mongo_uri}";\ngridfs "{db}" "root_collection=fs" field=filename type=string;\n{deadline}')
         (self.prefix / "nginx.conf").write_text(native_nginx_config(
             SERVICES / "nginx-gridfs" / "nginx.conf", self.prefix, {
                 "load_module /usr/lib/nginx/modules/ngx_http_gridfs_module.so;": f"load_module {build_module()};",

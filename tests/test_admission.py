@@ -20,8 +20,8 @@ import pytest
 from pymongo import MongoClient
 
 import postgres_store
-from service_processes import (SERVICES, flask_postgres_service, flask_service, lab_gridfs_directives,
-                               nginx_gridfs_service, node_service, postgres_database)
+from service_processes import (SERVICES, LabNginxGridFS, flask_postgres_service, flask_service, node_service,
+                               postgres_database)
 from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
 
 sys.path.insert(0, str(SERVICES / "python-common"))
@@ -145,10 +145,11 @@ def path(request):
     if request.param == "flask-postgres":
         service = flask_postgres_service(request.getfixturevalue("postgres_url"))
         service.env["REQUEST_DEADLINE_MS"] = str(int(DEADLINE_S * 1000))
-    elif request.param == "nginx-gridfs":
+    elif request.param == "nginx-gridfs":  # the lab's nginx.conf and deadline, with gridfs_admission on
         request.getfixturevalue("gridfs_file")
-        service = nginx_gridfs_service(request.getfixturevalue("mongo_uri"), DB_NAME,
-                                       lab_gridfs_directives(int(DEADLINE_S * 1000)))
+        service = LabNginxGridFS(request.getfixturevalue("mongo_uri"), DB_NAME, request.getfixturevalue("tmp_path"),
+                                 {"gridfs_max_responses 180;": "gridfs_max_responses 180; gridfs_admission on;"},
+                                 deadline_ms=int(DEADLINE_S * 1000))
     else:
         request.getfixturevalue("gridfs_file")
         start = {"flask": flask_service, "node": node_service}[request.param]

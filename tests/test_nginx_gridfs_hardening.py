@@ -740,3 +740,43 @@ def test_a_bad_cap_on_responses_stops_nginx_at_start(value, tmp_path):
                             capture_output=True, timeout=30)
     assert result.returncode != 0
     assert "gridfs_max_responses" in result.stderr, result.stderr
+
+
+def test_admission_sheds_and_clients_leave_in_line_cleanly(stored, mongo_uri, sanitize):
+    """gridfs_admission (issue 39) under closed-loop overload at 1 MB: 60
+    clients asking again at once, while others leave in line (a reset
+    after the request); whole answers and 503s with Retry-After only, each
+    body whole, and no sanitizer report, alert or crash: the line's
+    entries, turns and timers all released."""
+    server = start_nginx(mongo_uri, "gridfs_deadline 2s; gridfs_admission on; gridfs_overload_log_level info;",
+                         sanitize=sanitize)
+    tally, lock = {"whole": 0, "refused": 0, "wrong": 0, "reset": 0}, threading.Lock()
+    until = time.monotonic() + 6
+
+    def ask():
+        with requests.Session() as session:
+            while time.monotonic() < until:
+                r = session.get(f"{server.url()}/files/1MB.bin", timeout=30)
+                kind = ("whole" if r.status_code == 200 and r.content == stored["1MB.bin"]
+                        else "refused" if r.status_code == 503 and r.headers.get("Retry-After") == "1" else "wrong")
+                with lock:
+                    tally[kind] += 1
+
+    def leave():
+        while time.monotonic() < until:
+            reset(waits_in_line(server.port, "/files/1MB.bin"))
+            with lock:
+                tally["reset"] += 1
+            time.sleep(0.02)
+
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            for future in [pool.submit(ask) for _ in range(60)] + [pool.submit(leave) for _ in range(4)]:
+                future.result()
+        print(f"\nadmission at 60 clients: {tally}")
+        assert tally["whole"] and tally["refused"] and not tally["wrong"], tally
+        assert "refused by gridfs_admission" in server.log() or "its turn of gridfs_admission" in server.log()
+        log = server.log()
+        assert "exited on signal" not in log and "[alert]" not in log, log[-2000:]
+    finally:
+        stop_nginx(server)

@@ -58,9 +58,7 @@ def stored(mongo_uri):
 def lab_nginx(stored, mongo_uri):
     files_dir = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-files-"))
     files_dir.chmod(0o755)
-    server = LabNginxGridFS(mongo_uri, DB, files_dir)
-    with open(server.prefix / "gridfs-env.conf", "a") as conf:
-        conf.write(f"gridfs_deadline {DEADLINE_MS}ms;\n")
+    server = LabNginxGridFS(mongo_uri, DB, files_dir, deadline_ms=DEADLINE_MS)
     server.start()
     yield server
     server.stop()

@@ -30,6 +30,7 @@ ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
     a->decreased_at = NGX_HTTP_GRIDFS_NEVER;
     a->queue_empty_at = 0;
     a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
+    a->answered_at = NGX_HTTP_GRIDFS_NEVER;
     ngx_queue_init(&a->waiters);
 }
 
@@ -42,9 +43,10 @@ ngx_http_gridfs_admission_has_room(ngx_http_gridfs_admission_t *a)
 
 
 /* the queue has not emptied within its budget (standing, not a burst), or
- * was so, or refused a request, less than a target ago */
+ * was so, or refused a request, less than a target ago; and the database
+ * answers (else it is away, not busy) */
 
-static ngx_uint_t
+ngx_uint_t
 ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline)
 {
@@ -52,6 +54,10 @@ ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
 
     budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
     target = (int64_t) (deadline * NGX_HTTP_GRIDFS_TARGET_SHARE);
+
+    if (now - a->answered_at > budget) {
+        return 0;
+    }
 
     if (a->waiting > 0 && now - a->queue_empty_at > budget) {
         a->overloaded_until = now + target;
@@ -133,6 +139,8 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
     target = deadline * NGX_HTTP_GRIDFS_TARGET_SHARE;
 
     if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
+        a->answered_at = now;
+
         /* a failure's latency is the deadline's or the driver's, not the
          * work's */
         a->mean_latency = (a->mean_latency > 0)

@@ -946,8 +946,9 @@ ngx_http_gridfs_admitted_handler(ngx_event_t *ev)
 
 /* an admitted job's database work before the headers is over, or its
  * response ended: the policy learns its latency (a failure if the
- * deadline passed meanwhile), and the turns free go to those in line.
- * Once per turn: a no-op for a job not admitted */
+ * deadline passed meanwhile), and the turns free go to those in line,
+ * the newest first while the line stands.  Once per turn: a no-op for a
+ * job not admitted */
 
 static void
 ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
@@ -975,7 +976,10 @@ ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
     while (!ngx_queue_empty(&a->waiters)
            && ngx_http_gridfs_admission_has_room(a))
     {
-        q = ngx_queue_head(&a->waiters);
+        /* in order, or the newest first while the line stands */
+        q = ngx_http_gridfs_admission_overloaded(a, now, job->conf->deadline)
+            ? ngx_queue_last(&a->waiters)
+            : ngx_queue_head(&a->waiters);
         ngx_queue_remove(q);
 
         next = ngx_queue_data(q, ngx_http_gridfs_ctx_t, in_line);
