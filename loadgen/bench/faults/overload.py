@@ -9,13 +9,8 @@ MULTIPLES times it, open loop, interleaved; a path holds when the median
 window keeps HOLDS_SHARE of its capacity as whole answers per second at
 every multiple, its refusals (503) come back within REFUSAL_P99_MS at p99,
 and nothing failed (a cut, a client timeout, any other status) or was
-OOM-killed. A window whose load generator saturated (its CPU, or it sent
-behind schedule) is named and not judged. One on a saturated shared core
-is judged, and a failure there says so: on two cores the load generator
-shares one with the database, which saturates it whenever the database is
-what bounds the path, that is in every window past capacity; a load
-generator starved there sends late (behind schedule: not judged) or reads
-late, which can only make the path look worse, never hold.
+OOM-killed. A window whose load generator or shared core saturated is
+named and not judged.
 
 The other checks (reported; the clients check not judged: its clients ask
 again at once on every refusal): no OOM kill (of the container or of any
@@ -139,7 +134,7 @@ REFUSED = 503
 # Enough for 10x a capacity of 1,000/s whose answers take up to a second;
 # past it vegeta falls behind its schedule and the window says so.
 OPEN_LOOP_WORKERS = 10000
-NOT_JUDGED = (LOADGEN_CPU,)  # bottlenecks that make a window say nothing of the path
+NOT_JUDGED = (LOADGEN_CPU, SHARED_CORE)  # bottlenecks that make a window say nothing of the path
 
 
 def request_timeout(seconds: float) -> float:
@@ -311,12 +306,10 @@ class Condition:
     refused_p99_ms: float | None
     admitted_p99_ms: float | None
     not_judged: list[str]    # "3x #2: load generator", ...
-    on_shared_core: int = 0  # judged windows on a saturated shared core
 
 
 def condition(multiple: int, cap: float, windows: list[Measured]) -> Condition:
     judged = [m.window for m in windows if m.judged]
-    shared = sum(m.judged and m.bottleneck == SHARED_CORE for m in windows)
     shares = sorted(w.whole_rate / cap for w in judged) if cap > 0 else []
     return Condition(
         multiple=multiple, offered_rps=round(multiple * cap, 3), windows=len(windows), judged=len(judged),
@@ -326,7 +319,7 @@ def condition(multiple: int, cap: float, windows: list[Measured]) -> Condition:
         refused_p50_ms=_median([w.refused_p50_ms for w in judged]),
         refused_p99_ms=_median([w.refused_p99_ms for w in judged]),
         admitted_p99_ms=_median([w.admitted_p99_ms for w in judged]),
-        not_judged=[f"{m.name}: {m.bottleneck}" for m in windows if not m.judged], on_shared_core=shared)
+        not_judged=[f"{m.name}: {m.bottleneck}" for m in windows if not m.judged])
 
 
 @dataclass(frozen=True)
@@ -368,19 +361,17 @@ def goodput_row(path: str, steps: list[Measured], windows: list[Measured], after
         if not c.judged:
             unjudged.append(f"{c.multiple}x")
             continue
-        # a failure a starved load generator may share in
-        where = f" ({c.on_shared_core} of {c.judged} windows on a saturated shared core)" if c.on_shared_core else ""
         if c.share is not None and c.share < HOLDS_SHARE:
-            problems.append(f"{c.multiple}x keeps {c.share:.0%}{where}")
+            problems.append(f"{c.multiple}x keeps {c.share:.0%}")
         if c.refused_p99_ms is not None and c.refused_p99_ms >= REFUSAL_P99_MS:
-            problems.append(f"{c.multiple}x refusals' p99 {c.refused_p99_ms:.0f} ms{where}")
+            problems.append(f"{c.multiple}x refusals' p99 {c.refused_p99_ms:.0f} ms")
     problems += [f"{n} x {kind}" for kind, n in sorted(failures.items())]
     if after.kills:
         problems.append(f"{after.kills} OOM kills")
     if after.describe() != "running":
         problems.append(f"container {after.describe()}")
     if unjudged:
-        problems.append(f"{', '.join(unjudged)} not judged: every window's load generator saturated")
+        problems.append(f"{', '.join(unjudged)} not judged: every window's load generator or shared core saturated")
     return GoodputRow(
         path=path, capacity_rps=round(cap, 3), capacity_workers=best.window.workers if best else 0,
         capacity_flags=list(best.flags) if best else [],

@@ -39,9 +39,8 @@ def goodput(doc: dict) -> list[str]:
         f"{' '.join(map(str, s.get('concurrencies', [])))}, climbing while the rate rose; then {WINDOWS} windows "
         f"of {s.get('window_seconds', '?'):g} s per path and multiple, vegeta at a fixed rate, every path's "
         f"windows interleaved. Goodput share: whole answers per second over capacity, the median of the judged "
-        f"windows [their range]; a window whose load generator saturated is named and not judged, one on a "
-        f"saturated shared core judged (a starved load generator there can only make the path look worse). "
-        f"Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
+        f"windows [their range]; a window whose load generator or shared core saturated is named and not "
+        f"judged. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
         f"{REFUSAL_P99_MS:.0f} ms at p99, no failure (a cut, a client timeout, any other status), no OOM kill. "
         "Admitted: the whole answers.", "",
         "| path | capacity, whole/s | offered, req/s | sent, req/s | whole/s | goodput share, judged windows "
