@@ -86,6 +86,43 @@ class NamespaceHost:
                 subprocess.run([*side, "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", "64kb",
                                 "latency", "50ms"], capture_output=True, text=True, timeout=30, check=True)
 
+    def firewall(self, tcp_ports: list[tuple[int, int]]) -> None:
+        """Inbound over the link, only these TCP port ranges (first, last)
+        are let in, to the namespace itself (INPUT) and to its engine's
+        published ports (DOCKER-USER, by the port the client asked for,
+        before Docker's DNAT): a host firewalled as docs/hosts.md says.
+        Anything else from the link is dropped, not refused, as a firewall
+        does. The namespace goes with stop()."""
+        def rule(chain: str, *args: str) -> None:  # inserted first: the last one inserted is checked first
+            subprocess.run(["nsenter", f"--net=/var/run/netns/{self.name}", "iptables", "-w", "5", "-I", chain, "1",
+                            "-i", self.inner, *args], capture_output=True, text=True, timeout=30, check=True)
+
+        for chain, port, let_in in (("INPUT", ["--dport"], "ACCEPT"),
+                                    ("DOCKER-USER", ["-m", "conntrack", "--ctorigdstport"], "RETURN")):
+            rule(chain, "-j", "DROP")
+            for first, last in tcp_ports:
+                rule(chain, "-p", "tcp", *port, f"{first}:{last}", "-j", let_in)
+            rule(chain, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", let_in)
+
+    def firewall_counts(self) -> dict[tuple[str, str], int]:
+        """Packets from the link each firewall rule took so far, by (chain,
+        what it matched): a port range "first:last", "established" or "DROP"."""
+        counts = {}
+        for chain in ("INPUT", "DOCKER-USER"):
+            shown = subprocess.run(["nsenter", f"--net=/var/run/netns/{self.name}", "iptables", "-w", "5", "-L",
+                                    chain, "-v", "-x", "-n"], capture_output=True, text=True, timeout=30,
+                                   check=True).stdout
+            for line in shown.splitlines()[2:]:
+                fields = line.split()
+                if self.inner not in fields:
+                    continue
+                # "tcp dpts:18080:18082" (INPUT), "ctorigdstport 18080:18082" (DOCKER-USER)
+                ports = [f.split(":", 1)[1] for f in fields if f.startswith(("dpts:", "dpt:"))] + \
+                    [fields[i + 1] for i, f in enumerate(fields[:-1]) if f == "ctorigdstport"]
+                what = "established" if "ESTABLISHED" in line else ports[0] if ports else fields[2]
+                counts[(chain, what)] = int(fields[0])
+        return counts
+
     def stop(self) -> None:
         if self.socket.exists():
             ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()

@@ -6,7 +6,9 @@ While it runs, both databases are tried on the link address with and
 without the run's logins. Only the namespace's address is targeted."""
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ def split_run():
     if not (REPO / "local.env").exists():
         pytest.fail("local.env is missing: run `make local-images` (make test does)")
     host = NamespaceHost().start()
+    host.firewall(listed_ports(len(TARGETS.split())))
     results = REPO / "results" / f"e2e-hosts-{os.getpid()}"
     results.mkdir(parents=True)
     env = {**os.environ, "LAB_HOSTS": f"loadgen=default@{host.peer_address} paths={host.engine}@{host.address} "
@@ -46,6 +49,7 @@ def split_run():
             started = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), "tools/hosts.py"], cwd=REPO, env=env,
                                        stdout=out, stderr=err, text=True)
             tried = try_the_databases(host.address, logins, started)
+            tried["an unlisted port"] = knock(host.address, 2375)  # Docker's API port, the classic one left open
             started.wait(timeout=2400)
             out.seek(0), err.seek(0)
             run = subprocess.CompletedProcess(started.args, started.returncode, out.read(), err.read())
@@ -55,10 +59,36 @@ def split_run():
         passwords = settings_in(logins).values() if logins.exists() else []
         tried["files holding a password"] = [str(f) for f in results.rglob("*") if f.is_file() and any(
             p.encode() in f.read_bytes() for p in passwords)]
+        tried["firewall"] = host.firewall_counts()
         yield run, doc, host, report, tried
     finally:
         host.stop()
         shutil.rmtree(results, ignore_errors=True)
+
+
+def listed_ports(paths: int) -> list[tuple[int, int]]:
+    """The TCP ports docs/hosts.md says to open between the hosts, as
+    (first, last) ranges: "18080 and up, one port per path" is one port per
+    path from 18080."""
+    doc = (REPO / "docs" / "hosts.md").read_text()
+    table = doc[doc.index("Open between them"):].split("\n\n")[1]
+    ports = []
+    for row in table.splitlines()[2:]:
+        tcp = row.split("|")[3]
+        for first in map(int, re.findall(r"\d+", tcp)):
+            ports.append((first, first + paths - 1) if "and up" in tcp else (first, first))
+    return list(dict.fromkeys(ports))  # a port on two rows once
+
+
+def knock(address: str, port: int) -> str:
+    """What a TCP connection to a port of the other host meets."""
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+        return "connected"
+    except ConnectionRefusedError:
+        return "refused"
+    except TimeoutError:
+        return "timed out"
 
 
 def try_the_databases(address: str, logins: Path, started: subprocess.Popen) -> dict:
@@ -163,6 +193,19 @@ def test_a_client_without_the_runs_logins_is_refused_by_both_databases(split_run
     assert "no password supplied" in tried["postgres without a password"], tried
     assert 'password authentication failed for user "lab"' in tried["postgres with a wrong password"], tried
     assert tried["files holding a password"] == [], tried
+
+
+def test_the_run_needs_no_port_but_those_docs_hosts_md_lists(split_run):
+    """The other host let in only docs/hosts.md's ports from the link (and
+    the answers to what it sent): the run passed (the first test), a port
+    not listed timed out, and the firewall did drop that knock."""
+    *_, tried = split_run
+    assert listed_ports(3) == [(18080, 18082), (5201, 5201), (18088, 18088), (27017, 27017), (5432, 5432), (22, 22)]
+    assert tried["an unlisted port"] == "timed out", tried
+    counts = tried["firewall"]
+    assert counts[("INPUT", "DROP")] + counts[("DOCKER-USER", "DROP")] > 0, counts
+    for ports in ("18080:18082", "5201", "18088", "27017", "5432"):  # each let the run's connections in
+        assert counts[("DOCKER-USER", ports)] > 0, (ports, counts)
 
 
 def test_nothing_is_left_on_either_engine(split_run):
