@@ -42,14 +42,14 @@ WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None, "FUSE_NGINX_WO
                  "HTTPD_SERVERS": 64, "HTTPD_THREADS": 2000}
 FUSE_KNOBS = ("FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT")
 # flask (per gunicorn worker) and node: the responses under way at once
-# (lab_http/app.py, node/server.js); empty: the service's own default.
+# (lab_http/app.py, node/settings.js); empty: the service's own default.
 OPEN_STREAMS = ("FLASK_MAX_OPEN_STREAMS", "NODE_MAX_OPEN_STREAMS")
 # gridfs-fuse's files open at once: nginx's largest limit_conn (openfiles.go).
 FUSE_MAX_OPEN_FILES_MAX = 65535
 # gridfs-fuse's deadline per MongoDB call, in seconds: config.go's floor.
 MONGO_TIMEOUT_MIN = 0.1
 # flask, flask-postgres and node: one deadline per request (queueing and the
-# database), in ms; past it a 503 (lab_http/app.py, node/server.js)
+# database), in ms; past it a 503 (lab_http/app.py, node/settings.js)
 REQUEST_DEADLINE_MAX_MS = 600_000
 SERVICES = ("MONGO", "POSTGRES", "TARGET", "LOADGEN", "SEED", "CADVISOR")
 CPUSETS = tuple(f"{service}_CPUS" for service in SERVICES)
