@@ -5,23 +5,26 @@ one line per bad variable, naming it, its value and what it accepts, instead
 of minutes later in bench (or never, in a service that silently defaults).
 
 check() is pure: the environment and the machine's core count in, error
-lines out. bench's own knobs go through settings.from_env (one rule, one
-place); the rest are checked here against what their consumers accept."""
+lines out. Which variables there are, in which order, and the rule each
+gets are settings.REGISTRY's; bench's own knobs go through settings.from_env
+(one rule, one place); the rest are checked here against what their
+consumers accept."""
 import math
-from functools import partial
 import os
 import re
 import sys
+from functools import partial
 
-from .settings import (FUSE_MAX_OPEN_FILES_MAX, MONGO_TIMEOUT_MIN, REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401
+from .settings import (REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401  (tools/overload.py imports it from here)
                        RETIRED, SettingsError, ab_from_env, from_env)
 from .benchmark.writes import BENCH_OWN_BYTES, memory_shortfall
 
 MIB = 2 ** 20
 
-# --- the variables, in .env's order: settings.REGISTRY's, by check_settings' rule
-def _checked(*kinds: str) -> tuple[str, ...]:
-    return tuple(setting.name for setting in REGISTRY if setting.check[:1] in [(kind,) for kind in kinds])
+
+# --- the variables, in .env's order: settings.REGISTRY's, by the rule each gets
+def _checked(kind: str) -> tuple[str, ...]:
+    return tuple(setting.name for setting in REGISTRY if setting.check[:1] == (kind,))
 
 
 # Shared bases: compose builds or runs them as given, so each needs a value.

@@ -177,7 +177,7 @@ def _tools(env, name: str, default: str) -> tuple[str, ...]:
     text = env.get(name, default)
     tools = text.split() or ["ab"]
     if "ab" not in tools or not set(tools) <= set(TOOLS):
-        raise SettingsError(f"BENCH_TOOLS={text!r}: expected 'ab' (seed 000's tool, always run) or 'ab wrk' "
+        raise SettingsError(f"{name}={text!r}: expected 'ab' (seed 000's tool, always run) or 'ab wrk' "
                             "(adds ab -k against wrk)")
     return tuple(t for t in TOOLS if t in tools)
 
@@ -202,14 +202,14 @@ def _target_urls(env, targets: list[str]) -> dict[str, str]:
     return urls
 
 
-def _link(env) -> tuple[str, int] | None:
+def _link(env, name: str, default: str) -> tuple[str, int] | None:
     """BENCH_LINK="ADDRESS:PORT": the iperf3 server across the link."""
-    text = env.get("BENCH_LINK", "").strip()
+    text = env.get(name, default).strip()
     if not text:
         return None
     m = re.fullmatch(r"([0-9A-Za-z.-]+):(\d{1,5})", text)
     if m is None or not 0 < int(m.group(2)) < 65536:
-        raise SettingsError(f"BENCH_LINK={text!r}: expected ADDRESS:PORT of the paths host's iperf3 server")
+        raise SettingsError(f"{name}={text!r}: expected ADDRESS:PORT of the paths host's iperf3 server")
     return m.group(1), int(m.group(2))
 
 
@@ -292,7 +292,7 @@ def _threshold(env, name: str, default: str) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value <= 50:
-        raise SettingsError(f"AB_THRESHOLD={text!r}: expected a percentage above 0 and at most 50, e.g. '5' "
+        raise SettingsError(f"{name}={text!r}: expected a percentage above 0 and at most 50, e.g. '5' "
                             "(changes within +-5% are called no change)")
     return value / 100
 
@@ -412,7 +412,8 @@ def _images(names: str, check: str) -> list[Setting]:
     return [Setting(name, check=(check,)) for name in names.split()]
 
 
-PATHS, FOR_SEED = frozenset({SERVING_PATH}), frozenset({SEED})
+# bench gets every recorded setting anyway; ONLY_BENCH: one it gets without recording it
+PATHS, FOR_SEED, ONLY_BENCH = frozenset({SERVING_PATH}), frozenset({SEED}), frozenset({BENCH})
 # .env's order: check_settings names bad variables in it and results.json records them in it.
 REGISTRY: tuple[Setting, ...] = (
     *_images("MONGO_IMAGE POSTGRES_IMAGE NGINX_BASE_IMAGE PYTHON_IMAGE NODE_IMAGE HTTPD_IMAGE GO_IMAGE "
@@ -457,7 +458,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("AB_DESIGN", "duet", _ab_design, check=("ab",)),
     # where, as whom and how long: not recorded
     Setting("BENCH_STARTUP_TIMEOUT", "180", _whole_seconds, "startup_timeout", ("bench",), recorded=False,
-            services=frozenset({BENCH})),
+            services=ONLY_BENCH),
     Setting("BENCH_ALLOW_NONCONFORMING", "0", _flag, "allow_nonconforming", ("bench",)),
     # .env's is the host's directory (compose mounts it at /results, bench's default: it is not passed)
     Setting("RESULTS_DIR", "/results", _text, "results_dir", ("results-dir",), recorded=False),
@@ -489,13 +490,14 @@ REGISTRY: tuple[Setting, ...] = (
                                                                    "SEED", "CADVISOR")),
     # Not in .env: compose.yaml's addresses, the same for every run
     Setting("MONGO_URI", "mongodb://mongo:27017", _text, "mongo_uri", recorded=False,
-            services=frozenset({BENCH}) | FOR_SEED | PATHS),
-    Setting("POSTGRES_URL", "", _text, "postgres_url", recorded=False, services=frozenset({BENCH}) | FOR_SEED | PATHS),
-    # ... set by tools/hosts.py when the paths run on another engine (unset: bench's defaults)
-    *(Setting(name, default, _text, field, recorded=False, services=frozenset({BENCH})) for name, default, field in (
-        ("BENCH_TARGET_URLS", "", None), ("BENCH_LINK", "", None), ("CADVISOR_URL", "http://cadvisor:8080",
-                                                                     "cadvisor_url"),
-        ("LINK_RATE", "", None), ("LINK_DELAY", "", None), ("LINK_LOSS", "", None))),
+            services=ONLY_BENCH | FOR_SEED | PATHS),
+    Setting("POSTGRES_URL", "", _text, "postgres_url", recorded=False, services=ONLY_BENCH | FOR_SEED | PATHS),
+    # ... set by tools/hosts.py when the paths run on another engine (unset: bench's defaults);
+    # BENCH_TARGET_URLS is read against BENCH_TARGETS, the LINK_ ones together (from_env)
+    Setting("BENCH_TARGET_URLS", recorded=False, services=ONLY_BENCH),
+    Setting("BENCH_LINK", "", _link, "link", recorded=False, services=ONLY_BENCH),
+    Setting("CADVISOR_URL", "http://cadvisor:8080", _text, "cadvisor_url", recorded=False, services=ONLY_BENCH),
+    *(Setting(name, recorded=False, services=ONLY_BENCH) for name in ("LINK_RATE", "LINK_DELAY", "LINK_LOSS")),
     # ... and bench's own places, never passed: the tests point them elsewhere
     Setting("FILES_DIR", "/data/files", _text, "files_dir", recorded=False),
     Setting("TARGET_PORT", "8080", _port, "target_port", recorded=False),
@@ -545,7 +547,7 @@ def from_env(env=os.environ) -> Settings:
     open_loop, open_loop_curve = read("BENCH_OPEN_LOOP", env)
     settings = Settings(
         **fields, open_loop=open_loop, open_loop_curve=open_loop_curve,
-        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets), link=_link(env),
+        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets),
         link_shaping=" ".join(f"{n.removeprefix('LINK_').lower()}={env[n]}" for n in ("LINK_RATE", "LINK_DELAY",
                                                                                        "LINK_LOSS") if env.get(n)),
     )
