@@ -12,7 +12,7 @@ import yaml
 
 from bench import check_settings
 from bench.env_file import read_env_file
-from bench.settings import BENCH, REGISTRY, SEED, SERVING_PATH, SETTINGS, Settings
+from bench.settings import BENCH, REGISTRY, SEED, SERVING_PATH, SETTINGS, Settings, effective, from_env
 
 REPO = Path(__file__).resolve().parent.parent
 DOTENV = read_env_file(REPO / ".env")
@@ -80,3 +80,21 @@ def test_bench_reads_its_settings_through_the_registry():
                 found.setdefault(name, []).append(module.name)
     assert not {name: where for name, where in found.items() if name in registered}
     assert set(found) <= NOT_SETTINGS | registered, "a new environment read: a setting (REGISTRY) or NOT_SETTINGS?"
+
+
+# bench's knobs that effective() does not report as applied, and why
+NOT_APPLIED = {
+    "targets": "recorded as BENCH_TARGETS; every run times what it names",
+    "concurrency": "recorded as BENCH_CONCURRENCY; the report names the levels timed",
+    "startup_timeout": "how long bench waits, not how it times",
+    "allow_nonconforming": "recorded as BENCH_ALLOW_NONCONFORMING; rows say nonconforming",
+}
+
+
+def test_effective_reports_every_timing_knob_as_applied():
+    """A profile overrides bench's knobs: results.json's `timing` (effective())
+    says what was applied, under the field's name or with its unit (duration_s)."""
+    applied = effective(from_env({"BENCH_TARGETS": "nginx-static"}))
+    for setting in REGISTRY:
+        if setting.check == ("bench",) and setting.field and setting.field not in NOT_APPLIED:
+            assert any(key == setting.field or key.startswith(f"{setting.field}_") for key in applied), setting.name
