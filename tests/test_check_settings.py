@@ -13,20 +13,14 @@ import file_set as seed_file_set
 import seed as seed_mod
 from bench import check_settings
 from bench.check_settings import VARIABLES, check
+from bench.env_file import read_env_file
 
 REPO = Path(__file__).resolve().parent.parent
-# tools/write-env.py's assignment: NAME=value, the value the rest of the line.
-ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 def env_file(*paths: str) -> dict[str, str]:
     """The env files layered as Compose's --env-file does: later files win."""
-    values = {}
-    for path in paths:
-        for line in (REPO / path).read_text().splitlines():
-            if m := ASSIGNMENT.match(line):
-                values[m.group(1)] = m.group(2)
-    return values
+    return read_env_file(*(REPO / path for path in paths))
 
 
 DOTENV = env_file(".env")  # pins for 4 cores

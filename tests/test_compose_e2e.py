@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.benchmark.schedule import round_order
+from bench.env_file import read_env_file
 from test_least_privilege import inspected_problems
 
 pytestmark = pytest.mark.lab  # the whole lab, end to end
@@ -28,10 +29,7 @@ EVERY_PATH = GRIDFS_TARGETS | {"nginx-static", "httpd-static", "nginx-cache", "f
 
 
 def env_value(name: str) -> str:
-    for line in (REPO / "local.env").read_text().splitlines():
-        if line.startswith(f"{name}="):
-            return line.split("=", 1)[1]
-    raise KeyError(name)
+    return read_env_file(REPO / "local.env")[name]
 
 
 def compose(*args: str, env: dict, timeout: float) -> subprocess.CompletedProcess:

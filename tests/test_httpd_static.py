@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from bench.checks.conformance import check
+from bench.env_file import read_env_file
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NginxStatic
 
@@ -514,7 +515,6 @@ def test_threads_below_the_clients_cut_keep_alive_connections_and_enough_threads
     finally:
         enough.stop()
     assert answered > 0 and errors == 0, errors
-    env = dict(line.split("=", 1) for line in (REPO / ".env").read_text().splitlines()
-               if line and not line.startswith("#"))
+    env = read_env_file(REPO / ".env")
     overload_clients = int(re.search(r'"OVERLOAD_CLIENTS", "(\d+)"', (REPO / "tools" / "overload.py").read_text())[1])
     assert int(env["HTTPD_SERVERS"]) * int(env["HTTPD_THREADS"]) >= 1.25 * overload_clients

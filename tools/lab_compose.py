@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "loadgen"))
+from bench.env_file import read_env_file  # noqa: E402  (the one reader of the lab's env files)
 
 
 class LabError(Exception):
@@ -18,14 +20,8 @@ class LabError(Exception):
 
 
 def settings_in(env_file: Path) -> dict:
-    """NAME=value lines of an env file (comments and blanks skipped)."""
-    out = {}
-    for line in env_file.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            name, value = line.split("=", 1)
-            out[name.strip()] = value
-    return out
+    """NAME=value lines of an env file (comments and blanks skipped), as bench.env_file reads every env file."""
+    return read_env_file(env_file)
 
 
 def number(env: dict, name: str, default: str, low: float, high: float, whole: bool = False) -> float:

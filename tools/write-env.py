@@ -3,10 +3,11 @@
 (later files win; new ones appended), so local.env keeps every knob of .env
 with one source of truth:
     write-env.py .env local-images/images.env [cpus-2.env] > local.env"""
-import re
 import sys
+from pathlib import Path
 
-ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
+from bench.env_file import ASSIGNMENT  # noqa: E402  (NAME=value as every reader of the env files takes it)
 
 
 def overrides_of(path):

@@ -5,62 +5,41 @@ one line per bad variable, naming it, its value and what it accepts, instead
 of minutes later in bench (or never, in a service that silently defaults).
 
 check() is pure: the environment and the machine's core count in, error
-lines out. bench's own knobs go through settings.from_env (one rule, one
-place); the rest are checked here against what their consumers accept."""
+lines out. Which variables there are, in which order, and the rule each
+gets are settings.REGISTRY's; bench's own knobs go through settings.from_env
+(one rule, one place); the rest are checked here against what their
+consumers accept."""
 import math
 import os
 import re
 import sys
+from functools import partial
 
-from .settings import RETIRED, SettingsError, ab_from_env, from_env
+from .settings import (REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401  (tools/overload.py imports it from here)
+                       RETIRED, SettingsError, ab_from_env, from_env)
 from .benchmark.writes import BENCH_OWN_BYTES, memory_shortfall
 
 MIB = 2 ** 20
 
-# --- the variables, in .env's order -----------------------------------------
+
+# --- the variables, in .env's order: settings.REGISTRY's, by the rule each gets
+def _checked(kind: str) -> tuple[str, ...]:
+    return tuple(setting.name for setting in REGISTRY if setting.check[:1] == (kind,))
+
+
 # Shared bases: compose builds or runs them as given, so each needs a value.
-BASE_IMAGES = ("MONGO_IMAGE", "POSTGRES_IMAGE", "NGINX_BASE_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "HTTPD_IMAGE",
-               "GO_IMAGE", "CADVISOR_IMAGE")
+BASE_IMAGES = _checked("image")
 # One service's base alone: empty means the shared base above.
-SERVICE_IMAGES = ("SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE", "NGINX_STATIC_IMAGE",
-                  "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE")
+SERVICE_IMAGES = _checked("image-or-empty")
 # Read by settings.from_env, which owns their rules.
-BENCH_KNOBS = ("BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_DURATION", "BENCH_WARMUP", "BENCH_MIN_REQUESTS",
-               "BENCH_REPETITIONS", "BENCH_TARGET_WIDTH", "BENCH_BUDGET", "BENCH_PROFILE", "BENCH_TOOLS",
-               "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS",
-               "BENCH_SWEEP",
-               "BENCH_SWEEP_DURATION", "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
-               "BENCH_STARTUP_TIMEOUT", "BENCH_ALLOW_NONCONFORMING", "BENCH_LOADGENS")
+BENCH_KNOBS = _checked("bench")
 # An A/B run's (make ab sets them): judged together, as AB_A needs AB_B.
-AB_KNOBS = ("AB_A", "AB_B", "AB_KIND", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
-            "AB_CONCURRENCY", "AB_RESTART_TWINS", "AB_DESIGN")
+AB_KNOBS = _checked("ab")
 # What decides how much memory bench's writer threads take.
 WRITE_KNOBS = ("BENCH_PROFILE", "BENCH_WRITE", "WRITE_THREADS", "WRITE_SIZE")
-# Each serving path reads these (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/entrypoint.sh).
-WORKER_COUNTS = {"NGINX_WORKERS": None, "GUNICORN_WORKERS": None, "FUSE_NGINX_WORKERS": None,
-                 # httpd-static's start.sh refuses more than one pinned core can use
-                 "HTTPD_SERVERS": 64, "HTTPD_THREADS": 2000}
-FUSE_KNOBS = ("FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT")
-# flask (per gunicorn worker) and node: the responses under way at once
-# (lab_http/app.py, node/settings.js); empty: the service's own default.
-OPEN_STREAMS = ("FLASK_MAX_OPEN_STREAMS", "NODE_MAX_OPEN_STREAMS")
-# gridfs-fuse's files open at once: nginx's largest limit_conn (openfiles.go).
-FUSE_MAX_OPEN_FILES_MAX = 65535
-# gridfs-fuse's deadline per MongoDB call, in seconds: config.go's floor.
-MONGO_TIMEOUT_MIN = 0.1
-# flask, flask-postgres and node: one deadline per request (queueing and the
-# database), in ms; past it a 503 (lab_http/app.py, node/settings.js)
-REQUEST_DEADLINE_MAX_MS = 600_000
-SERVICES = ("MONGO", "POSTGRES", "TARGET", "LOADGEN", "SEED", "CADVISOR")
-CPUSETS = tuple(f"{service}_CPUS" for service in SERVICES)
-MEMORY_LIMITS = tuple(f"{service}_MEM" for service in SERVICES)
-
-VARIABLES = (*BASE_IMAGES, *SERVICE_IMAGES, "FILE_SIZES", "FILE_SET", "GRIDFS_DB", *BENCH_KNOBS, *AB_KNOBS,
-             "RESULTS_DIR",
-             "RESULTS_OWNER",
-             *WORKER_COUNTS, "REQUEST_DEADLINE_MS", *OPEN_STREAMS, "CACHE_UPSTREAM", "CACHE_SIZE", *FUSE_KNOBS,
-             "FUSE_MAX_OPEN_FILES", "MONGO_TIMEOUT", *CPUSETS, "LOADGEN_CPU_QUOTA",
-             *MEMORY_LIMITS)
+CPUSETS = _checked("cpuset")
+MEMORY_LIMITS = _checked("memory")
+VARIABLES = tuple(setting.name for setting in REGISTRY if setting.in_env_file)
 
 # --- memory each service needs at the least ----------------------------------
 # Floors below which a service cannot do the lab's work at all, not advice:
@@ -302,6 +281,17 @@ def memory(name: str, text: str) -> int:
     return int(float(m.group(1)) * BINARY_UNITS[m.group(2).lower()])
 
 
+# The rule for each kind of settings.REGISTRY `check` that is judged alone:
+# parse(name, text, *bounds). The others: "bench" and "ab" (settings.from_env's
+# rules), "cpuset" and "cpu-quota" (this machine's cores and the pins).
+VALUE_CHECKS = {"image": partial(image, optional=False), "image-or-empty": partial(image, optional=True),
+                "file-sizes": file_sizes, "file-set": file_set, "database": database_name,
+                "results-dir": results_dir, "results-owner": results_owner, "whole": whole_number,
+                "open-streams": open_streams, "upstream": upstream, "cache-size": cache_size, "switch": fuse_switch,
+                "seconds": seconds, "memory": memory}
+CHECK_KINDS = {*VALUE_CHECKS, "bench", "ab", "cpuset", "cpu-quota"}
+
+
 def _in_mib(size: int) -> str:
     return f"{math.ceil(size / MIB)}m"
 
@@ -373,36 +363,18 @@ def check(env: dict, host_cores: int) -> list[str]:
             errors[name] = str(e)
             return None
 
-    for name in BASE_IMAGES:
-        parsed(name, image, False)
-    for name in SERVICE_IMAGES:
-        parsed(name, image, True)
-    sizes = parsed("FILE_SIZES", file_sizes)
-    parsed("FILE_SET", file_set)
-    parsed("GRIDFS_DB", database_name)
-    parsed("RESULTS_DIR", results_dir)
-    parsed("RESULTS_OWNER", results_owner)
-    for name, maximum in WORKER_COUNTS.items():
-        parsed(name, whole_number, maximum)
-    parsed("REQUEST_DEADLINE_MS", whole_number, REQUEST_DEADLINE_MAX_MS)
-    for name in OPEN_STREAMS:
-        parsed(name, open_streams)
-    parsed("CACHE_UPSTREAM", upstream)
-    cache_bytes = parsed("CACHE_SIZE", cache_size)
-    parsed("FUSE_KERNEL_CACHE", fuse_switch)
-    parsed("FUSE_ATTR_TIMEOUT", seconds)
-    parsed("FUSE_ENTRY_TIMEOUT", seconds)
-    parsed("FUSE_MAX_OPEN_FILES", whole_number, FUSE_MAX_OPEN_FILES_MAX)
-    parsed("MONGO_TIMEOUT", seconds, MONGO_TIMEOUT_MIN)
+    values = {setting.name: parsed(setting.name, VALUE_CHECKS[kind], *bounds) for setting in REGISTRY
+              for kind, *bounds in [setting.check or ("",)] if kind in VALUE_CHECKS}
     pins = {name: parsed(name, cpuset, host_cores) for name in CPUSETS}
     if loadgen_cpus := pins["LOADGEN_CPUS"]:
         pinned = f"LOADGEN_CPUS={env['LOADGEN_CPUS'].strip()!r} pins"
         parsed("LOADGEN_CPU_QUOTA", cpu_quota, len(loadgen_cpus), pinned)
     else:
         parsed("LOADGEN_CPU_QUOTA", cpu_quota, host_cores, "of this machine")
-    limits = {name: limit for name in MEMORY_LIMITS if (limit := parsed(name, memory)) is not None}
+    limits = {name: values[name] for name in MEMORY_LIMITS if values[name] is not None}
+    sizes = values["FILE_SIZES"]
     largest_file = max(size for _, size in sizes) if sizes else None
-    errors.update(memory_errors(env, limits, errors, cache_bytes, largest_file))
+    errors.update(memory_errors(env, limits, errors, values["CACHE_SIZE"], largest_file))
     order = {name: i for i, name in enumerate((*VARIABLES, *RETIRED))}
     return [errors[name] for name in sorted(errors, key=order.__getitem__)]
 

@@ -119,7 +119,7 @@ def vegeta_version() -> str:
     return f"vegeta {words.get('Version', '?')}"
 
 
-def describe(uri: str) -> dict:
+def describe(uri: str, gridfs_db: str) -> dict:
     env = {
         "cpu_model": cpu_model(),
         "host_cores": os.cpu_count(),
@@ -132,7 +132,7 @@ def describe(uri: str) -> dict:
         "loadgen_allowance_cores": own_cpu_allowance(),
     }
     try:
-        env["server"] = database_server(uri, os.environ.get("GRIDFS_DB", "lab"))
+        env["server"] = database_server(uri, gridfs_db)
     except pymongo.errors.PyMongoError as e:
         env["server"] = {"product": "unknown", "error": str(e)}
     return env

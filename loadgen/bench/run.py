@@ -1,7 +1,6 @@
 """Orchestrates a bench run: wait, verify, check conformance, time, sweep,
 chart, write results/<run-id>/."""
 import json
-import os
 import signal
 import sys
 import time
@@ -219,7 +218,7 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
         say(f"WARNING: {results.warnings[-1]}")
     progress = Progress(planned)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
-    AbRun(cfg, timer, results, os.environ.get("CACHE_UPSTREAM", "")).run(files)
+    AbRun(cfg, timer, results, cfg.cache_upstream).run(files)
     results.ab["calibration"] = last_calibration(Path(cfg.results_dir), results)
     results.ab["calibration_set"] = calibration_for(Path(cfg.results_dir), {"run_id": results.run_id, **results.ab})
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
@@ -276,7 +275,7 @@ def main() -> int:
                else "off"))
     monitor = None
     try:
-        results.environment = environment.describe(cfg.mongo_uri)
+        results.environment = environment.describe(cfg.mongo_uri, cfg.gridfs_db)
         allowance = results.environment["loadgen_allowance_cores"]
         say(f"database: {results.environment['server']}; load generator allowance {allowance:g} cores")
         phases = Phases(results.phases)

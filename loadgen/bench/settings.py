@@ -1,31 +1,14 @@
 """Bench settings from the environment (compose passes .env through), with an
-error naming the variable when one is wrong."""
+error naming the variable when one is wrong; and the registry of every
+setting of the lab (REGISTRY), where each is declared once: its default,
+bench's reading of it, check_settings' rule, whether results.json records
+it and which compose services get it."""
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-
-# Knobs recorded in results.json as `parameters`: every one that shapes a run.
-RECORDED = [
-    "MONGO_IMAGE", "POSTGRES_IMAGE", "NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE", "GO_IMAGE",
-    "CADVISOR_IMAGE", "SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE", "NGINX_STATIC_IMAGE",
-    "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE",
-    "FILE_SIZES", "FILE_SET", "GRIDFS_DB", "BENCH_TARGETS", "BENCH_CONCURRENCY", "BENCH_PROFILE", "BENCH_DURATION",
-    "BENCH_WARMUP", "BENCH_MIN_REQUESTS", "BENCH_REPETITIONS", "BENCH_TARGET_WIDTH", "BENCH_BUDGET", "BENCH_TOOLS",
-    "BENCH_SWEEP",
-    "BENCH_SWEEP_DURATION", "BENCH_OPEN_LOOP", "BENCH_OPEN_LOOP_SECONDS", "BENCH_ALLOW_NONCONFORMING",
-    "LOADGEN_CPU_QUOTA",
-    "BENCH_LOADGENS",
-    "BENCH_WRITE", "WRITE_FILES", "WRITE_SIZE", "WRITE_THREADS",
-    "AB_A", "AB_B", "AB_KIND", "AB_CHANGE", "AB_BLOCKS", "AB_WINDOW", "AB_WARMUP", "AB_THRESHOLD", "AB_FILES",
-    "AB_CONCURRENCY", "AB_RESTART_TWINS", "AB_DESIGN",
-    "NGINX_WORKERS", "REQUEST_DEADLINE_MS", "GUNICORN_WORKERS", "HTTPD_SERVERS", "HTTPD_THREADS", "CACHE_UPSTREAM",
-    "CACHE_SIZE",
-    "FLASK_MAX_OPEN_STREAMS", "NODE_MAX_OPEN_STREAMS",
-    "FUSE_KERNEL_CACHE", "FUSE_ATTR_TIMEOUT", "FUSE_ENTRY_TIMEOUT", "FUSE_MAX_OPEN_FILES", "MONGO_TIMEOUT",
-    "FUSE_NGINX_WORKERS",
-    "MONGO_CPUS", "POSTGRES_CPUS", "TARGET_CPUS", "LOADGEN_CPUS", "SEED_CPUS", "CADVISOR_CPUS",
-    "MONGO_MEM", "POSTGRES_MEM", "TARGET_MEM", "LOADGEN_MEM", "SEED_MEM", "CADVISOR_MEM",
-]
+from functools import partial
+from typing import Any
 
 # Count-based knobs of earlier versions: a run is timed in seconds now.
 RETIRED = {
@@ -128,6 +111,7 @@ class Settings:
     reference: str = "nginx-static"  # every target's HTTP answers are judged against it
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
     gridfs_db: str = "lab"
+    cache_upstream: str = ""      # what nginx-cache fronts (CACHE_UPSTREAM): an A/B run's twin of it fronts the same
     # BENCH_TARGET_URLS, set by tools/hosts.py when the paths run on another
     # engine: each path's URL on the link (default: its compose name, port 8080)
     target_urls: dict = field(default_factory=dict)
@@ -189,20 +173,20 @@ def _one(env, name: str, default: str, kind=float, minimum: float = 0.0, maximum
 TOOLS = ("ab", "wrk")
 
 
-def _tools(env) -> tuple[str, ...]:
-    text = env.get("BENCH_TOOLS", "ab")
+def _tools(env, name: str, default: str) -> tuple[str, ...]:
+    text = env.get(name, default)
     tools = text.split() or ["ab"]
     if "ab" not in tools or not set(tools) <= set(TOOLS):
-        raise SettingsError(f"BENCH_TOOLS={text!r}: expected 'ab' (seed 000's tool, always run) or 'ab wrk' "
+        raise SettingsError(f"{name}={text!r}: expected 'ab' (seed 000's tool, always run) or 'ab wrk' "
                             "(adds ab -k against wrk)")
     return tuple(t for t in TOOLS if t in tools)
 
 
-def _sweep(env) -> tuple[int, ...]:
-    text = env.get("BENCH_SWEEP", "off")
+def _sweep(env, name: str, default: str) -> tuple[int, ...]:
+    text = env.get(name, default)
     if text.strip().lower() in ("", "0", "off", "no"):
         return ()
-    return tuple(sorted(set(_ints(env, "BENCH_SWEEP", "1 5 25 100 250"))))
+    return tuple(sorted(set(_ints(env, name, "1 5 25 100 250"))))  # the error's example: a sweep, not "off"
 
 
 def _target_urls(env, targets: list[str]) -> dict[str, str]:
@@ -218,24 +202,24 @@ def _target_urls(env, targets: list[str]) -> dict[str, str]:
     return urls
 
 
-def _link(env) -> tuple[str, int] | None:
+def _link(env, name: str, default: str) -> tuple[str, int] | None:
     """BENCH_LINK="ADDRESS:PORT": the iperf3 server across the link."""
-    text = env.get("BENCH_LINK", "").strip()
+    text = env.get(name, default).strip()
     if not text:
         return None
     m = re.fullmatch(r"([0-9A-Za-z.-]+):(\d{1,5})", text)
     if m is None or not 0 < int(m.group(2)) < 65536:
-        raise SettingsError(f"BENCH_LINK={text!r}: expected ADDRESS:PORT of the paths host's iperf3 server")
+        raise SettingsError(f"{name}={text!r}: expected ADDRESS:PORT of the paths host's iperf3 server")
     return m.group(1), int(m.group(2))
 
 
-def _open_loop(env) -> tuple[float, tuple[float, ...]]:
+def _open_loop(env, name: str, default: str) -> tuple[float, tuple[float, ...]]:
     """BENCH_OPEN_LOOP: one share of capacity (0: no open-loop point), or
     several (a latency curve, e.g. '0.25 0.5 0.75 0.9'): (the headline's
     share, every share of the curve or ())."""
-    text = env.get("BENCH_OPEN_LOOP", "0.5")
+    text = env.get(name, default)
     try:
-        shares = sorted({float(w) for w in _words(env, "BENCH_OPEN_LOOP", "0.5")})
+        shares = sorted({float(w) for w in _words(env, name, default)})
     except ValueError:
         shares = []
     if shares == [0.0]:
@@ -266,10 +250,12 @@ def _on_off(env, name: str, default: str) -> bool:
     return text == "on"
 
 
-def _off_or(env, name: str, default: str, parse):
-    """'off' (None), or the value parse(name, text) makes of it."""
-    text = env.get(name, default).strip() or default
-    return None if text.lower() == "off" else parse(name, text)
+def _off_or(parse):
+    """A reader of 'off' (None), or the value parse(name, text) makes of it."""
+    def read(env, name: str, default: str):
+        text = env.get(name, default).strip() or default
+        return None if text.lower() == "off" else parse(name, text)
+    return read
 
 
 def _width(name: str, text: str) -> float:
@@ -292,21 +278,21 @@ def _seconds(name: str, text: str) -> float:
     return float(found[1]) * (60 if (found[2] or "s").lower() == "m" else 1)
 
 
-def _flag(env, name: str) -> bool:
-    text = env.get(name, "0").strip().lower()
+def _flag(env, name: str, default: str) -> bool:
+    text = env.get(name, default).strip().lower()
     if text not in ("0", "1", "true", "false", "yes", "no", ""):
         raise SettingsError(f"{name}={env.get(name)!r}: expected 0 or 1")
     return text in ("1", "true", "yes")
 
 
-def _threshold(env) -> float:
-    text = env.get("AB_THRESHOLD", "5").strip()
+def _threshold(env, name: str, default: str) -> float:
+    text = env.get(name, default).strip()
     try:
         value = float(text.removesuffix("%"))
     except ValueError:
         value = -1.0
     if not 0 < value <= 50:
-        raise SettingsError(f"AB_THRESHOLD={text!r}: expected a percentage above 0 and at most 50, e.g. '5' "
+        raise SettingsError(f"{name}={text!r}: expected a percentage above 0 and at most 50, e.g. '5' "
                             "(changes within +-5% are called no change)")
     return value / 100
 
@@ -314,30 +300,228 @@ def _threshold(env) -> float:
 AB_SIZE = re.compile(r"\d+(B|KB|MB|GB)")  # a FILE_SIZES word, as the seed names files
 
 
+def _text(env, name: str, default: str) -> str:
+    return env.get(name, default)
+
+
+def _text_or_default(env, name: str, default: str) -> str:
+    return env.get(name, default).strip() or default
+
+
+def _whole_seconds(env, name: str, default: str) -> float:
+    return float(_one(env, name, default, int, 1))
+
+
+def _port(env, name: str, default: str) -> int:
+    return int(env.get(name, default))
+
+
+def _targets(env, name: str, default: str) -> list[str]:
+    targets = env.get(name, default).split()
+    if not targets:
+        raise SettingsError(f"{name} is empty: name the serving paths to time, e.g. 'nginx-static flask node'")
+    return targets
+
+
+def _profile(env, name: str, default: str) -> str:
+    profile = env.get(name, default).strip() or default
+    if profile not in PROFILES:
+        raise SettingsError(f"{name}={profile!r}: expected 'standard' (the headline with its intervals in "
+                            "BENCH_BUDGET), 'full' (every phase, the knobs as set) or 'quick' (1 s repetitions, "
+                            "one each, ab only, no sweep: a first look in minutes)")
+    return profile
+
+
+def _ab_kind(env, name: str, default: str) -> str:
+    kind = env.get(name, default).strip() or default
+    if kind not in AB_KINDS:
+        raise SettingsError(f"{name}={env.get(name)!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
+    return kind
+
+
+def _ab_files(env, name: str, default: str) -> tuple[str, ...]:
+    files = tuple(_words(env, name, default)) or tuple(default.split())
+    if not all(AB_SIZE.fullmatch(size) for size in files):
+        raise SettingsError(f"{name}={env.get(name)!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
+    return files
+
+
+def _restart_twins(env, name: str, default: str) -> bool:
+    restart = env.get(name, default).strip() or default
+    if restart not in RESTART_TWINS:
+        raise SettingsError(f"{name}={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
+                            "restarts both twins before each block) or 'off'")
+    return restart == "every-block"
+
+
+def _ab_design(env, name: str, default: str) -> str:
+    design = env.get(name, default).strip() or default
+    if design not in AB_DESIGNS:
+        raise SettingsError(f"{name}={design!r}: expected 'duet' (A and B loaded at the same moments) or "
+                            "'blocks' (one window of A, then one of B)")
+    return design
+
+
+def _number(kind=float, minimum: float = 0.0, maximum: float | None = None):
+    """A reader of exactly one number within bounds (_one)."""
+    return partial(_one, kind=kind, minimum=minimum, maximum=maximum)
+
+
+# --- the registry: every setting of the lab, declared once ------------------
+# Compose services (compose.yaml) whose environment lists a setting, besides
+# the two derived from a setting itself: `settings` gets every .env variable
+# (one that check_settings judges) and `bench` every recorded one (it records
+# what its environment holds). SERVING_PATH: the x-serving-path map every path
+# shares (tests/test_settings_registry.py holds compose.yaml to these).
+SETTINGS, BENCH, SEED, SERVING_PATH = "settings", "bench", "seed", "x-serving-path"
+# Bounds that tools share (tools/overload.py's deadlines): flask, flask-postgres
+# and node's one deadline per request, in ms; past it a 503 (lab_http/app.py, node/settings.js).
+REQUEST_DEADLINE_MAX_MS = 600_000
+# gridfs-fuse's files open at once: nginx's largest limit_conn (openfiles.go).
+FUSE_MAX_OPEN_FILES_MAX = 65535
+# gridfs-fuse's deadline per MongoDB call, in seconds: config.go's floor.
+MONGO_TIMEOUT_MIN = 0.1
+
+Reader = Callable[[Mapping[str, str], str, str], Any]  # (env, name, default) -> the value, or a SettingsError
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str = ""            # what bench takes when the variable is unset
+    read: Reader | None = None   # bench's reading of it (None: bench does not read it alone)
+    field: str | None = None     # the Settings field from_env fills with read's value
+    # How check_settings judges it before anything starts: (kind, *bounds) of
+    # its parsers ("bench", "ab": settings.from_env's own rules); () for a
+    # variable not in .env (set by compose or a tool), so not checked.
+    check: tuple = ()
+    recorded: bool = True        # in results.json's `parameters`
+    services: frozenset[str] = frozenset()  # compose services listing it, besides the derived ones above
+
+    @property
+    def in_env_file(self) -> bool:
+        return bool(self.check)
+
+    @property
+    def compose_services(self) -> set[str]:
+        derived = {SETTINGS} if self.in_env_file else set()
+        return derived | ({BENCH} if self.recorded else set()) | self.services
+
+
+def _images(names: str, check: str) -> list[Setting]:
+    return [Setting(name, check=(check,)) for name in names.split()]
+
+
+# bench gets every recorded setting anyway; ONLY_BENCH: one it gets without recording it
+PATHS, FOR_SEED, ONLY_BENCH = frozenset({SERVING_PATH}), frozenset({SEED}), frozenset({BENCH})
+# .env's order: check_settings names bad variables in it and results.json records them in it.
+REGISTRY: tuple[Setting, ...] = (
+    *_images("MONGO_IMAGE POSTGRES_IMAGE NGINX_BASE_IMAGE PYTHON_IMAGE NODE_IMAGE HTTPD_IMAGE GO_IMAGE "
+             "CADVISOR_IMAGE", "image"),
+    *_images("SEED_IMAGE BENCH_IMAGE FLASK_IMAGE FLASK_POSTGRES_IMAGE NGINX_STATIC_IMAGE NGINX_GRIDFS_IMAGE "
+             "NGINX_CACHE_IMAGE GRIDFS_FUSE_IMAGE", "image-or-empty"),
+    Setting("FILE_SIZES", check=("file-sizes",), services=FOR_SEED),
+    Setting("FILE_SET", check=("file-set",), services=FOR_SEED),
+    Setting("GRIDFS_DB", "lab", _text_or_default, "gridfs_db", ("database",), services=FOR_SEED | PATHS),
+    Setting("BENCH_TARGETS", "", _targets, "targets", ("bench",)),
+    Setting("BENCH_CONCURRENCY", "5 100", _ints, "concurrency", ("bench",)),
+    # whole seconds: ab's -t (and wrk's -d) take no fraction
+    Setting("BENCH_DURATION", "4", _number(int, 1, 3600), "duration", ("bench",)),
+    Setting("BENCH_WARMUP", "3", _number(int, 0, 600), "warmup", ("bench",)),
+    Setting("BENCH_MIN_REQUESTS", "200", _number(int, 0), "min_requests", ("bench",)),
+    Setting("BENCH_REPETITIONS", "6", _number(int, 1, 100), "repetitions", ("bench",)),
+    Setting("BENCH_TARGET_WIDTH", "1.10", _off_or(_width), "target_width", ("bench",)),
+    Setting("BENCH_BUDGET", "30m", _off_or(_seconds), "budget_s", ("bench",)),
+    Setting("BENCH_PROFILE", "standard", _profile, "profile", ("bench",), services=FOR_SEED),
+    Setting("BENCH_TOOLS", "ab", _tools, "tools", ("bench",)),
+    Setting("BENCH_LOADGENS", "1", _number(int, 1, 16), "loadgens", ("bench",)),
+    Setting("BENCH_OPEN_LOOP", "0.5", _open_loop, None, ("bench",)),  # two fields: from_env
+    Setting("BENCH_OPEN_LOOP_SECONDS", "20", _number(int, 1, 600), "open_loop_max_s", ("bench",)),
+    Setting("BENCH_SWEEP", "off", _sweep, "sweep", ("bench",)),
+    Setting("BENCH_SWEEP_DURATION", "1", _number(int, 1, 600), "sweep_duration", ("bench",)),
+    Setting("BENCH_WRITE", "on", _on_off, "write", ("bench",)),
+    Setting("WRITE_FILES", "100", _number(int, 1, 100_000), "write_files", ("bench",)),
+    Setting("WRITE_SIZE", "10000000", _size, "write_size", ("bench",)),
+    Setting("WRITE_THREADS", "20", _number(int, 1, 256), "write_threads", ("bench",)),
+    # an A/B run's (make ab sets them), read together by ab_from_env
+    Setting("AB_A", check=("ab",)),
+    Setting("AB_B", check=("ab",)),
+    Setting("AB_KIND", "A/B", _ab_kind, check=("ab",)),
+    Setting("AB_CHANGE"),  # what differs in B, in words: tools/ab.py sets it
+    Setting("AB_BLOCKS", "12", _number(int, AB_BLOCKS_MIN, 100), check=("ab",)),
+    Setting("AB_WINDOW", "3", _number(int, 1, 600), check=("ab",)),
+    Setting("AB_WARMUP", "2", _number(int, 0, 600), check=("ab",)),
+    Setting("AB_THRESHOLD", "5", _threshold, check=("ab",)),
+    Setting("AB_FILES", "1KB 1MB", _ab_files, check=("ab",)),
+    Setting("AB_CONCURRENCY", "100", _ints, check=("ab",)),
+    Setting("AB_RESTART_TWINS", "off", _restart_twins, check=("ab",)),
+    Setting("AB_DESIGN", "duet", _ab_design, check=("ab",)),
+    # where, as whom and how long: not recorded
+    Setting("BENCH_STARTUP_TIMEOUT", "180", _whole_seconds, "startup_timeout", ("bench",), recorded=False,
+            services=ONLY_BENCH),
+    Setting("BENCH_ALLOW_NONCONFORMING", "0", _flag, "allow_nonconforming", ("bench",)),
+    # .env's is the host's directory (compose mounts it at /results, bench's default: it is not passed)
+    Setting("RESULTS_DIR", "/results", _text, "results_dir", ("results-dir",), recorded=False),
+    Setting("RESULTS_OWNER", check=("results-owner",), recorded=False),
+    # read by the serving paths (services/*/start.sh, gunicorn.conf.py, gridfs-fuse/entrypoint.sh...)
+    Setting("NGINX_WORKERS", check=("whole", None), services=PATHS),
+    Setting("GUNICORN_WORKERS", check=("whole", None), services=PATHS),
+    # httpd-static's start.sh refuses more than one pinned core can use
+    Setting("HTTPD_SERVERS", check=("whole", 64), services=PATHS),
+    Setting("HTTPD_THREADS", check=("whole", 2000), services=PATHS),
+    Setting("REQUEST_DEADLINE_MS", check=("whole", REQUEST_DEADLINE_MAX_MS), services=PATHS),
+    # flask (per gunicorn worker) and node: the responses under way at once
+    # (lab_http/app.py, node/settings.js); empty: the service's own default.
+    Setting("FLASK_MAX_OPEN_STREAMS", check=("open-streams",), services=PATHS),
+    Setting("NODE_MAX_OPEN_STREAMS", check=("open-streams",), services=PATHS),
+    # bench's A/B run reads it too: the upstream a twin of nginx-cache fronts
+    Setting("CACHE_UPSTREAM", "", _text, "cache_upstream", ("upstream",), services=PATHS),
+    Setting("CACHE_SIZE", check=("cache-size",), services=PATHS),
+    Setting("FUSE_KERNEL_CACHE", check=("switch",), services=PATHS),
+    Setting("FUSE_ATTR_TIMEOUT", check=("seconds", 0), services=PATHS),
+    Setting("FUSE_ENTRY_TIMEOUT", check=("seconds", 0), services=PATHS),
+    Setting("FUSE_MAX_OPEN_FILES", check=("whole", FUSE_MAX_OPEN_FILES_MAX), services=PATHS),
+    Setting("MONGO_TIMEOUT", check=("seconds", MONGO_TIMEOUT_MIN), services=PATHS),
+    Setting("FUSE_NGINX_WORKERS", check=("whole", None), services=PATHS),
+    *(Setting(f"{service}_CPUS", check=("cpuset",)) for service in ("MONGO", "POSTGRES", "TARGET", "LOADGEN",
+                                                                    "SEED", "CADVISOR")),
+    Setting("LOADGEN_CPU_QUOTA", check=("cpu-quota",)),
+    *(Setting(f"{service}_MEM", check=("memory",)) for service in ("MONGO", "POSTGRES", "TARGET", "LOADGEN",
+                                                                   "SEED", "CADVISOR")),
+    # Not in .env: compose.yaml's addresses, the same for every run
+    Setting("MONGO_URI", "mongodb://mongo:27017", _text, "mongo_uri", recorded=False,
+            services=ONLY_BENCH | FOR_SEED | PATHS),
+    Setting("POSTGRES_URL", "", _text, "postgres_url", recorded=False, services=ONLY_BENCH | FOR_SEED | PATHS),
+    # ... set by tools/hosts.py when the paths run on another engine (unset: bench's defaults);
+    # BENCH_TARGET_URLS is read against BENCH_TARGETS, the LINK_ ones together (from_env)
+    Setting("BENCH_TARGET_URLS", recorded=False, services=ONLY_BENCH),
+    Setting("BENCH_LINK", "", _link, "link", recorded=False, services=ONLY_BENCH),
+    Setting("CADVISOR_URL", "http://cadvisor:8080", _text, "cadvisor_url", recorded=False, services=ONLY_BENCH),
+    *(Setting(name, recorded=False, services=ONLY_BENCH) for name in ("LINK_RATE", "LINK_DELAY", "LINK_LOSS")),
+    # ... and bench's own places, never passed: the tests point them elsewhere
+    Setting("FILES_DIR", "/data/files", _text, "files_dir", recorded=False),
+    Setting("TARGET_PORT", "8080", _port, "target_port", recorded=False),
+    Setting("WRITE_DIR", "/data/writes", _text, "write_dir", recorded=False),
+)
+SETTINGS_BY_NAME = {setting.name: setting for setting in REGISTRY}
+# Knobs recorded in results.json as `parameters`: every one that shapes a run.
+RECORDED = [setting.name for setting in REGISTRY if setting.recorded]
+
+
+def read(name: str, env=os.environ):
+    """One setting's value as bench reads it (its default when unset), or a SettingsError naming it."""
+    setting = SETTINGS_BY_NAME[name]
+    return setting.read(env, setting.name, setting.default)
+
+
 def ab_from_env(env, targets: list[str]) -> AbSettings | None:
     """The A/B settings, or None when AB_A and AB_B are empty (an ordinary
     run); the knobs are checked either way."""
-    kind = env.get("AB_KIND", "A/B").strip() or "A/B"
-    if kind not in AB_KINDS:
-        raise SettingsError(f"AB_KIND={env.get('AB_KIND')!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    blocks = _one(env, "AB_BLOCKS", "12", int, AB_BLOCKS_MIN, 100)
-    window = _one(env, "AB_WINDOW", "3", int, 1, 600)
-    warmup = _one(env, "AB_WARMUP", "2", int, 0, 600)
-    files = tuple(_words(env, "AB_FILES", "1KB 1MB")) or ("1KB", "1MB")
-    if not all(AB_SIZE.fullmatch(size) for size in files):
-        raise SettingsError(f"AB_FILES={env.get('AB_FILES')!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
-    restart = env.get("AB_RESTART_TWINS", "off").strip() or "off"
-    if restart not in RESTART_TWINS:
-        raise SettingsError(f"AB_RESTART_TWINS={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
-                            "restarts both twins before each block) or 'off'")
-    design = env.get("AB_DESIGN", "duet").strip() or "duet"
-    if design not in AB_DESIGNS:
-        raise SettingsError(f"AB_DESIGN={design!r}: expected 'duet' (A and B loaded at the same moments) or "
-                            "'blocks' (one window of A, then one of B)")
-    settings = dict(kind=kind, change=env.get("AB_CHANGE", "").strip(), blocks=blocks, window=window, warmup=warmup,
-                    design=design,
-                    threshold=_threshold(env), files=files, concurrency=tuple(_ints(env, "AB_CONCURRENCY", "100")),
-                    restart_twins=restart == "every-block")
+    settings = dict(kind=read("AB_KIND", env), change=env.get("AB_CHANGE", "").strip(),
+                    blocks=read("AB_BLOCKS", env), window=read("AB_WINDOW", env), warmup=read("AB_WARMUP", env),
+                    files=read("AB_FILES", env), restart_twins=read("AB_RESTART_TWINS", env),
+                    design=read("AB_DESIGN", env), threshold=read("AB_THRESHOLD", env),
+                    concurrency=tuple(read("AB_CONCURRENCY", env)))
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
     if not b and not a:
         return None
@@ -358,42 +542,12 @@ def from_env(env=os.environ) -> Settings:
     for name, instead in RETIRED.items():
         if env.get(name):
             raise SettingsError(f"{name} is no longer read: runs are timed in seconds; set {instead} instead")
-    targets = env.get("BENCH_TARGETS", "").split()
-    if not targets:
-        raise SettingsError("BENCH_TARGETS is empty: name the serving paths to time, e.g. 'nginx-static flask node'")
-    profile = env.get("BENCH_PROFILE", "standard").strip() or "standard"
-    if profile not in PROFILES:
-        raise SettingsError(f"BENCH_PROFILE={profile!r}: expected 'standard' (the headline with its intervals in "
-                            "BENCH_BUDGET), 'full' (every phase, the knobs as set) or 'quick' (1 s repetitions, "
-                            "one each, ab only, no sweep: a first look in minutes)")
+    fields = {setting.field: read(setting.name, env) for setting in REGISTRY if setting.field}
+    targets, profile = fields["targets"], fields["profile"]
+    open_loop, open_loop_curve = read("BENCH_OPEN_LOOP", env)
     settings = Settings(
-        targets=targets, concurrency=_ints(env, "BENCH_CONCURRENCY", "5 100"),
-        startup_timeout=float(_one(env, "BENCH_STARTUP_TIMEOUT", "180", int, 1)),
-        mongo_uri=env.get("MONGO_URI", "mongodb://mongo:27017"),
-        files_dir=env.get("FILES_DIR", "/data/files"),
-        results_dir=env.get("RESULTS_DIR", "/results"),
-        target_port=int(env.get("TARGET_PORT", "8080")),
-        cadvisor_url=env.get("CADVISOR_URL", "http://cadvisor:8080"),
-        # whole seconds: ab's -t (and wrk's -d) take no fraction
-        duration=_one(env, "BENCH_DURATION", "4", int, 1, 3600),
-        warmup=_one(env, "BENCH_WARMUP", "3", int, 0, 600),
-        min_requests=_one(env, "BENCH_MIN_REQUESTS", "200", int, 0),
-        repetitions=_one(env, "BENCH_REPETITIONS", "6", int, 1, 100),
-        target_width=_off_or(env, "BENCH_TARGET_WIDTH", "1.10", _width),
-        budget_s=_off_or(env, "BENCH_BUDGET", "30m", _seconds),
-        tools=_tools(env), sweep=_sweep(env), loadgens=_one(env, "BENCH_LOADGENS", "1", int, 1, 16),
-        sweep_duration=_one(env, "BENCH_SWEEP_DURATION", "1", int, 1, 600),
-        open_loop=_open_loop(env)[0], open_loop_curve=_open_loop(env)[1],
-        open_loop_max_s=_one(env, "BENCH_OPEN_LOOP_SECONDS", "20", int, 1, 600),
-        profile=profile, allow_nonconforming=_flag(env, "BENCH_ALLOW_NONCONFORMING"),
-        postgres_url=env.get("POSTGRES_URL", ""),
-        gridfs_db=env.get("GRIDFS_DB", "lab").strip() or "lab",
-        write=_on_off(env, "BENCH_WRITE", "on"),
-        write_files=_one(env, "WRITE_FILES", "100", int, 1, 100_000),
-        write_size=_size(env, "WRITE_SIZE", "10000000"),
-        write_threads=_one(env, "WRITE_THREADS", "20", int, 1, 256),
-        write_dir=env.get("WRITE_DIR", "/data/writes"),
-        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets), link=_link(env),
+        **fields, open_loop=open_loop, open_loop_curve=open_loop_curve,
+        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets),
         link_shaping=" ".join(f"{n.removeprefix('LINK_').lower()}={env[n]}" for n in ("LINK_RATE", "LINK_DELAY",
                                                                                        "LINK_LOSS") if env.get(n)),
     )

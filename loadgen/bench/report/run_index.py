@@ -8,23 +8,13 @@ import sys
 from html import escape
 from pathlib import Path
 
+from ..env_file import read_env_file
 from .headline import sentences
 from .html import CSS, PAGE
 from .md_html import inline
 from ..results import Results
 
 INDEX = "index.html"
-
-
-def read_env(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines, as compose reads .env (comments and blanks skipped)."""
-    out = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            out[key.strip()] = value.strip().strip("'\"")
-    return out
 
 
 def find_defaults(results_dir: Path, env_file: Path | None = None) -> tuple[dict, str]:
@@ -34,7 +24,7 @@ def find_defaults(results_dir: Path, env_file: Path | None = None) -> tuple[dict
     settings that vary between the listed runs instead."""
     for candidate in (env_file, os.environ.get("BENCH_ENV_FILE"), results_dir.resolve().parent / ".env"):
         if candidate and Path(candidate).is_file():
-            return read_env(Path(candidate)), str(candidate)
+            return read_env_file(candidate), str(candidate)
     return {}, ""
 
 
