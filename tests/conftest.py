@@ -2,7 +2,6 @@
 for the whole test session."""
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -10,12 +9,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from docker_helpers import LOCAL_IMAGE, cadvisor_as_compose_runs_it, docker, remove_container
+from processes import FerretDBServer, PostgresServer, free_port
+
 REPO = Path(__file__).resolve().parent.parent
-# The lab's Python code is imported as it runs in its containers.
-for path in (REPO / "tests", REPO / "loadgen", REPO / "seed"):
-    sys.path.insert(0, str(path))
-from docker_helpers import LOCAL_IMAGE, cadvisor_as_compose_runs_it, docker, remove_container  # noqa: E402
-from processes import FerretDBServer, PostgresServer, free_port  # noqa: E402
 
 
 def ferretdb_binary() -> str:

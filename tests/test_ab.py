@@ -6,7 +6,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -21,9 +20,10 @@ from bench.report.ab import SHEDDING, last_calibration, render_ab
 from bench.results import Results, TargetResult
 from bench.settings import SettingsError, from_env
 
+import ab as ab_tool
+import ab_gate
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import ab as ab_tool  # noqa: E402
 
 TARGETS = "nginx-static flask flask-b"
 
@@ -255,8 +255,6 @@ def test_a_path_with_several_build_arguments_asks_which_one(tmp_path):
     assert ab_tool.targets_for("nginx-cache", {"CACHE_UPSTREAM": "nginx-gridfs:8080"}, services) == [
         "nginx-static", "nginx-cache", "nginx-cache-b", "nginx-gridfs"]
 
-
-import ab_gate  # noqa: E402
 
 PATHS = ["nginx-static", "httpd-static", "nginx-gridfs", "flask", "node", "gridfs-fuse", "nginx-cache",
          "flask-postgres"]

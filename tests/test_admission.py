@@ -11,7 +11,6 @@ import base64
 import json
 import statistics
 import subprocess
-import sys
 import time
 
 import gridfs
@@ -20,12 +19,10 @@ import pytest
 from pymongo import MongoClient
 
 import postgres_store
-from service_processes import (SERVICES, LabNginxGridFS, flask_postgres_service, flask_service, node_service,
+from service_processes import (LabNginxGridFS, flask_postgres_service, flask_service, node_service,
                                postgres_database)
+from lab_http.admission import SHORT_WAIT, AdmissionPolicy
 from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
-
-sys.path.insert(0, str(SERVICES / "python-common"))
-from lab_http.admission import SHORT_WAIT, AdmissionPolicy  # noqa: E402
 
 DB_NAME = "lab_admission_test"
 DEADLINE_S = 2.0

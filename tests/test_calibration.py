@@ -6,7 +6,6 @@ Docker)."""
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +16,7 @@ from bench.benchmark.ab import judge as judge_ab
 from bench.measure import calibration as cal
 from bench.measure.paired import signed_rank_p
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import ab_calibrate  # noqa: E402
+import ab_calibrate
 
 MACHINE = {"cpu_model": "Test CPU", "host_cores": 2, "kernel": "6.1.0"}
 

@@ -5,7 +5,6 @@ real server (FerretDB's own request counters); flask-postgres's queries
 come from lab_http.chunks.read_plan, checked here with Node's counterpart."""
 import re
 import subprocess
-import sys
 
 import gridfs
 import pytest
@@ -89,7 +88,6 @@ PLANS = [
 
 @pytest.mark.parametrize("layout,reads", PLANS)
 def test_the_read_plan_holds_at_most_the_buffer_per_read(layout, reads):
-    sys.path.insert(0, str(SERVICES / "python-common"))
     from lab_http.chunks import read_plan
     assert read_plan(*layout) == reads
 

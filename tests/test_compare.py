@@ -162,7 +162,6 @@ def test_a_run_that_cannot_be_read_is_named(tmp_path):
 
 
 def test_matrix_table_and_unknown_variable(tmp_path):
-    sys.path.insert(0, str(ROOT / "tools"))
     import matrix
     runs = []
     for value, fixture in (("1", NOISE_A), ("2", WORKERS_2)):

@@ -6,7 +6,6 @@ that folder holds what a reader checks the doc's figures against."""
 import gzip
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -63,7 +62,6 @@ def test_kept_runs_hold_their_figures_and_no_raw_output():
 
 def test_keep_evidence_slims_a_real_run(tmp_path):
     """From a captured run folder: the kept copy reads the same rows."""
-    sys.path.insert(0, str(REPO / "tools"))
     import keep_evidence
     run = tmp_path / "20261128T000000Z"
     run.mkdir()

@@ -5,17 +5,16 @@ the link address only. The whole split runs across network namespaces in
 its own end-to-end test."""
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench.settings import SettingsError, from_env
 
+import hosts
+from lab_compose import LabError, settings_in
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import hosts  # noqa: E402
-from lab_compose import LabError, settings_in  # noqa: E402
 
 SPLIT = "loadgen=default@10.99.0.1 paths=unix:///run/docker-lab-b.sock@10.99.0.2 " \
         "db=unix:///run/docker-lab-b.sock@10.99.0.2"

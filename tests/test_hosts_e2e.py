@@ -10,7 +10,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,14 +18,13 @@ import pymongo
 import pytest
 
 from netns_hosts import NamespaceHost
+from hosts import WORK, mongo_auth_options
+from lab_compose import settings_in
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = "nginx-static nginx-gridfs flask"
 LINK_RATE, LINK_BPS = "40mbit", 40e6  # slower than nginx-static's 64 KB answers here
 PROJECT = "gridfs-lab-hosts-e2e"
-sys.path.insert(0, str(REPO / "tools"))
-from hosts import WORK, mongo_auth_options  # noqa: E402
-from lab_compose import settings_in  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -83,9 +83,9 @@ def test_committed_example_page_is_the_renderer_output():
     doc = json.loads((EXAMPLE / "results.json").read_text())
     linked = tuple(name for name in LINKED if (EXAMPLE / name).exists())
     assert (EXAMPLE / "index.html").read_text() == render_html(results, doc, linked, False), (
-        "re-render it (and index.png): cd loadgen && python -c \"import sys; sys.path.insert(0, '../tests'); "
+        "re-render it (and index.png): PYTHONPATH=tests .venv/bin/python -c \""
         "from pathlib import Path; from bench.report.html import write_page; from browser_check import check_page; "
-        "p = Path('../results/example'); "
+        "p = Path('results/example'); "
         "print(check_page(write_page(p, all_runs=False), screenshot=p / 'index.png'))\"")
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from machine_swing import summarize
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-from machine_swing import summarize  # noqa: E402
 
 
 def test_the_swing_of_known_rates():

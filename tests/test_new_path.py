@@ -8,14 +8,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from new_path import NewPathError, new_path
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-from new_path import NewPathError, new_path  # noqa: E402
 
 PROJECT = "gridfs-lab-newpath-e2e"
 

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,9 +24,8 @@ from docker_helpers import REPO, docker, remove_container
 from nginx_gridfs_build import NGINX_BIN, Nginx, build_module
 from processes import free_port
 
-sys.path.insert(0, str(REPO / "tools"))
-from hosts import mongo_auth_options  # noqa: E402
-from lab_compose import settings_in  # noqa: E402
+from hosts import mongo_auth_options
+from lab_compose import settings_in
 
 DB = "nginx_gridfs_hardening"
 TIMEOUT = 30

@@ -3,18 +3,16 @@ in tests/fixtures/wrk/) or from `bench fetch`'s outcomes and what Docker said
 of the container; memory read from a real cgroup v1 memory.stat and from
 cgroup v2's format; the settings checked before anything starts; the report."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench.faults.overload import ContainerAfter, clients_row, large_file_row
+from bench.report.overload import render
+from bench.clients.wrk_output import parse
+from lab_compose import LabError, unreclaimable_bytes
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-sys.path.insert(0, str(ROOT / "tools"))
-from bench.faults.overload import ContainerAfter, clients_row, large_file_row  # noqa: E402
-from bench.report.overload import render  # noqa: E402
-from bench.clients.wrk_output import parse  # noqa: E402
-from lab_compose import LabError, unreclaimable_bytes  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 MIB = 1024 ** 2

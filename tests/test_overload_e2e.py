@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
-from bench.faults.overload import MULTIPLES, WINDOWS  # noqa: E402
+from bench.faults.overload import MULTIPLES, WINDOWS
 
 pytestmark = pytest.mark.lab
 

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-sys.path.insert(0, str(ROOT / "tools"))
-from bench.clients.vegeta_output import Answer, parse_result, parse_results  # noqa: E402
-from bench.faults.overload import (HOLDS_SHARE, ContainerAfter, Measured, Window, climbing, failure_kind,  # noqa: E402
+from bench.clients.vegeta_output import Answer, parse_result, parse_results
+from bench.faults.overload import (HOLDS_SHARE, ContainerAfter, Measured, Window, climbing, failure_kind,
                                    goodput_row, tally, window_flags)
-from bench.measure.bottleneck import LATENCY, LOADGEN_CPU, SHARED_CORE  # noqa: E402
-from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND  # noqa: E402
-from bench.report.overload import render  # noqa: E402
+from bench.measure.bottleneck import LATENCY, LOADGEN_CPU, SHARED_CORE
+from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND
+from bench.report.overload import render
+
+ROOT = Path(__file__).resolve().parent.parent
 
 VEGETA = ROOT / "tests" / "fixtures" / "vegeta"
 OPEN = VEGETA / "overload-shed-cut-404-rate100.jsonl"      # 100/s for 1 s over 6 URLs

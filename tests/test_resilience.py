@@ -3,23 +3,21 @@
 200s, recovery), the settings and the choice of paths checked before anything
 starts, and the report."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench.report.resilience import render
+from bench.faults.resilience import Fault, analyse, answering_again, outcome
+from bench.clients.vegeta_output import Answer, VegetaOutputError, parse_results
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.report.resilience import render  # noqa: E402
-from bench.faults.resilience import Fault, analyse, answering_again, outcome  # noqa: E402
-from bench.clients.vegeta_output import Answer, VegetaOutputError, parse_results  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "vegeta"
 GOOD = "a" * 64
 
 
 def _driver():
-    sys.path.insert(0, str(ROOT / "tools"))
     spec = importlib.util.spec_from_file_location("resilience_driver", ROOT / "tools" / "resilience.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

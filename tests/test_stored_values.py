@@ -9,7 +9,6 @@ slot lost. A content type that is not a safe
 header value falls back to the name's type, as nginx-gridfs does."""
 import socket
 import subprocess
-import sys
 from datetime import datetime, timezone
 
 import psycopg
@@ -172,7 +171,6 @@ def test_a_string_id_goes_into_the_etag_by_its_safe_characters(gridfs_path):
                                                (-1, "-1"), (2.5, "2.5")])
 def test_a_nan_or_infinite_length_is_refused(node_modules, length, js_length):
     """The one shared check of each language, called directly."""
-    sys.path.insert(0, str(SERVICES / "python-common"))
     from lab_http import CorruptFile
     from lab_http.chunks import checked_file
     with pytest.raises(CorruptFile):

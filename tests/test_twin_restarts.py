@@ -4,7 +4,6 @@ sides of the exchange run here, the host's in a thread; what it runs to
 restart is docker in tools/ab.py, exercised end to end in
 tests/test_compose_e2e.py (every block's twins have new start times)."""
 import json
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,10 +13,8 @@ import pytest
 from bench.benchmark import twins
 from bench.benchmark.schedule import Schedule
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import ab as ab_tool  # noqa: E402
-from lab_compose import LabError  # noqa: E402
+import ab as ab_tool
+from lab_compose import LabError
 
 
 def host(results: Path, restart, stop: threading.Event, since: float) -> threading.Thread:

@@ -35,10 +35,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
-from lab_compose import ROOT, LabError, compose_run, compose_services, results_base, settings_in  # noqa: E402
-from bench.benchmark import twins  # noqa: E402  (bench's side of the restarts)
+from lab_compose import ROOT, LabError, compose_run, compose_services, results_base, settings_in
+from bench.benchmark import twins  # bench's side of the restarts
 
 WORK = ROOT / ".lab" / "ab"
 CHANGES = ("B_IMAGE", "B_CONTEXT", "B_REF", "B_CPUS", "B_ENV")

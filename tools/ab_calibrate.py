@@ -31,12 +31,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
-from ab import CHANGES  # noqa: E402
-from ab_gate import newest_ab  # noqa: E402
-from lab_compose import ROOT, LabError, number, results_base, results_dir, settings_in  # noqa: E402
-from bench.measure import calibration  # noqa: E402
+from ab import CHANGES
+from ab_gate import newest_ab
+from lab_compose import ROOT, LabError, number, results_base, results_dir, settings_in
+from bench.measure import calibration
 
 # Whatever makes B differ from A: refused, since an A/A is what is measured
 REFUSED = (*CHANGES, "B_ARG", "A_REF")

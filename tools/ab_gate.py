@@ -27,8 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab_compose import ROOT, LabError, settings_in  # noqa: E402
+from lab_compose import ROOT, LabError, settings_in
 
 SHARED = ("loadgen/", "seed/", "compose.yaml", ".env", "cpus-2.env", "local-images/", "monitoring/")
 # Folders that build more than one path.

@@ -23,6 +23,9 @@
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# bench for tools/*.py and `python3 -m bench`: CI runs them with the runner's
+# python3, which has no .venv (where tools/venv.sh installs bench)
+export PYTHONPATH="$root/loadgen${PYTHONPATH:+:$PYTHONPATH}"
 
 usage() { die "usage: tools/ci-lab.sh run | summary RUN_DIR | compare BASE_DIR RUN_DIR PCT | ab-gate BASE_REF [SERVICE...] | ab-calibrate SERVICE"; }
 
@@ -81,7 +84,7 @@ summary() {
 
 compare() {
   local base=$1 run_dir=$2 pct=$3
-  PYTHONPATH="$root/loadgen" timeout 300 python3 -m bench compare "$base" "$run_dir" --fail-above "$pct" >/dev/null
+  timeout 300 python3 -m bench compare "$base" "$run_dir" --fail-above "$pct" >/dev/null
   local code=$?
   cat "$run_dir/compare.md" 2>/dev/null
   return "$code"

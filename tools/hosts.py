@@ -30,8 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab_compose import ROOT, LabError, compose_run, settings_in  # noqa: E402
+from lab_compose import ROOT, LabError, compose_run, settings_in
 
 ROLES = ("loadgen", "paths", "db")
 DATABASES = ("mongo", "postgres")

@@ -6,17 +6,14 @@ than the machine under it: where this prints a MAD/median over 0.05 (bench's
 `noisy` threshold) at 4 s windows, repetitions will be called noisy whatever
 the lab does (docs/methodology.md).
 
-    python3 tools/machine_swing.py --window 4 --windows 30 --cores 1"""
+    .venv/bin/python tools/machine_swing.py --window 4 --windows 30 --cores 1"""
 import argparse
 import os
 import statistics
-import sys
 import time
 from multiprocessing import Process, Queue
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "loadgen"))
-from bench.measure import stats  # noqa: E402  (the MAD bench's `noisy` is judged by)
+from bench.measure import stats  # the MAD bench's `noisy` is judged by
 
 
 def summarize(rates: list[float]) -> dict:

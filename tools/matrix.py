@@ -21,11 +21,11 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.report.compare import (CompareError, cell, compare_case, differences, load,  # noqa: E402
+from bench.report.compare import (CompareError, cell, compare_case, differences, load,
                            metric_values, reference_moved, _shown)
-from lab_compose import settings_in  # noqa: E402
+from lab_compose import settings_in
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RUN_DIR = re.compile(r"^run-dir: (.+)$", re.M)  # ci-lab.sh run's last line
 # Past MATRIX_RUN_TIMEOUT, ci-lab.sh may still kill the lab (60 s) and take it down (300 s).

@@ -36,18 +36,16 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.check_settings import REQUEST_DEADLINE_MAX_MS  # noqa: E402
-from bench.benchmark.schedule import repetition_orders  # noqa: E402
-from bench.faults.overload import (MULTIPLES, OPEN_LOOP_WORKERS, WINDOWS, ContainerAfter, Measured, Window,  # noqa: E402
+from bench.check_settings import REQUEST_DEADLINE_MAX_MS
+from bench.benchmark.schedule import repetition_orders
+from bench.faults.overload import (MULTIPLES, OPEN_LOOP_WORKERS, WINDOWS, ContainerAfter, Measured, Window,
                                    capacity, climbing, clients_row, goodput_row, large_file_row, request_timeout,
                                    window_flags)
-from bench.measure import usage  # noqa: E402
-from bench.measure.cadvisor import Counters  # noqa: E402
-from bench.report.overload import render  # noqa: E402
-from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk  # noqa: E402
-from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,  # noqa: E402
+from bench.measure import usage
+from bench.measure.cadvisor import Counters
+from bench.report.overload import render
+from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk
+from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,
                          inspect, keep_log, known_targets, now_iso, number, oom_events, open_lab, results_dir,
                          save)
 

@@ -34,14 +34,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.report.resilience import render  # noqa: E402
-from bench.faults.resilience import (RATE_BACK_HOLD, Fault, ResilienceRow, analyse, answering_again,  # noqa: E402
+from bench.report.resilience import render
+from bench.faults.resilience import (RATE_BACK_HOLD, Fault, ResilienceRow, analyse, answering_again,
                                      summarise)
-from bench.clients.vegeta_output import VegetaOutputError, parse_results  # noqa: E402
-from lab_compose import (LabError, compose_run, compose_services, finish, keep_log, known_targets, now_iso,  # noqa: E402
+from bench.clients.vegeta_output import VegetaOutputError, parse_results
+from lab_compose import (LabError, compose_run, compose_services, finish, keep_log, known_targets, now_iso,
                          number, open_lab, results_dir, save)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 FAULTS = ("restart", "pause")
 JITTER_S = 3.0             # each trial's fault falls this much later at most (seeded per trial)

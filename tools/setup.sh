@@ -117,15 +117,15 @@ start_docker() {
   die "dockerd did not answer within 60 s; see /var/log/dockerd.log"
 }
 
-venv_install() { # FOR REQUIREMENTS [FILES IT INCLUDES...]: once per change of them
+# With bench itself, editable (loadgen/pyproject.toml): tools/ import it and
+# .venv/bin/bench (compare, index) runs from anywhere.
+venv_install() { # FOR REQUIREMENTS [FILES IT INCLUDES...]: once per change of them or of bench's pyproject
   local stamp="$root/.venv/.$1.sha256" want
-  want=$(cat "${@:2}" | sha256sum)
+  want=$(cat "${@:2}" "$root/loadgen/pyproject.toml" | sha256sum)
   [ -x "$root/.venv/bin/pip" ] || python3 -m venv "$root/.venv"
-  # bench itself, so that .venv/bin/python -m bench (compare, index) runs from anywhere
-  echo "$root/loadgen" >"$("$root/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gridfs-lab.pth"
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
-  say "installing $1's Python packages into .venv ($2)"
-  "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$2"
+  say "installing $1's Python packages into .venv ($2, and bench from loadgen/)"
+  "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$2" -e "$root/loadgen"
   echo "$want" >"$stamp"
 }
 

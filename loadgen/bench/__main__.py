@@ -1,5 +1,6 @@
-"""`python -m bench [COMMAND]`: a run by default (what `docker compose up
-bench` starts); the commands below for the tools around it."""
+"""`python -m bench [COMMAND]` (or `bench [COMMAND]` where loadgen is
+installed): a run by default (what `docker compose up bench` starts); the
+commands below for the tools around it."""
 import sys
 
 USAGE = """usage: python -m bench [COMMAND] [ARGS]
@@ -19,32 +20,37 @@ commands:
   -h, --help                   this text
 """
 
-command = sys.argv[1:2]
-if command in (["-h"], ["--help"], ["help"]):
-    print(USAGE, end="")
-    sys.exit(0)
-if command == ["compare"]:
-    from .report.compare import main as compare_main
-    sys.exit(compare_main(sys.argv[2:]))
-if command == ["index"]:
-    from .report.run_index import main as index_main
-    sys.exit(index_main(sys.argv[2:]))
-if command == ["resilience-load"]:
-    from .faults.resilience_load import main as load_main
-    sys.exit(load_main(sys.argv[2:]))
-if command == ["fetch"]:
-    from .clients.fetch import main as fetch_main
-    sys.exit(fetch_main(sys.argv[2:]))
-if command == ["overload-window"]:
-    from .faults.overload_load import main as window_main
-    sys.exit(window_main(sys.argv[2:]))
-if command == ["check-settings"]:
-    from .check_settings import main as check_settings_main
-    sys.exit(check_settings_main())
-if command:
-    print(f"bench: error: unknown command {command[0]!r}\n\n{USAGE}", file=sys.stderr, end="")
-    sys.exit(2)
 
-from .run import main  # noqa: E402
+def main() -> int:
+    """The command in sys.argv, its exit status; the console script `bench` calls this."""
+    command = sys.argv[1:2]
+    if command in (["-h"], ["--help"], ["help"]):
+        print(USAGE, end="")
+        return 0
+    if command == ["compare"]:
+        from .report.compare import main as compare_main
+        return compare_main(sys.argv[2:])
+    if command == ["index"]:
+        from .report.run_index import main as index_main
+        return index_main(sys.argv[2:])
+    if command == ["resilience-load"]:
+        from .faults.resilience_load import main as load_main
+        return load_main(sys.argv[2:])
+    if command == ["fetch"]:
+        from .clients.fetch import main as fetch_main
+        return fetch_main(sys.argv[2:])
+    if command == ["overload-window"]:
+        from .faults.overload_load import main as window_main
+        return window_main(sys.argv[2:])
+    if command == ["check-settings"]:
+        from .check_settings import main as check_settings_main
+        return check_settings_main()
+    if command:
+        print(f"bench: error: unknown command {command[0]!r}\n\n{USAGE}", file=sys.stderr, end="")
+        return 2
+    from .run import main as run_main
+    return run_main()
 
-sys.exit(main())
+
+if __name__ == "__main__":
+    sys.exit(main())
