@@ -369,7 +369,7 @@ class Results:
     # design, the seed, each phase's orders and each target's warm-up).
     order: list[str] = field(default_factory=list)
     schedule: dict = field(default_factory=dict)
-    # The timed cases' rounds (bench.benchmark.cases.rounds_record): how many,
+    # The timed cases' rounds (bench.benchmark.closed_loop.rounds_record): how many,
     # why they stopped, each path's ratio to the baseline with its interval.
     rounds: dict = field(default_factory=dict)
     # "complete", or "interrupted"/"crashed: <why>" when the run stopped early.
