@@ -14,8 +14,8 @@ from .benchmark.ab import AB_STRETCH, DUET, RESTART_S, AbRun, metrics_of
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .benchmark.costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
-from .benchmark.phase import PhaseRun, Scope
-from .benchmark.phases import Plan
+from .benchmark.phase import Phase, PhaseRun, Scope
+from .benchmark.phases import PHASES, Plan
 from .checks.before_timing import check_all_conformance, verify_targets
 from .benchmark.cpu_windows import connect_monitor, database_service
 from .clients.link import LinkError, measure_link
@@ -95,8 +95,8 @@ def _interrupt(signum, _frame):
 
 
 def time_everything(cfg, results: Results, scope: Scope, run_dir: Path, monitor, allowance: float,
-                    phase_clock: PhaseClock, started: float) -> None:
-    """Every phase of bench.benchmark.phases.PHASES the settings hold, in
+                    phase_clock: PhaseClock, started: float, phases: tuple[Phase, ...] = PHASES) -> None:
+    """Every phase of `phases` (bench.benchmark.phases.PHASES) the settings hold, in
     order: the rounds of every case (the headline's until its intervals are
     narrow or the budget, less the later phases' planned seconds, says
     stop), ab -k against wrk, latency at a fixed rate, the sweep, the
@@ -104,14 +104,14 @@ def time_everything(cfg, results: Results, scope: Scope, run_dir: Path, monitor,
     rewritten after every phase: nothing measured is lost."""
     # the budget is for the whole run, seed to report: the seed's seconds are spent already
     budget_end = started + cfg.budget_s - results.phases.get("seed", 0.0) if cfg.budget_s else None
-    plan = Plan.of(cfg, scope, budget_end)
+    plan = Plan.of(cfg, scope, budget_end, phases)
     planned = plan.planned(cfg, time.monotonic())
     budgeted = plan.budgeted(cfg)
     results.timing["planned_seconds"] = round(planned, 1)
     progress = Progress(planned, ends_at=budget_end if budgeted else None)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
 
-    def run_phase(phase) -> None:
+    def run_phase(phase: Phase) -> None:
         phase.run(PhaseRun(timer, scope, planned, plan.later_seconds(phase), plan.deadline(phase), budgeted))
         results.write_json(run_dir / "results.json")
         phase_clock.end(phase.name)
