@@ -73,7 +73,6 @@ def fixed_rounds(timer: Timer, targets: list[TargetResult], f: dict, c: int) -> 
     return time_rounds(timer, targets, [(f, c)])
 
 
-
 def time_rounds(timer: Timer, targets: list[TargetResult], cases: list[tuple[dict, int]], headline: int | None = None,
                 deadline: float | None = None) -> list[Run]:
     """Rounds of every case: in each, every path once, in a fresh order
@@ -115,7 +114,6 @@ def time_rounds(timer: Timer, targets: list[TargetResult], cases: list[tuple[dic
     timer.results.rounds = rounds_record(timer.cfg, state, count, stopped, timer.results.rounds)
     say(f"rounds: {count} ({stopped})")
     return [r for case in state for r in case.runs(timer, targets)]
-
 
 
 class CaseRounds:
@@ -287,7 +285,6 @@ def rounds_record(cfg, cases: list[CaseRounds], count: int, stopped: str, earlie
             "target_width": cfg.target_width, "quantile_level": rounds_mod.QUANTILE_LEVEL,
             "rounds": count,
             "stopped": stopped, "rows": rows}
-
 
 
 def describe(run: Run) -> str:

@@ -86,7 +86,6 @@ def time_open_loop(timer: Timer, target: TargetResult, f: dict, share: float | N
     return result
 
 
-
 def open_loop_capacity(results: Results, target: str, file: str) -> tuple[float, str] | None:
     """The rate an open-loop run takes its share of, and where it came from:
     the faster tool of the ab -k / wrk comparison (keep-alive, as vegeta

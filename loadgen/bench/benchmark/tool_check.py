@@ -54,8 +54,6 @@ def tools_in_turn(repetition: int) -> tuple[str, str]:
     return ("ab -k", "wrk") if repetition % 2 else ("wrk", "ab -k")
 
 
-
-
 def compare_round(timer: Timer, targets: list[TargetResult], f: dict, c: int,
                   repetitions: int | None = None) -> list[Comparison]:
     """ab -k and wrk at the same connection count and duration, their
