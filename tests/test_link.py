@@ -50,7 +50,7 @@ def test_bench_measures_the_link_against_a_real_iperf3_server():
     import time
 
     from processes import free_port
-    from bench.measure.link import LinkError, measure_link
+    from bench.clients.link import LinkError, measure_link
     port = free_port()
     server = subprocess.Popen(["iperf3", "--server", "--one-off", "--bind", "127.0.0.1", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

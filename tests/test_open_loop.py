@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.benchmark.cases import open_loop_capacity, open_loop_figures, open_loop_seconds
+from bench.benchmark.open_loop import open_loop_capacity, open_loop_figures, open_loop_seconds
 from bench.clients.timing import TIMEOUT_S, vegeta_max_workers, vegeta_measurement
 from bench.measure import latency
 from bench.measure.usage import BEHIND_SCHEDULE, FEW_SAMPLES, LOADGEN_BOUND, REFUSED

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench.benchmark.cases import case_seconds, few_rounds
-from bench.progress import planned_seconds
+from bench.benchmark.phase import Scope
+from bench.benchmark.phases import planned_seconds
 from bench.report.markdown import render_markdown
 from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
 from bench.settings import from_env
@@ -137,6 +138,11 @@ def test_a_warm_up_that_completed_nothing_gives_the_longest_stretch():
     assert case_seconds(cfg, warm, 100) == 16
 
 
+def scope(targets: int, files: int) -> Scope:
+    return Scope([TargetResult(f"t{i}", f"http://t{i}", True) for i in range(targets)],
+                 [{"name": f"f{i}.bin", "size": 1} for i in range(files)], None, "20261123T040000Z")
+
+
 def test_the_plan_of_a_run_counts_every_tool_run():
     cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "4", "BENCH_WARMUP": "2", "BENCH_REPETITIONS": "3",
                     "BENCH_PROFILE": "full",
@@ -145,9 +151,10 @@ def test_the_plan_of_a_run_counts_every_tool_run():
     # per target and file: 2 levels x (2 + 3 rounds x (1 + 4)) + ab -k and wrk 3 x (2 + 2 x 4) + open loop at
     # most 5, plus overheads
     bare = 2 * 3 * (2 * (2 + 15) + 30 + 5)
-    assert bare < planned_seconds(cfg, 2, 3) < bare * 1.3
+    assert bare < planned_seconds(cfg, scope(2, 3)) < bare * 1.3
     quick = from_env({"BENCH_TARGETS": "a", "BENCH_PROFILE": "quick"})
-    assert planned_seconds(quick, 8, 3) < 150  # the quick look: under three minutes for eight paths, start-up included
+    # the quick look: under three minutes for eight paths, start-up included
+    assert planned_seconds(quick, scope(8, 3)) < 150
 
 
 def test_ab_is_given_whole_seconds():

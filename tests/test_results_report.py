@@ -1,10 +1,12 @@
 """The results model round-trips through JSON, and report.md is rendered from
 it: seed 000's figures beside ours, ratios to nginx-static, failures."""
+import json
 from pathlib import Path
 
 from bench.clients.ab_output import parse_percentiles, parse_summary
 from bench.report.markdown import render_markdown
-from bench.results import Results, Run, TargetResult
+from bench.results import SCHEMA, Comparison, OpenLoop, Results, Run, StorePass, SweepPoint, TargetResult, ToolResult, \
+    WorkingSet
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ab"
 
@@ -38,6 +40,32 @@ def test_json_round_trip(tmp_path):
     again = Results.load(tmp_path / "results.json")
     assert again == results
     assert not (tmp_path / "results.tmp").exists()
+
+
+def test_results_json_says_its_schema_first(tmp_path):
+    sample().write_json(tmp_path / "results.json")
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert next(iter(doc)) == "schema" and doc["schema"] == SCHEMA == 1
+
+
+def test_a_newer_benchs_unknown_keys_are_ignored(tmp_path):
+    """A results.json from a newer bench (a higher schema, keys this one does
+    not know at every level) still loads, with what this bench knows."""
+    tool = ToolResult("wrk", 100.0, 1.0, 2.0, 3.0, 4.0, 0, {"median": 100.0, "noisy": False})
+    results = sample()
+    results.comparisons = [Comparison("flask", "1KB.bin", 1024, 5, tool, tool)]
+    results.open_loop = [OpenLoop("flask", "1KB.bin", 1024, 50.0)]
+    results.sweep = [SweepPoint("flask", "1KB.bin", 1024, 5, "ab", 10, 0, 100.0, 1.0, 2.0, 0.1, None)]
+    results.writes = [StorePass("gridfs", "write", 1, "in order", 4, 1024)]
+    results.working_set = WorkingSet("40x1KB", 40, 40960, 5, runs=[Run("flask", "set 40x1KB", 1024, 5)])
+    doc = results.to_dict()
+    doc |= {"schema": SCHEMA + 1, "a_new_section": {"rows": []}}
+    for row in (doc["targets"] + doc["runs"] + doc["comparisons"] + doc["open_loop"] + doc["sweep"]
+                + doc["writes"] + doc["working_set"]["runs"]
+                + [doc["working_set"], doc["comparisons"][0]["wrk"], doc["comparisons"][0]["ab_keepalive"]]):
+        row["a_new_figure"] = 1.5
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    assert Results.load(tmp_path / "results.json") == results
 
 
 def test_unverified_target_or_failed_requests_fail_the_run():

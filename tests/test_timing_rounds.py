@@ -16,6 +16,9 @@ import pytest
 from service_processes import NginxStatic
 
 from bench.benchmark.cases import Timer
+from bench.benchmark.closed_loop import fixed_rounds, time_rounds
+from bench.benchmark.open_loop import time_open_loop
+from bench.benchmark.tool_check import compare_round
 from bench.benchmark.schedule import round_order
 from bench.measure.rounds import MIN_ROUNDS, QUANTILE_LEVEL, ratio_of
 from bench.measure.usage import LOADGEN_BOUND
@@ -68,7 +71,7 @@ def test_rounds_follow_the_schedule_and_a_target_that_dies_is_failed_not_timed(t
     timer = Timer(cfg, tmp_path, results, None, 1.0, Progress(60))
     f = {"name": "1KB.bin", "size": 1024}
 
-    results.runs += timer.round(targets, f, 2)
+    results.runs += fixed_rounds(timer, targets, f, 2)
     # each round's order drawn again from the recorded seed and the round's number
     orders = results.schedule["orders"]["1KB.bin c=2"]
     assert orders == [round_order(["a", "b"], "t:1KB.bin c=2", i) for i in (1, 2)]
@@ -84,9 +87,9 @@ def test_rounds_follow_the_schedule_and_a_target_that_dies_is_failed_not_timed(t
         assert (tmp_path / run.raw_output).exists()
 
     second.stop()  # b dies between rounds
-    results.runs += timer.round(targets, f, 4)
-    results.comparisons += timer.compare_round(targets, f, 4)
-    results.open_loop += [timer.open_loop(t, f) for t in targets]
+    results.runs += fixed_rounds(timer, targets, f, 4)
+    results.comparisons += compare_round(timer, targets, f, 4)
+    results.open_loop += [time_open_loop(timer, t, f) for t in targets]
 
     a4, b4 = results.run_for("a", "1KB.bin", 4), results.run_for("b", "1KB.bin", 4)
     assert a4.ok and a4.rps > 0
@@ -139,7 +142,7 @@ def test_headline_rounds_go_on_until_the_interval_is_narrow_then_one_more(two_pa
     timer = Timer(cfg, tmp_path, results, None, 1.0, Progress(60))
     f = {"name": "1KB.bin", "size": 1024}
 
-    runs = timer.rounds(targets, [(f, 2)], headline=2)
+    runs = time_rounds(timer, targets, [(f, 2)], headline=2)
     base, path = (next(r for r in runs if r.target == t) for t in ("nginx-static", "b"))
     assert not any(LOADGEN_BOUND in r["flags"] for r in base.repetitions), base.repetitions
     assert len(path.repetitions) == len(base.repetitions) == MIN_ROUNDS
@@ -152,7 +155,7 @@ def test_headline_rounds_go_on_until_the_interval_is_narrow_then_one_more(two_pa
     orders = results.schedule["orders"]["1KB.bin c=2"]
     assert orders == [round_order(["nginx-static", "b"], "w:1KB.bin c=2", i) for i in range(1, len(orders) + 1)]
 
-    runs = timer.rounds(targets, [(f, 2)], headline=2, deadline=time.monotonic())
+    runs = time_rounds(timer, targets, [(f, 2)], headline=2, deadline=time.monotonic())
     assert results.rounds["stopped"] == "budget" and results.rounds["rounds"] == 1
     assert all(len(r.repetitions) == 1 for r in runs)
     assert results.rounds["rows"][0]["rps"]["low"] is None

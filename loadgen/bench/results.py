@@ -5,10 +5,27 @@ from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
+from .measure import verdicts
 from .measure.bottleneck import bottleneck
-from .measure.usage import CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, REFUSED, THROTTLED
+from .measure.usage import LOADGEN, LOADGEN_BOUND, REFUSED
 
 NOISY = "noisy"        # the repetitions' 95% interval is wider than stats.NOISY_WIDTH
+
+# results.json's layout, its first key. A newer bench may add keys: a reader
+# ignores those it does not know (from_known), so an older report still
+# renders a newer run; a key renamed or changed in meaning raises SCHEMA.
+SCHEMA = 1
+
+
+def known_fields(cls, data: dict) -> dict:
+    """The items of `data` that are fields of the dataclass `cls`."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def from_known(cls, data: dict):
+    """The dataclass `cls` from a results.json dict, its unknown keys left out."""
+    return cls(**known_fields(cls, data))
 
 
 @dataclass
@@ -99,12 +116,6 @@ def median_repetition(reps: list[dict]) -> dict:
     return sorted(reps, key=lambda r: r["rps"])[(len(reps) - 1) // 2]
 
 
-# Flags a row takes from any of its repetitions, not only the one shown: a
-# tool at its limit, a competed core or a throttled target in one repetition
-# is a doubt on the case's spread, whichever repetition is the median.
-FLAGS_OF_ANY_REPETITION = (LINK_BOUND, LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
-
-
 def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps: list[dict],
                  duration_s: float | None = None) -> Run:
     """A Run from its repetitions (Measurement dicts, each with its cpu,
@@ -118,18 +129,15 @@ def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps
               row["p99_ms"], row["raw_output"], cpu=row.get("cpu"), flags=list(row.get("flags") or []),
               cpu_window=row.get("cpu_window"), repetitions=reps, spread=spread, duration_s=duration_s,
               refused=refused, answers=sum(r["requests"] for r in reps))
-    run.flags += [f for f in FLAGS_OF_ANY_REPETITION
-                  if f not in run.flags and any(f in (r.get("flags") or ()) for r in reps)]
-    if run.noisy and len(reps) > 1:
+    run.flags += verdicts.flags_of_any_repetition(run.flags, reps)
+    if verdicts.noisy(spread, len(reps)):
         run.flags.append(NOISY)
     if refused:
         run.flags.append(REFUSED)
     run.bottleneck = bottleneck(run.flags, run.cpu, target)
-    if failed:
-        run.status, run.error = FAILED, f"{failed} failed requests over {len(reps)} repetitions"
-    elif any(r["requests"] and r["requests"] == (r.get("refused") or 0) for r in reps):
-        run.status, run.error = FAILED, f"every answer of a repetition was refused ({refused} of {run.answers} " \
-                                        f"over {len(reps)} repetitions were not 2xx)"
+    error = verdicts.failure(reps, refused, run.answers)
+    if error is not None:
+        run.status, run.error = FAILED, error
     return run
 
 
@@ -188,7 +196,8 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Comparison":
-        return cls(**{**data, "ab_keepalive": ToolResult(**data["ab_keepalive"]), "wrk": ToolResult(**data["wrk"])})
+        return cls(**{**known_fields(cls, data), "ab_keepalive": from_known(ToolResult, data["ab_keepalive"]),
+                      "wrk": from_known(ToolResult, data["wrk"])})
 
 
 @dataclass
@@ -314,8 +323,7 @@ class StorePass:
                      files_per_s=row["rps"], mb_per_s=round(files * file_bytes / 1e6 / row["seconds"], 3),
                      cpu_s_per_gb=per_gb, cpu=row.get("cpu"), flags=list(row.get("flags") or []), passes=passes,
                      spread=spread_of([p["rps"] for p in passes]))
-        result.flags += [f for f in FLAGS_OF_ANY_REPETITION
-                         if f not in result.flags and any(f in (p.get("flags") or ()) for p in passes)]
+        result.flags += verdicts.flags_of_any_repetition(result.flags, passes)
         if result.spread["noisy"]:
             result.flags.append(NOISY)
         return result
@@ -337,7 +345,7 @@ class WorkingSet:
 
     @classmethod
     def from_dict(cls, data: dict) -> "WorkingSet":
-        return cls(**{**data, "runs": [Run(**r) for r in data.get("runs", [])]})
+        return cls(**{**known_fields(cls, data), "runs": [from_known(Run, r) for r in data.get("runs", [])]})
 
 
 @dataclass
@@ -361,7 +369,7 @@ class Results:
     # design, the seed, each phase's orders and each target's warm-up).
     order: list[str] = field(default_factory=list)
     schedule: dict = field(default_factory=dict)
-    # The timed cases' rounds (bench.benchmark.cases.rounds_record): how many,
+    # The timed cases' rounds (bench.benchmark.closed_loop.rounds_record): how many,
     # why they stopped, each path's ratio to the baseline with its interval.
     rounds: dict = field(default_factory=dict)
     # "complete", or "interrupted"/"crashed: <why>" when the run stopped early.
@@ -398,24 +406,23 @@ class Results:
         return None
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = {"schema": SCHEMA, **asdict(self)}
         for c, out in zip(self.comparisons, data["comparisons"]):
             out["difference"] = round(c.difference, 4)  # derived, kept for readers of the JSON
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Results":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["targets"] = [TargetResult(**t) for t in data.get("targets", [])]
-        # Results written before a field existed load with its default.
-        values["runs"] = [Run(**r) for r in data.get("runs", [])]
-        values["comparisons"] = [Comparison.from_dict({k: v for k, v in c.items() if k != "difference"})
-                                 for c in data.get("comparisons", [])]
-        values["sweep"] = [SweepPoint(**p) for p in data.get("sweep", [])]
-        values["open_loop"] = [OpenLoop(**o) for o in data.get("open_loop", [])]
-        values["writes"] = [StorePass(**p) for p in data.get("writes", [])]
-        values["reads"] = [StorePass(**p) for p in data.get("reads", [])]
+        values = known_fields(cls, data)
+        # Results written before a field existed load with its default; a
+        # newer bench's keys are left out (the schema's promise).
+        values["targets"] = [from_known(TargetResult, t) for t in data.get("targets", [])]
+        values["runs"] = [from_known(Run, r) for r in data.get("runs", [])]
+        values["comparisons"] = [Comparison.from_dict(c) for c in data.get("comparisons", [])]
+        values["sweep"] = [from_known(SweepPoint, p) for p in data.get("sweep", [])]
+        values["open_loop"] = [from_known(OpenLoop, o) for o in data.get("open_loop", [])]
+        values["writes"] = [from_known(StorePass, p) for p in data.get("writes", [])]
+        values["reads"] = [from_known(StorePass, p) for p in data.get("reads", [])]
         values["working_set"] = WorkingSet.from_dict(data["working_set"]) if data.get("working_set") else None
         return cls(**values)
 

@@ -12,26 +12,23 @@ from . import environment, settings as settings_mod
 from .benchmark.ab import AB_STRETCH, DUET, RESTART_S, AbRun, metrics_of
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
+from .benchmark.costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
+from .benchmark.phase import Phase, PhaseRun, Scope
+from .benchmark.phases import PHASES, Plan
 from .checks.before_timing import check_all_conformance, verify_targets
-from .measure.cpu_windows import connect_monitor, database_service
-from .measure.link import LinkError, measure_link
+from .benchmark.cpu_windows import connect_monitor, database_service
+from .clients.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
-from .progress import (MEASURED_OVERHEAD_S, OVERHEAD_S, Progress, after_rounds_seconds, clock, planned_seconds,
-                       rounds_seconds, say, warm_up_seconds)
-from .benchmark.schedule import seeded_start
-from .measure.rounds import MIN_ROUNDS
-from .settings import EVERY_CASE, SLOW_CASE_STRETCH
+from .progress import Progress, clock, say
 from .measure.calibration import calibration_for
 from .report.ab import last_calibration, render_ab
 from .report.markdown import render_markdown
 from .results import Results
 from .run_dir import (RESULTS_NOT_WRITABLE, VOLUME_NOT_WRITABLE, load_manifest, new_run_dir, not_writable, now,
                       point_latest)
-from .benchmark.working_set import time_working_set
-from .benchmark.writes import StoreBenchmark
 
 
-class Phases:
+class PhaseClock:
     """Wall seconds of each phase of a run, in order, for results.phases."""
     def __init__(self, seconds: dict):
         self.seconds = seconds
@@ -96,93 +93,39 @@ def _interrupt(signum, _frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
-def time_everything(cfg, results: Results, files: list[dict], file_set: dict | None, run_dir: Path, monitor,
-                    allowance: float, phases: Phases, started: float) -> None:
-    """Rounds of every (file, concurrency) case across every verified
-    target, the headline's until its intervals are narrow or the budget
-    says stop; ab -k against wrk at the highest concurrency; latency at a
-    fixed rate; the sweep; the working set; then seed 002's store benchmark
-    (writes and reads, last: it fills the stores and the page cache).
-    results.json is rewritten after every phase: nothing measured is lost."""
-    targets = [t for t in results.targets if t.verified]
-    timed_set = file_set if cfg.working_set else None
-    top = max(cfg.concurrency)
-    compared = tool_check_cases(cfg, targets, files, results.run_id)
-    after = after_rounds_seconds(cfg, len(targets), len(files), sum(len(ts) for _, ts in compared), bool(timed_set))
-    rounds = rounds_seconds(cfg, len(targets), len(files))
+def time_everything(cfg, results: Results, scope: Scope, run_dir: Path, monitor, allowance: float,
+                    phase_clock: PhaseClock, started: float, phases: tuple[Phase, ...] = PHASES) -> None:
+    """Every phase of `phases` (bench.benchmark.phases.PHASES) the settings hold, in
+    order: the rounds of every case (the headline's until its intervals are
+    narrow or the budget, less the later phases' planned seconds, says
+    stop), ab -k against wrk, latency at a fixed rate, the sweep, the
+    working set, then seed 002's store benchmark. results.json is
+    rewritten after every phase: nothing measured is lost."""
     # the budget is for the whole run, seed to report: the seed's seconds are spent already
-    deadline = started + cfg.budget_s - results.phases.get("seed", 0.0) - after if cfg.budget_s else None
-    budgeted = bool(deadline and cfg.target_width)
-    planned = (deadline - time.monotonic() + after) if budgeted else planned_seconds(cfg, len(targets), len(files),
-                                                                                     bool(timed_set))
-    if deadline and not budgeted:
-        planned = min(planned, deadline - time.monotonic() + after)
-    say(f"timing {len(targets)} targets x {len(files)} files x {len(cfg.concurrency)} concurrency levels in rounds "
-        f"of {cfg.duration:g} s windows (slow cases up to {cfg.duration * SLOW_CASE_STRETCH:g} s), about "
-        f"{clock(rounds)} a round; " + (f"c={top} until every interval is within x/÷{cfg.target_width:g} "
-                                        f"(at least {max(cfg.repetitions, MIN_ROUNDS)} rounds) or the budget "
-                                        f"ends" if cfg.target_width else f"{cfg.repetitions} rounds")
-        + f"; expected about {clock(planned)}" + (" (the budget)" if budgeted else ""))
-    if deadline and deadline - time.monotonic() < max(cfg.repetitions, MIN_ROUNDS if cfg.target_width else 1) * rounds:
-        results.warnings.append(f"BENCH_BUDGET={cfg.budget_s / 60:g}m holds fewer than "
-                                f"{max(cfg.repetitions, MIN_ROUNDS)} rounds of about {clock(rounds)} after the other "
-                                f"phases' {clock(after)}: some ratios will have no interval")
-        say(f"WARNING: {results.warnings[-1]}")
+    budget_end = started + cfg.budget_s - results.phases.get("seed", 0.0) if cfg.budget_s else None
+    plan = Plan.of(cfg, scope, budget_end, phases)
+    planned = plan.planned(cfg, time.monotonic())
+    budgeted = plan.budgeted(cfg)
     results.timing["planned_seconds"] = round(planned, 1)
-    progress = Progress(planned, ends_at=deadline + after if budgeted else None)
+    progress = Progress(planned, ends_at=budget_end if budgeted else None)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
-    results.runs += timer.rounds(targets, [(f, c) for f in files for c in cfg.concurrency], headline=top,
-                                 deadline=deadline)
-    results.write_json(run_dir / "results.json")
-    phases.end("timed cases")
-    if compared:
-        for f, ts in compared:
-            results.comparisons += timer.compare_round(ts, f, top, repetitions=1 if cfg.tool_check != EVERY_CASE
-                                                       else None)
+
+    def run_phase(phase: Phase) -> None:
+        phase.run(PhaseRun(timer, scope, planned, plan.later_seconds(phase), plan.deadline(phase), budgeted))
         results.write_json(run_dir / "results.json")
-        phases.end("ab -k vs wrk")
-    if cfg.open_loop:
-        for f in files:
-            # the headline's share first; a curve's other shares after it, lightest load first
-            shares = [cfg.open_loop] + [s for s in cfg.open_loop_curve if s != cfg.open_loop]
-            results.open_loop += [o for share in shares for o in (timer.open_loop(t, f, share) for t in targets)
-                                  if o is not None]
-        results.write_json(run_dir / "results.json")
-        phases.end("open loop")
-    if cfg.sweep:
-        for t in targets:
-            results.sweep += timer.sweep(t, files)
-        phases.end("sweep")
-    if timed_set:
-        say(f"working set: {timed_set['count']} files, {timed_set['total_bytes'] / 2**20:.1f} MiB "
-            f"({timed_set['spec']}), random order, c={top}")
-        results.working_set = time_working_set(timer, targets, timed_set, top)
-        results.write_json(run_dir / "results.json")
-        phases.end("working set")
+        phase_clock.end(phase.name)
+
+    for phase in plan.in_plan:
+        run_phase(phase)
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
-    if cfg.write:
-        StoreBenchmark(cfg, timer, results).run()
-        results.write_json(run_dir / "results.json")
-        phases.end("store writes and reads")
+    for phase in plan.own_pace:
+        run_phase(phase)
     for target, why in timer.down.items():
         results.warnings.append(f"{target} stopped answering during the run ({why}); its later cases are failed")
 
 
-def tool_check_cases(cfg, targets: list, files: list[dict], seed: str) -> list[tuple[dict, list]]:
-    """ab -k against wrk: (file, targets) pairs. Every case at the highest
-    concurrency (BENCH_PROFILE=full), or one file per path, the files dealt
-    out from the run's seed so that over runs every path meets every size."""
-    if "wrk" not in cfg.tools or not targets or not files:
-        return []
-    if cfg.tool_check == EVERY_CASE:
-        return [(f, targets) for f in files]
-    first = seeded_start(seed, len(files))
-    dealt = {i: [t for k, t in enumerate(targets) if (k + first) % len(files) == i] for i in range(len(files))}
-    return [(files[i], ts) for i, ts in dealt.items() if ts]
-
-
 def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
-            phases: Phases) -> None:
+            phase_clock: PhaseClock) -> None:
     """An A/B run: only A against its twin B, block by block (benchmark/ab.py),
     in windows of AB_WINDOW seconds after at most AB_WARMUP of warm-up."""
     ab = cfg.ab
@@ -222,7 +165,7 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     results.ab["calibration"] = last_calibration(Path(cfg.results_dir), results)
     results.ab["calibration_set"] = calibration_for(Path(cfg.results_dir), {"run_id": results.run_id, **results.ab})
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
-    phases.end("A/B blocks")
+    phase_clock.end("A/B blocks")
 
 
 def measure_the_link(link: tuple[str, int], shaping: str, results: Results) -> None:
@@ -278,19 +221,21 @@ def main() -> int:
         results.environment = environment.describe(cfg.mongo_uri, cfg.gridfs_db)
         allowance = results.environment["loadgen_allowance_cores"]
         say(f"database: {results.environment['server']}; load generator allowance {allowance:g} cores")
-        phases = Phases(results.phases)
+        phase_clock = PhaseClock(results.phases)
         results.targets = verify_targets(cfg, files)
-        phases.end("verify")
+        phase_clock.end("verify")
         check_all_conformance(cfg, results.targets, files)
-        phases.end("conformance")
+        phase_clock.end("conformance")
         results.write_json(run_dir / "results.json")
         monitor = connect_monitor(cfg, started + cfg.startup_timeout, results)
         if cfg.link:
             measure_the_link(cfg.link, cfg.link_shaping, results)
         if cfg.ab:
-            time_ab(cfg, results, files, run_dir, monitor, allowance, phases)
+            time_ab(cfg, results, files, run_dir, monitor, allowance, phase_clock)
         else:
-            time_everything(cfg, results, files, file_set, run_dir, monitor, allowance, phases, started)
+            time_everything(cfg, results, Scope([t for t in results.targets if t.verified], files,
+                                                  file_set, results.run_id),
+                                run_dir, monitor, allowance, phase_clock, started)
         results.status = "complete"
     except (Interrupted, KeyboardInterrupt) as e:
         results.status = "interrupted"
@@ -316,7 +261,7 @@ def main() -> int:
 def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, started: float) -> None:
     """Charts, results.json, report.md, index.html and the exports, whatever
     happened before."""
-    phases = Phases(results.phases)
+    phase_clock = PhaseClock(results.phases)
     if monitor:
         monitor.stop_sampling()
         results.cpu_samples = monitor.serialised_samples()
@@ -324,7 +269,7 @@ def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, sta
             results.warnings.append(f"{monitor.sample_errors} of cAdvisor's once-a-second samples failed: "
                                     "the CPU charts have gaps there (the timed windows do not depend on them)")
     draw_charts(cfg, results, run_dir)
-    phases.end("charts")
+    phase_clock.end("charts")
     results.warnings += ([f"{c.target} {c.file} c={c.concurrency}: {t.tool} counted {t.failed} failed requests"
                           for c in results.comparisons for t in (c.ab_keepalive, c.wrk) if t.failed]
                          + [f"sweep {p.target} {p.file} c={p.concurrency}: {p.tool} counted {p.failed} failed "

@@ -27,11 +27,12 @@ from ..checks.verify import VerificationError, wait_until_healthy
 from ..clients.timing import TimingError, run_wrk, run_wrk_together, whole_answers, whole_rate
 from ..environment import machine_of
 from ..measure import paired
-from ..measure.cpu_windows import database_services
+from .cpu_windows import database_services
 from ..measure.usage import DISTURBED
-from ..progress import MEASURED_OVERHEAD_S, OVERHEAD_S, say
+from ..progress import say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
+from .costs import MEASURED_OVERHEAD_S, OVERHEAD_S
 from .schedule import Rate, repetition_orders
 from .twins import Restarter, TwinRestartError
 

@@ -11,11 +11,14 @@ from pathlib import Path
 
 from ..measure import cache_log
 from .cases import case_seconds, few_rounds
-from ..progress import MEASURED_OVERHEAD_S, say
+from ..progress import say
 from ..results import Run, TargetResult, WorkingSet, failed_run, repeated_run
 from ..clients.timing import TimingError, run_wrk
 from ..measure.usage import CACHE_MISSED, FEW_ROUNDS
 from ..checks.verify import VerificationError, verify_target
+from .costs import MEASURED_OVERHEAD_S, warm_up_seconds
+from .phase import Phase, PhaseRun, Scope
+from .schedule import PHASE_REPETITIONS
 
 SCRIPT = Path(__file__).with_name("working_set.lua")
 SAMPLE = 24  # files of the set each path must serve byte for byte before it is timed
@@ -32,6 +35,26 @@ def sample(file_set: dict) -> list[dict]:
 
 def label(file_set: dict) -> str:
     return f"set {file_set['spec']}"
+
+
+class WorkingSetTiming(Phase):
+    """With BENCH_WORKING_SET on and a seeded FILE_SET: one Run per path at
+    the highest concurrency."""
+    name = "working set"
+
+    def enabled(self, cfg, scope: Scope) -> bool:
+        return bool(cfg.working_set and scope.file_set)
+
+    def planned_seconds(self, cfg, scope: Scope) -> float:
+        per_path = warm_up_seconds(cfg) + min(cfg.repetitions, PHASE_REPETITIONS) * (cfg.duration
+                                                                                    + MEASURED_OVERHEAD_S)
+        return len(scope.targets) * per_path
+
+    def run(self, run: PhaseRun) -> None:
+        file_set, top = run.scope.file_set, max(run.cfg.concurrency)
+        say(f"working set: {file_set['count']} files, {file_set['total_bytes'] / 2**20:.1f} MiB "
+            f"({file_set['spec']}), random order, c={top}")
+        run.results.working_set = time_working_set(run.timer, run.scope.targets, file_set, top)
 
 
 def time_working_set(timer, targets: list[TargetResult], file_set: dict, concurrency: int) -> WorkingSet:

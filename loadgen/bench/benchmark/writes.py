@@ -18,6 +18,7 @@ from ..databases.stores import Store, StoreError, make_stores
 from ..clients.timing import Measurement
 from ..measure.usage import LOADGEN
 from ..databases.write_data import FileSource, base_bytes, file_name
+from .phase import Phase, PhaseRun, Scope
 
 IN_ORDER, RANDOM = "in order", "random"
 COLD = "in order, cold"  # 1 thread, every file dropped from the caches bench can reach before each pass
@@ -75,6 +76,22 @@ def timed_pass(tool: str, work, indexes: list[int], threads: int, file_bytes: in
         p50_ms=_ms_percentile(ordered, 0.5), p90_ms=_ms_percentile(ordered, 0.9),
         p99_ms=_ms_percentile(ordered, 0.99), max_ms=_ms_percentile(ordered, 1.0), threads=threads,
         loadgen_cpu_seconds=round(cpu, 6), started_ns=started, ended_ns=ended)
+
+
+class StoreWritesAndReads(Phase):
+    """Last: it fills the stores and the page cache. It plans itself once it
+    knows the stores, and says its time left as it goes."""
+    name = "store writes and reads"
+    in_plan = False
+
+    def enabled(self, cfg, scope: Scope) -> bool:
+        return bool(cfg.write)
+
+    def planned_seconds(self, cfg, scope: Scope) -> float:
+        return 0.0
+
+    def run(self, run: PhaseRun) -> None:
+        StoreBenchmark(run.cfg, run.timer, run.results).run()
 
 
 class StoreBenchmark:

@@ -11,7 +11,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from .conformance import CaseResult, Server
+from .raw_http import CaseResult, Server
 
 # Any version: gunicorn answers "HTTP/2.0 505" to an HTTP/2.0 request line
 # (the status is the contract here, as in the bad-input cases).

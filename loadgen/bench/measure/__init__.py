@@ -1,2 +1,3 @@
-"""What a run cost: cAdvisor's counters, CPU windows per container, flags
-from them, the statistics of repetitions, a caching path's hit log."""
+"""What a run cost and what its figures say: cAdvisor's counters, CPU
+windows per container, flags from them, the statistics of repetitions, a
+row's verdicts and bottleneck, a caching path's hit log."""

@@ -715,20 +715,33 @@ def _warnings(results: Results) -> list[str]:
     return [*(f"> **Warning:** {w}" for w in results.warnings), ""] if results.warnings else []
 
 
+def _always(results: Results) -> bool:
+    return True
+
+
+def _timed(results: Results) -> bool:
+    return bool(results.runs)
+
+
+def _cpu_measured(results: Results) -> bool:
+    return any(r.cpu for r in results.runs)
+
+
+def _charted(results: Results) -> bool:
+    return bool(results.runs and results.charts)
+
+
+# report.md's sections in order, each with when it is written: a new
+# measurement's section is one line here (its phase, one line in
+# bench.benchmark.phases.PHASES).
+SECTIONS = (
+    (_always, _heading), (_always, _warnings), (_always, _headline), (_always, _rounds), (_always, _verification),
+    (_always, _conformance), (_timed, _requests_per_second), (_always, _working_set), (_always, _store_benchmark),
+    (_cpu_measured, _cpu_per_request), (_cpu_measured, _cpu_by_case), (_timed, _open_loop), (_timed, _cache),
+    (_cpu_measured, _peak_memory), (_charted, _charts), (_timed, _agreement), (_timed, _sweep),
+    (_timed, _every_case), (_always, _hosts), (_always, _images), (_always, _phases),
+)
+
+
 def render_markdown(results: Results) -> str:
-    lines = _heading(results) + _warnings(results) + _headline(results) + _rounds(results) + _verification(results) \
-        + _conformance(results)
-    if results.runs:
-        lines += _requests_per_second(results)
-    lines += _working_set(results) + _store_benchmark(results)
-    if results.runs:
-        if any(r.cpu for r in results.runs):
-            lines += _cpu_per_request(results) + _cpu_by_case(results)
-        lines += _open_loop(results) + _cache(results)
-        if any(r.cpu for r in results.runs):
-            lines += _peak_memory(results)
-        if results.charts:
-            lines += _charts(results)
-        lines += _agreement(results) + _sweep(results) + _every_case(results)
-    lines += _hosts(results) + _images(results) + _phases(results)
-    return "\n".join(lines)
+    return "\n".join(line for written, section in SECTIONS if written(results) for line in section(results))

@@ -6,7 +6,7 @@ that is link-bound (bench.measure.bottleneck)."""
 import subprocess
 import time
 
-from ..clients.iperf3_output import Iperf3OutputError, parse
+from .iperf3_output import Iperf3OutputError, parse
 
 SECONDS = 5            # iperf3's -t: long enough for TCP to reach the link's rate
 ATTEMPTS = 3           # the server may still be starting

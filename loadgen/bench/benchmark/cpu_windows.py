@@ -4,7 +4,7 @@ figures, never the timings."""
 import time
 from urllib.parse import urlsplit
 
-from .monitor import Monitor, MonitorError, cadvisor_hosts, own_id
+from ..measure.monitor import Monitor, MonitorError, cadvisor_hosts, own_id
 from ..progress import say
 from ..results import Results
 
