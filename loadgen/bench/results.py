@@ -6,9 +6,8 @@ from pathlib import Path
 
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
 from .measure.bottleneck import bottleneck
-from .measure.usage import CORE_SATURATED, LINK_BOUND, LOADGEN, LOADGEN_BOUND, REFUSED, THROTTLED
-
-NOISY = "noisy"        # the repetitions' 95% interval is wider than stats.NOISY_WIDTH
+from .measure.flags import ANY, FLAGS, LOADGEN_BOUND, NOISY, REFUSED  # noqa: F401 (NOISY: results.NOISY)
+from .measure.usage import LOADGEN
 
 
 @dataclass
@@ -102,7 +101,7 @@ def median_repetition(reps: list[dict]) -> dict:
 # Flags a row takes from any of its repetitions, not only the one shown: a
 # tool at its limit, a competed core or a throttled target in one repetition
 # is a doubt on the case's spread, whichever repetition is the median.
-FLAGS_OF_ANY_REPETITION = (LINK_BOUND, LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
+FLAGS_OF_ANY_REPETITION = tuple(name for name, flag in FLAGS.items() if flag.combine == ANY)
 
 
 def repeated_run(target: str, file: str, size_bytes: int, concurrency: int, reps: list[dict],

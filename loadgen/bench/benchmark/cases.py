@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..measure import cache_log, rounds as rounds_mod, usage
+from ..measure.flags import NONCONFORMING
 from ..measure.rounds import BASELINE
 from ..measure.bottleneck import bottleneck, link_bound
 from ..measure.monitor import HostSampler, Monitor, MonitorError
@@ -536,7 +537,7 @@ class CaseRounds:
                 continue
             run = repeated_run(t.name, f["name"], f["size"], c, reps, self.seconds.get(t.name))
             if t.conforming is False:
-                run.flags.append("nonconforming")
+                run.flags.append(NONCONFORMING)
             if few_rounds(run.requests, c):
                 run.flags.append(FEW_ROUNDS)
             if final:

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..environment import machine_of
 from ..measure import paired
 from ..results import Results
-from .markdown import server_label
+from .markdown import legend_lines, server_label
 
 # A case whose median window sheds more than this share of its answers (503s,
 # failures) is judged as any other, but its rows say so: in 14 A/A runs here
@@ -216,4 +216,6 @@ def render_ab(results: Results) -> str:
             lines.append(f"| {blk['block']} | {a['rps']:.0f} | {b['rps']:.0f} | {ratio} | "
                          f"{_figure(a['cpu_path'], 'cpu')} | {_figure(b['cpu_path'], 'cpu')} | "
                          f"{a.get('refused', 0)}, {a.get('failed', 0)} | {b.get('refused', 0)}, {b.get('failed', 0)} | {', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'} |")
+    flags = {f for case in ab.get("cases", []) for blk in case["blocks"] for f in blk["flags"]}
+    lines += ["", *legend_lines(flags)[:-1]] if flags else []
     return "\n".join(lines) + "\n"
