@@ -75,7 +75,7 @@ def _flag(name: str, with_name: bool) -> str:
 def _td(cell) -> str:
     if not isinstance(cell, Cell):
         cell = Cell(cell, num=bool(_NUMBER.match(cell)))
-    flags = " ".join(_flag(f, cell.names) for f in cell.flags)
+    flags = (" " if cell.names else "").join(_flag(f, cell.names) for f in cell.flags)
     text = inline(cell.text)
     if cell.note:
         text = f'<abbr class="flag" title="{escape(cell.note)}">{text}</abbr>'

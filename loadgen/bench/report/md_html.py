@@ -1,7 +1,9 @@
-"""The few Markdown forms report.md's sections use (headings, paragraphs,
-lists, quotes, pipe tables, **bold**, `code`, images) as HTML, so the HTML
-page shows report.md's tables from the same code instead of a second copy
-of each. Not a general Markdown parser: only what markdown.py writes."""
+"""The few Markdown forms the A/B, resilience and overload reports write
+(headings, paragraphs, lists, quotes, pipe tables, **bold**, `code`) as
+HTML, for those runs' pages: their reports are written as Markdown only
+(report/ab.py, resilience.py, overload.py), unlike a bench run's, whose
+sections both backends render from one model (report/sections.py). Not a
+general Markdown parser."""
 import re
 from html import escape
 

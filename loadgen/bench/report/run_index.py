@@ -9,8 +9,7 @@ from html import escape
 from pathlib import Path
 
 from .headline import sentences
-from .html import CSS, PAGE
-from .md_html import inline
+from .html import CSS, PAGE, inline
 from ..results import Results
 
 INDEX = "index.html"
