@@ -19,41 +19,7 @@ from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, FLAGS, shown
 from ..results import Results
 
 PAGE = "index.html"
-CSS = """
-:root { --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #fff; --band: #f6f8fa; --accent: #0072B2; }
-* { box-sizing: border-box; }
-body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg);
-       margin: 0 auto; max-width: 1120px; padding: 0 16px 48px; overflow-wrap: anywhere; }
-h1 { font-size: 1.5rem; margin: 20px 0 4px; } h2 { margin-top: 36px; border-bottom: 1px solid var(--line); }
-h3 { margin-top: 24px; font-size: 1.05rem; }
-nav { font-size: .9rem; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 8px 0;
-      border-bottom: 1px solid var(--line); }
-nav a { color: var(--accent); text-decoration: none; }
-.answer { font-size: 1.1rem; background: var(--band); border-left: 4px solid var(--accent); padding: 10px 14px; }
-.status { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: .85rem; background: #dafbe1; }
-.status.bad { background: #ffebe9; }
-blockquote { margin: 12px 0; padding: 8px 12px; border-left: 4px solid #E69F00; background: #fff8e6; }
-.table { overflow-x: auto; margin: 8px 0 12px; }
-table { border-collapse: collapse; font-size: .88rem; }
-th, td { border: 1px solid var(--line); padding: 3px 7px; overflow-wrap: normal; text-align: left;
-         vertical-align: top; }
-th { background: var(--band); } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.failed td { background: #ffebe9; }
-abbr.flag { text-decoration: none; border-bottom: 1px dotted var(--muted); cursor: help; white-space: nowrap; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 500px), 1fr));
-          gap: 8px 20px; }
-figure { margin: 8px 0; min-width: 0; }
-.charts > figure:only-child { max-width: 640px; } figcaption { font-size: .9rem; color: var(--muted); }
-svg.chart { width: 100%; height: auto; font: 13px system-ui, sans-serif; fill: var(--fg); }
-svg .grid { stroke: var(--line); } svg .tick { fill: var(--muted); } svg .bar { fill: #9ecae1; }
-svg .note { fill: #b00020; font-weight: 600; }
-details { margin: 6px 0; } summary { cursor: pointer; }
-dl.answer-pair dt { font-weight: 600; }
-dl.answer-pair dd { margin: 0 0 6px 12px; font-family: ui-monospace, monospace; }
-code { font-size: .9em; }
-.passed { font-size: .85rem; color: var(--muted); }
-#headline td:first-child { white-space: nowrap; }
-"""
+CSS = (Path(__file__).parent / "page.css").read_text()  # the page's style, inline in every page
 _INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
 _NUMBER = re.compile(r"^[-+]?[\d,.]+( ±\d+%)?$")
 

@@ -5,17 +5,6 @@ HTML, for those runs' pages: their reports are written as Markdown only
 sections both backends render from one model (report/sections.py). Not a
 general Markdown parser."""
 import re
-from html import escape
-
-_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
-_NUMBER = re.compile(r"^[-+]?[\d,.]+( ±\d+%)?( \S)*$")
-
-
-def inline(text: str) -> str:
-    out = escape(text, quote=False)
-    for pattern, repl in _INLINE:
-        out = pattern.sub(repl, out)
-    return out
 
 
 def _cells(line: str) -> list[str]:
@@ -23,17 +12,8 @@ def _cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in cells]
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """A table in a scrolling box: wide tables scroll, the page does not."""
-    def td(cell):
-        numeric = ' class="num"' if _NUMBER.match(cell) else ""
-        return f"<td{numeric}>{inline(cell)}</td>"
-    head = "".join(f"<th>{inline(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(td(c) for c in row) + "</tr>" for row in rows)
-    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def to_html(lines: list[str], images: bool = False) -> str:
+def to_html(lines: list[str]) -> str:
+    from .html import inline, table  # the page's own: html.py imports this module
     out, i = [], 0
     while i < len(lines):
         line = lines[i]
