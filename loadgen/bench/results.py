@@ -88,6 +88,14 @@ class Run:
         return bool(self.spread and self.spread.get("noisy"))
 
     @property
+    def database_role(self) -> str | None:
+        """The database that served the row: of the roles in cpu that are
+        neither the target nor the load generator (mongo, postgres), the one
+        that spent the most CPU in it."""
+        roles = [role for role in self.cpu or {} if role not in (self.target, LOADGEN)]
+        return max(roles, key=lambda r: self.cpu[r].get("cpu_seconds") or 0, default=None)
+
+    @property
     def refused_share(self) -> float:
         return self.refused / self.answers if self.answers else 0.0
 

@@ -4,10 +4,10 @@ but for last_calibration, which reads the results directory."""
 import json
 from pathlib import Path
 
-from ..environment import machine_of
+from ..environment import machine_of, server_label
 from ..measure import paired
 from ..results import Results
-from .markdown import legend_lines, server_label
+from .markdown import legend_lines
 
 # A case whose median window sheds more than this share of its answers (503s,
 # failures) is judged as any other, but its rows say so: in 14 A/A runs here

@@ -2,7 +2,7 @@
 per section, pipe tables, flags as their marks with the legend below, and
 the PNG charts beside it; the page's inline SVG charts have no place here."""
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Table
-from .sections import head, sections, server_label  # noqa: F401 (server_label: ab.py, tests)
+from .sections import head, sections
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, marks, shown
 from ..results import Results
 

@@ -13,6 +13,7 @@ from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped
                        open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Section, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
+from ..environment import server_label
 from ..measure.flags import CORE_SATURATED, LOADGEN_BOUND
 from ..measure.latency import nines, percentile_curve
 from ..measure.rounds import mean_positions
@@ -44,20 +45,6 @@ def _size_by_target(results: Results, cell) -> list:
 def _each_case(results: Results, chart) -> list[Figure]:
     """chart(file, c) for every size and concurrency, the ones drawn."""
     return [f for c in concurrencies(results) for file, _ in files(results) if (f := chart(file, c))]
-
-
-def server_label(environment: dict) -> str:
-    """What the database said of itself (buildInfo), never assumed."""
-    server = environment.get("server") or {}
-    if not server:
-        return "unknown server"
-    label = f"{server.get('product', 'MongoDB')} {server.get('version', '?')}"
-    if server.get("product") == "FerretDB":
-        label += f" (MongoDB wire version {server.get('wire_version', '?')}"
-        label += f", {server['backend']} backend)" if server.get("backend") else ", backend not reported)"
-    elif server.get("storage_engine"):
-        label += f" ({server['storage_engine']})"
-    return label
 
 
 # Each service's own base variable and the shared one it defaults to.
@@ -223,14 +210,6 @@ def _requests_per_second(results: Results) -> list:
             *tables, *_legend(seen, flagged_base)]
 
 
-def _database_role(run) -> str | None:
-    """The database that served the row: of the roles in run.cpu that are
-    neither the target nor the load generator (mongo, postgres), the one
-    that spent the most CPU in it."""
-    roles = [role for role in run.cpu or {} if role not in (run.target, LOADGEN)]
-    return max(roles, key=lambda r: run.cpu[r].get("cpu_seconds") or 0, default=None)
-
-
 def _ms(usage: dict | None) -> str:
     return f"{usage['cpu_ms_per_request']:.3f}" if usage and usage.get("cpu_ms_per_request") is not None else "-"
 
@@ -267,7 +246,7 @@ def _cpu_per_request(results: Results) -> list:
     def cell(run, target, *_):
         if run is None or not run.ok or not run.cpu:
             return "-" if run is None or run.ok else "failed"
-        db = _database_role(run)
+        db = run.database_role
         named = f" ({db})" if db and db != "mongo" else ""
         return Cell(f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(db))}{named}", tuple(run.flags))
 
@@ -297,7 +276,7 @@ def _cpu_by_case(results: Results) -> Part:
         busy = (r.cpu_window or {}).get("busy_shares") or {}
         cores = ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu")
         rows.append([r.target, _size(r.file), str(r.concurrency), _cores(r.cpu.get(r.target)),
-                     _cores(r.cpu.get(_database_role(r))), _cores(r.cpu.get(LOADGEN)), cores,
+                     _cores(r.cpu.get(r.database_role)), _cores(r.cpu.get(LOADGEN)), cores,
                      Cell("", tuple(r.flags), names=True)])
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
         Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
@@ -432,7 +411,7 @@ def _working_set(results: Results) -> list:
             continue
         seen.update(r.flags)
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
-        db = _database_role(r)
+        db = r.database_role
         cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
         rows.append([r.target, STORES.get(r.target, "other"), Cell(f"{r.rps:.0f}{_half_range(r)}", tuple(r.flags),
