@@ -152,9 +152,9 @@ def _ab_charts(ab: dict) -> str:
             rows.append(IntervalRow(AB_LABELS.get(r["metric"], r["metric"]), r["log_ratios"], log(r["ratio"]),
                                     log(r["low"]), log(r["high"]), f"{r['what']}: {r['headline']}"))
         if rows:
-            figures.append(_block(Figure(f"{title}: a dot per block, the band the 95% interval, the line the estimate",
-                                         interval_chart(f"B against A, {title}", rows, ab.get("threshold", 0.05))), 2))
-    return f'<div class="charts">{"".join(figures)}</div>' if figures else ""
+            figures.append(Figure(f"{title}: a dot per block, the band the 95% interval, the line the estimate",
+                                  interval_chart(f"B against A, {title}", rows, ab.get("threshold", 0.05))))
+    return _block(Charts(figures), 2)
 
 
 def render_ab_page(results: Results, all_runs: bool = True) -> str:
