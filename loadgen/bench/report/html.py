@@ -3,18 +3,18 @@ that opens offline from disk (style and charts inline, no script, nothing
 fetched), in report.md's order and words; flags are explained on hover and
 in a legend, and what is there to check rather than read first is folded.
 Also the pages of A/B, resilience and overload runs, from their own
-report.md (report/md_html.py), and write_page, which picks the page."""
+sections (report/ab.py, resilience.py, overload.py), and write_page, which
+picks the page."""
 import json
-import math
 import re
 from html import escape
 from pathlib import Path
 
-from .ab import render_ab
-from .md_html import to_html
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Table
+from .ab import ab_report
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Section, Table
+from .overload import overload_part
+from .resilience import resilience_part
 from .sections import head, sections
-from .svg import IntervalRow, interval_chart
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, FLAGS, shown
 from ..results import Results
 
@@ -101,6 +101,10 @@ def _page(title: str, links: list[str], all_runs: bool, body: str) -> str:
 LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
 
 
+def _sections(found: list[Section]) -> str:
+    return "".join(f'<section id="{s.anchor}">{_block(Part(s.title, s.blocks), 2)}</section>' for s in found)
+
+
 def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:
     """The run's page; doc is results.json as read, for sections the model
     does not hold (resilience, overload); linked: the files beside it to
@@ -110,24 +114,19 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
                                                                      else "complete")
     found = sections(results)
     nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in found)
-    body = "".join(f'<section id="{s.anchor}">{_block(Part(s.title, s.blocks), 2)}</section>' for s in found)
     return _page(f"GridFS Serving Lab: run {escape(results.run_id)}", list(linked), all_runs,
                  f"<h1>GridFS Serving Lab: run {escape(results.run_id)} "
                  f'<span class="status{" bad" if failed else ""}">{escape(status)}</span></h1>'
-                 + "".join(_block(b, 2) for b in head(results)) + f"<nav>{nav}</nav>{body}{_fault_docs(doc or {})}")
+                 + "".join(_block(b, 2) for b in head(results))
+                 + f"<nav>{nav}</nav>{_sections(found)}{_fault_docs(doc or {})}")
 
 
 def _fault_docs(doc: dict) -> str:
     """resilience and overload sections, when the run's results.json has them
     (their own runs' documents, or a bench run's should it carry them)."""
-    out = []
-    if doc.get("resilience") is not None:
-        from .resilience import render
-        out.append(to_html(render(doc).splitlines()))
-    if doc.get("overload") is not None:
-        from .overload import render
-        out.append(to_html(render(doc).splitlines()))
-    return "".join(out)
+    parts = [part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
+             if doc.get(key) is not None]
+    return "".join(_block(p, 2) for p in parts)
 
 
 def render_fault_page(doc: dict, all_runs: bool = True) -> str:
@@ -137,37 +136,13 @@ def render_fault_page(doc: dict, all_runs: bool = True) -> str:
                  all_runs, _fault_docs(doc))
 
 
-AB_LABELS = {"rps": "req/s", "cpu_path": "CPU/req, path", "cpu_total": "CPU/req, total"}
-
-
-def _ab_charts(ab: dict) -> str:
-    """A chart per case: every metric's per-block changes, its interval and
-    the threshold (bench.measure.paired's figures)."""
-    figures = []
-    for case in ab.get("cases", []):
-        title = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
-        rows = []
-        for r in (r for r in ab.get("rows", []) if r["case"] == title):
-            log = lambda ratio: None if ratio is None else math.log(ratio)  # noqa: E731
-            rows.append(IntervalRow(AB_LABELS.get(r["metric"], r["metric"]), r["log_ratios"], log(r["ratio"]),
-                                    log(r["low"]), log(r["high"]), f"{r['what']}: {r['headline']}"))
-        if rows:
-            figures.append(Figure(f"{title}: a dot per block, the band the 95% interval, the line the estimate",
-                                  interval_chart(f"B against A, {title}", rows, ab.get("threshold", 0.05))))
-    return _block(Charts(figures), 2)
-
-
 def render_ab_page(results: Results, all_runs: bool = True) -> str:
-    """An A/B run's page: its ab.md (verdicts, the table, every block) and
-    a chart of the paired changes per case."""
-    lines = render_ab(results).splitlines()
-    title = escape(lines[0].lstrip("# "))
-    split = next((i for i, line in enumerate(lines) if line.startswith("## Blocks")), len(lines))
-    charts = _ab_charts(results.ab)
-    return _page(f"GridFS Serving Lab: {title}", ["ab.md", "ab.json", "results.json"], all_runs,
-                 f"<h1>{title}</h1>{to_html(lines[1:split])}"
-                 + (f'<section id="paired"><h2>Paired changes per block</h2>{charts}</section>' if charts else "")
-                 + to_html(lines[split:]))
+    """An A/B run's page: its ab.md's sections (verdicts, the table, every
+    block) and a chart of the paired changes per case."""
+    report = ab_report(results)
+    return _page(f"GridFS Serving Lab: {escape(report.title)}", ["ab.md", "ab.json", "results.json"], all_runs,
+                 f"<h1>{escape(report.title)}</h1>" + "".join(_block(b, 2) for b in report.head)
+                 + _sections(report.sections))
 
 
 def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:

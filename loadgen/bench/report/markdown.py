@@ -1,7 +1,7 @@
 """Writes the report's sections (report/sections.py) as report.md: a heading
 per section, pipe tables, flags as their marks with the legend below, and
 the PNG charts beside it; the page's inline SVG charts have no place here."""
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Report, Row, Table
 from .sections import head, sections
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, marks, shown
 from ..results import Results
@@ -23,9 +23,10 @@ def cell_text(cell) -> str:
     return cell.text + (f" {found}" if found else "") + (BASELINE_MARK if cell.dagger else "") + cell.after
 
 
-def table_lines(header: list[str], rows: list) -> list[str]:
-    cells = [[cell_text(c).replace("|", "\\|") for c in (r.cells if isinstance(r, Row) else r)] for r in rows]
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in cells)]
+def table_lines(table: Table) -> list[str]:
+    cells = [[cell_text(c).replace("|", "\\|") for c in (r.cells if isinstance(r, Row) else r)] for r in table.rows]
+    rule = "".join("--:|" if a == "r" else "---|" for a in table.align.ljust(len(table.header)))
+    return ["| " + " | ".join(table.header) + " |", "|" + rule, *("| " + " | ".join(r) + " |" for r in cells)]
 
 
 def block_lines(block, level: int) -> list[str]:
@@ -36,7 +37,7 @@ def block_lines(block, level: int) -> list[str]:
     if isinstance(block, Bullets):
         return [*(f"- {item}" for item in block.items), ""]
     if isinstance(block, Table):
-        return [*table_lines(block.header, block.rows), ""]
+        return [*table_lines(block), ""]
     if isinstance(block, Legend):
         return legend_lines(block.flags, block.baseline)
     if isinstance(block, Charts):
@@ -47,9 +48,12 @@ def block_lines(block, level: int) -> list[str]:
     return [f"{'#' * level} {block.title}", "", *body] if body else []
 
 
-def render_markdown(results: Results) -> str:
-    lines = [f"# GridFS Serving Lab report: run {results.run_id}", ""]
-    lines += [line for b in head(results) for line in block_lines(b, 2)]
-    for section in sections(results):
+def render_report(report: Report) -> str:
+    lines = [f"# {report.title}", ""] + [line for b in report.head for line in block_lines(b, 2)]
+    for section in report.sections:
         lines += block_lines(Part(section.title, section.blocks), 2)
     return "\n".join(lines)
+
+
+def render_markdown(results: Results) -> str:
+    return render_report(Report(f"GridFS Serving Lab report: run {results.run_id}", head(results), sections(results)))

@@ -33,6 +33,7 @@ class Table:
     header: list[str]
     rows: list  # of Row, or of lists of str and Cell
     id: str = ""
+    align: str = ""  # a letter per column, "r" for one of figures (report.md's --:); the rest left
 
 
 @dataclass
@@ -84,3 +85,11 @@ class Section:
     anchor: str
     title: str
     blocks: list
+
+
+@dataclass
+class Report:
+    """A page: its title, what a reader must know first, then its sections."""
+    title: str
+    head: list
+    sections: list[Section]
