@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 
 from .ab import ab_report
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Section, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Section, Table
 from .overload import overload_part
 from .resilience import resilience_part
 from .sections import head, sections
@@ -66,10 +66,10 @@ def table(header: list[str], rows: list, id: str = "") -> str:
 
 
 def _block(block, level: int) -> str:
+    if isinstance(block, Para) and block.quote:
+        return f"<blockquote>{inline(block.text)}</blockquote>"
     if isinstance(block, Para):
         return f'<p{" class=answer" if block.answer else ""}>{inline(block.text)}</p>'
-    if isinstance(block, Quote):
-        return f"<blockquote>{inline(block.text)}</blockquote>"
     if isinstance(block, Bullets):
         return f"<ul>{''.join(f'<li>{inline(item)}</li>' for item in block.items)}</ul>"
     if isinstance(block, Table):
@@ -110,8 +110,7 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
     does not hold (resilience, overload); linked: the files beside it to
     link; all_runs: link results/index.html."""
     failed = results.status != "complete" or results.failed
-    status = results.status if results.status != "complete" else ("complete, with failures" if results.failed
-                                                                     else "complete")
+    status = "complete, with failures" if results.status == "complete" and failed else results.status
     found = sections(results)
     nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in found)
     return _page(f"GridFS Serving Lab: run {escape(results.run_id)}", list(linked), all_runs,

@@ -1,7 +1,7 @@
 """Writes the report's sections (report/sections.py) as report.md: a heading
 per section, pipe tables, flags as their marks with the legend below, and
 the PNG charts beside it; the page's inline SVG charts have no place here."""
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Report, Row, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Report, Row, Table
 from .sections import head, sections
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, marks, shown
 from ..results import Results
@@ -31,9 +31,7 @@ def table_lines(table: Table) -> list[str]:
 
 def block_lines(block, level: int) -> list[str]:
     if isinstance(block, Para):
-        return [block.text, ""]
-    if isinstance(block, Quote):
-        return [f"> {block.text}", ""]
+        return [f"> {block.text}" if block.quote else block.text, ""]
     if isinstance(block, Bullets):
         return [*(f"- {item}" for item in block.items), ""]
     if isinstance(block, Table):

@@ -40,11 +40,7 @@ class Table:
 class Para:
     text: str
     answer: bool = False  # the run's answer, set apart on the page
-
-
-@dataclass
-class Quote:
-    text: str
+    quote: bool = False   # what a reader must know first: a quote in report.md, set apart on the page too
 
 
 @dataclass

@@ -2,7 +2,7 @@
 (report/model.py) that report.md and the run's page both render. Pure: a
 dict in, sections or text out."""
 from .markdown import block_lines
-from .model import Bullets, Para, Part, Quote, Table
+from .model import Bullets, Para, Part, Table
 from ..faults.resilience import BOUND_S, RATE_BACK_HOLD, RATE_BACK_SHARE, ResilienceRow
 
 TITLE = "Resilience: serving paths while their database restarts or pauses"
@@ -59,9 +59,9 @@ def resilience_part(doc: dict) -> Part:
              f"run, paused for {s['pause_s']} s (`pause`, then `unpause`)."),
     ]
     if (doc.get("server") or {}).get("product") == "FerretDB":
-        blocks.append(Quote("The database is FerretDB standing in for MongoDB: how fast it comes back after a "
-                            "restart is FerretDB's, not MongoDB's. What a path answers while it is away is the "
-                            "path's own."))
+        blocks.append(Para("The database is FerretDB standing in for MongoDB: how fast it comes back after a "
+                           "restart is FerretDB's, not MongoDB's. What a path answers while it is away is the "
+                           "path's own.", quote=True))
     trials = [[r.path, r.database, r.fault, str(r.trial), "-" if r.fault_at_s is None else f"{r.fault_at_s:.2f} s",
                _seconds(_at_once(r.answering_after_s), "not probed"), f"{r.outage_s:.1f} s", str(r.requests),
                str(r.errors), _answers(r.outage_answers),

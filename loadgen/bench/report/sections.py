@@ -11,7 +11,7 @@ import json
 from . import seed000, seed002
 from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
                        open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Quote, Row, Section, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Section, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
 from ..measure.flags import CORE_SATURATED, LOADGEN_BOUND
@@ -84,14 +84,15 @@ def head(results: Results) -> list:
         f"Started {results.started_at}, finished {results.finished_at}"
         + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else "")])]
     if results.status not in ("complete", "running"):
-        blocks.append(Quote(f"**This run is {results.status.split(':')[0]}**: {results.status}. "
-                            "The tables hold what was measured before it stopped."))
+        blocks.append(Para(f"**This run is {results.status.split(':')[0]}**: {results.status}. "
+                           "The tables hold what was measured before it stopped.", quote=True))
     if ferretdb(results):
-        blocks.append(Quote("The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB "
-                            "where no mongo image can be had. It serves GridFS reads far slower than MongoDB, so "
-                            "the GridFS rows are bound by the database, not by the serving path: compare serving "
-                            "paths by their own container's CPU per request as well as by requests per second."))
-    return blocks + [Quote(f"**Warning:** {w}") for w in results.warnings]
+        blocks.append(Para("The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB "
+                           "where no mongo image can be had. It serves GridFS reads far slower than MongoDB, so "
+                           "the GridFS rows are bound by the database, not by the serving path: compare serving "
+                           "paths by their own container's CPU per request as well as by requests per second.",
+                           quote=True))
+    return blocks + [Para(f"**Warning:** {w}", quote=True) for w in results.warnings]
 
 
 # --- the headline --------------------------------------------------------------
