@@ -9,7 +9,7 @@ from ..environment import machine_of, server_label
 from ..measure import paired
 from ..results import Results
 from .markdown import render_report
-from .model import Bullets, Charts, Figure, Legend, Para, Report, Section, Table
+from .model import Bullets, Charts, Figure, Legend, Para, Part, Report, Table
 from .svg import IntervalRow, interval_chart
 
 # A case whose median window sheds more than this share of its answers (503s,
@@ -236,15 +236,16 @@ def ab_report(results: Results) -> Report:
         "run again (up to half as many more blocks).",
         *restart_items(ab), *calibration_set_items(ab), *calibration_items(ab)])]
     head += [Para(f"**Not timed:** {ab['error']}")] if ab.get("error") else []
-    found = [Section("warnings", "Warnings", [Bullets(results.warnings)]) if results.warnings else None,
-             Section("verdicts", "Verdicts", _verdicts(ab)) if ab.get("rows") else None,
-             Section("paired", "Paired changes per block", [Charts(charts)]) if (charts := _paired_charts(ab)) else None,
-             *(Section(f"blocks-{i}", f"Blocks: {_case_title(case)}", _blocks(ab, case))
+    found = [("warnings", "Warnings", [Bullets(results.warnings)] if results.warnings else []),
+             ("verdicts", "Verdicts", _verdicts(ab) if ab.get("rows") else []),
+             ("paired", "Paired changes per block", [Charts(charts)] if (charts := _paired_charts(ab)) else []),
+             *((f"blocks-{i}", f"Blocks: {_case_title(case)}", _blocks(ab, case))
                for i, case in enumerate(ab.get("cases", []), 1))]
+    parts = [Part(title, blocks, anchor=anchor) for anchor, title, blocks in found if blocks]
     flags = {f for case in ab.get("cases", []) for blk in case["blocks"] for f in blk["flags"]}
-    if flags:
-        found[-1].blocks.append(Legend(flags))
-    return Report(f"{ab.get('kind', 'A/B')} report: run {results.run_id}", head, [s for s in found if s])
+    if flags:  # flags are a block's, so the last case's section ends with their legend
+        parts[-1].blocks.append(Legend(flags))
+    return Report(f"{ab.get('kind', 'A/B')} report: run {results.run_id}", head, parts)
 
 
 def render_ab(results: Results) -> str:

@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 
 from .ab import ab_report
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Section, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .overload import overload_part
 from .resilience import resilience_part
 from .sections import head, sections
@@ -101,8 +101,8 @@ def _page(title: str, links: list[str], all_runs: bool, body: str) -> str:
 LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
 
 
-def _sections(found: list[Section]) -> str:
-    return "".join(f'<section id="{s.anchor}">{_block(Part(s.title, s.blocks), 2)}</section>' for s in found)
+def _sections(found: list[Part]) -> str:
+    return "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in found)
 
 
 def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:

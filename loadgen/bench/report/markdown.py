@@ -1,7 +1,8 @@
-"""Writes the report's sections (report/sections.py) as report.md: a heading
-per section, pipe tables, flags as their marks with the legend below, and
-the PNG charts beside it; the page's inline SVG charts have no place here."""
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Report, Row, Table
+"""Writes the report's sections (report/sections.py; ab.md's, resilience's
+and overload's from their own modules) as report.md: a heading per section,
+pipe tables, flags as their marks with the legend below, and the PNG charts
+beside it; the page's inline SVG charts have no place here."""
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Report, Row, Table
 from .sections import head, sections
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, marks, shown
 from ..results import Results
@@ -47,10 +48,8 @@ def block_lines(block, level: int) -> list[str]:
 
 
 def render_report(report: Report) -> str:
-    lines = [f"# {report.title}", ""] + [line for b in report.head for line in block_lines(b, 2)]
-    for section in report.sections:
-        lines += block_lines(Part(section.title, section.blocks), 2)
-    return "\n".join(lines)
+    return "\n".join([f"# {report.title}", ""] + [line for b in report.head + report.sections
+                                                 for line in block_lines(b, 2)])
 
 
 def render_markdown(results: Results) -> str:

@@ -1,7 +1,9 @@
 """The report as data: sections of paragraphs, tables of typed cells, legends
-and figures, built once from a Results (report/sections.py) and written by
-two small backends, report.md (report/markdown.py) and index.html
-(report/html.py), so both list the same sections in one order and wording.
+and figures, built once from a Results (report/sections.py; an A/B run's in
+report/ab.py, a resilience or overload run's in report/resilience.py and
+overload.py) and written by two small backends, report.md (report/markdown.py)
+and index.html (report/html.py), so both list the same sections in one order
+and wording.
 Text may hold two inline marks, **strong** and `code`: Markdown keeps them,
 HTML writes <strong> and <code>."""
 from dataclasses import dataclass, field
@@ -70,17 +72,12 @@ class Charts:
 
 @dataclass
 class Part:
-    """A subsection; folded on the page when it is there to check, not to read first."""
+    """A section (with its anchor on the page), or a subsection, folded on the
+    page when it is there to check, not to read first."""
     title: str
     blocks: list
     folded: bool = False
-
-
-@dataclass
-class Section:
-    anchor: str
-    title: str
-    blocks: list
+    anchor: str = ""
 
 
 @dataclass
@@ -88,4 +85,4 @@ class Report:
     """A page: its title, what a reader must know first, then its sections."""
     title: str
     head: list
-    sections: list[Section]
+    sections: list[Part]

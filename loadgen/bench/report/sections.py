@@ -11,7 +11,7 @@ import json
 from . import seed000, seed002
 from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
                        open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Section, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
 from ..measure.flags import CORE_SATURATED, LOADGEN_BOUND
@@ -689,24 +689,22 @@ def _settings(results: Results) -> list:
     return blocks
 
 
-def sections(results: Results) -> list[Section]:
+def sections(results: Results) -> list[Part]:
     """Every section of the report that has something to show, in order."""
     timed = bool(results.runs)
     cpu = timed and any(r.cpu for r in results.runs)
     found = [
-        Section("headline", "Headline", _headline(results) if timed else [Para("No case was timed.")]),
-        Section("rounds", "Rounds: what each ratio rests on", _rounds(results)),
-        Section("rps", "Requests per second", _requests_per_second(results) if timed else []),
-        Section("cpu", "CPU ms per request (target / database; lower is better)", _cpu_per_request(results)
-                if cpu else []),
-        Section("open-loop", "Latency at a fixed rate (open loop, vegeta)", _open_loop(results) if timed else []),
-        Section("sweep", "Concurrency sweep (requests per second)", _sweep(results) if timed else []),
-        Section("working-set", "Working set: many files in random order", _working_set(results)),
-        Section("stores", "Stores: writes and reads (seed 002)", _stores(results)),
-        Section("tools", "ab -k against wrk (requests per second; agreement per case)",
-                _agreement(results) if timed else []),
-        Section("checks", "Verification and conformance", _checks(results)),
-        Section("cases", "Every case", _every_case(results) if timed else []),
-        Section("settings", "Settings, images and hosts", _settings(results)),
+        ("headline", "Headline", _headline(results) if timed else [Para("No case was timed.")]),
+        ("rounds", "Rounds: what each ratio rests on", _rounds(results)),
+        ("rps", "Requests per second", _requests_per_second(results) if timed else []),
+        ("cpu", "CPU ms per request (target / database; lower is better)", _cpu_per_request(results) if cpu else []),
+        ("open-loop", "Latency at a fixed rate (open loop, vegeta)", _open_loop(results) if timed else []),
+        ("sweep", "Concurrency sweep (requests per second)", _sweep(results) if timed else []),
+        ("working-set", "Working set: many files in random order", _working_set(results)),
+        ("stores", "Stores: writes and reads (seed 002)", _stores(results)),
+        ("tools", "ab -k against wrk (requests per second; agreement per case)", _agreement(results) if timed else []),
+        ("checks", "Verification and conformance", _checks(results)),
+        ("cases", "Every case", _every_case(results) if timed else []),
+        ("settings", "Settings, images and hosts", _settings(results)),
     ]
-    return [s for s in found if s.blocks]
+    return [Part(title, blocks, anchor=anchor) for anchor, title, blocks in found if blocks]
