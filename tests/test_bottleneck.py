@@ -62,7 +62,7 @@ def test_a_row_takes_a_doubt_from_any_repetition_and_names_its_bottleneck():
     calm = repeated_run(TARGET, "1KB.bin", 1024, 100, [rep(990), rep(1000, cpu=gridfs_case()), rep(1010)])
     assert calm.flags == [] and calm.bottleneck == DATABASE_CORE
     report = render_markdown(Results("r", "s", targets=[TargetResult(TARGET, "http://x", True)], runs=[calm]))
-    headline = report.split("## Verification")[0]
+    headline = report.split("## Requests per second")[0]
     assert "| p99 ms at a fixed rate | bottleneck | flags |" in headline
     assert f"| - | {DATABASE_CORE} |" in headline
 

@@ -416,11 +416,11 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
 
 
 def test_an_ab_page_quotes_its_calibration_or_says_it_has_none(tmp_path):
-    from bench.report.ab import calibration_set_lines
+    from bench.report.ab import calibration_set_items
     ab = {**aa("20990110T000000Z", []), "kind": "A/B", "window": 3}
-    assert "none** (`make ab-calibrate SERVICE=flask`" in calibration_set_lines(
+    assert "none** (`make ab-calibrate SERVICE=flask`" in calibration_set_items(
         {**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]
     write_calibration(tmp_path, "calibration-flask-20990102T000000Z", "20990102T090000Z")
-    line = calibration_set_lines({**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]
-    assert line.startswith("- **Calibration** (calibration-flask-20990102T000000Z, 5 A/A runs")
+    line = calibration_set_items({**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]
+    assert line.startswith("**Calibration** (calibration-flask-20990102T000000Z, 5 A/A runs")
     assert "1 of 10 case-metrics got a verdict (95% at most" in line and "1KB c=100 rps ±" in line

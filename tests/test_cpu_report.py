@@ -239,7 +239,7 @@ def test_a_failed_case_reads_failed_in_every_table_never_a_number():
     results = results_of([base, dead])
     assert results.failed
     report = render_markdown(results)
-    headline = report.split("## Verification")[0]
+    headline = report.split("## Requests per second")[0]
     assert "| node | GridFS | 1KB | failed | failed |" in headline
     assert "1 case(s) failed" in headline and "connection refused" in headline
     rps_table = report.split("## Requests per second")[1].split("## CPU ms per request")[0]
@@ -252,7 +252,7 @@ def test_headline_first_with_ratios_and_a_flagged_baseline_marked():
                         with_target([rep(2000, 2, 0.4, [LOADGEN_BOUND])] * 3, "nginx-static"))
     gridfs = repeated_run("nginx-gridfs", "1MB.bin", 2**20, 5, with_target([rep(20, 60, 2.4)] * 3, "nginx-gridfs"))
     report = render_markdown(results_of([base, gridfs]))
-    first_screen = report.split("## Verification")[0]
+    first_screen = report.split("## Requests per second")[0]
     assert "## Headline" in first_screen
     assert "| nginx-gridfs | GridFS | 1MB | 20 | 0.01† | 6.00† |" in first_screen
     assert "**nginx-gridfs** (GridFS) at 0.01× nginx-static's requests per second" in first_screen

@@ -7,8 +7,7 @@ import gridfs
 import pymongo
 import pytest
 
-from bench.environment import database_server
-from bench.report.markdown import server_label
+from bench.environment import database_server, server_label
 from conftest import ferretdb_binary
 from processes import free_port, stop_process, wait_for_port
 

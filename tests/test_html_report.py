@@ -13,7 +13,7 @@ import pytest
 from browser_check import check_page, chromium_binary
 from bench import run as bench_run
 from bench.report.html import LINKED, render_html, write_page
-from bench.report.markdown import BASELINE_MARK, MARKS
+from bench.measure.flags import BASELINE_MARK, FLAGS
 from bench.report.run_index import render_index, write_index
 from bench.results import Results
 
@@ -70,7 +70,7 @@ def test_the_checker_catches_a_broken_page(tmp_path):
 def test_every_flag_mark_has_a_glyph_in_debian_s_default_font():
     """Chromium with Debian's fonts (DejaVu, fontconfig's first choice)
     drew the stopwatch and hourglass marks as empty boxes: no emoji font."""
-    for flag, mark in [*MARKS.items(), ("baseline flagged", BASELINE_MARK)]:
+    for flag, mark in [*((f.name, f.mark) for f in FLAGS.values()), ("baseline flagged", BASELINE_MARK)]:
         fonts = subprocess.run(["fc-list", f":family=DejaVu Sans:charset={ord(mark):x}", "family"],
                                capture_output=True, text=True, timeout=30, check=True).stdout
         assert fonts.strip(), f"{flag}: {mark!r} (U+{ord(mark):04X}) has no glyph in DejaVu Sans"

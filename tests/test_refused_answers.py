@@ -10,7 +10,8 @@ import pytest
 from bench.clients.ab_output import AbOutputError, parse_summary, short_answers
 from bench.clients.timing import ab_measurement, wrk_measurement
 from bench.measure.usage import REFUSED
-from bench.report.markdown import LEGEND, MARKS, render_markdown
+from bench.measure.flags import FLAGS
+from bench.report.markdown import render_markdown
 from bench.results import FAILED, OK, Results, TargetResult, repeated_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -60,7 +61,7 @@ def test_a_case_that_sheds_is_timed_and_flagged_with_its_share():
     assert run.refused_share == pytest.approx(685 / 1788)
     md = render_markdown(Results("r", "now", targets=[TargetResult("flask", "http://flask:8080", True)],
                                  runs=[run]))
-    assert "| 685 (38%) |" in md and f"{MARKS[REFUSED]} `{REFUSED}`: {LEGEND[REFUSED]}" in md
+    assert "| 685 (38%) |" in md and f"{FLAGS[REFUSED].mark} `{REFUSED}`: {FLAGS[REFUSED].legend}" in md
 
 
 def test_a_case_whose_answers_were_all_refused_fails():

@@ -195,7 +195,7 @@ def test_latency_at_a_fixed_rate_in_the_headline_and_its_table():
     loop = OpenLoop("nginx-static", "1KB.bin", 1024, 200.0, sent_rate=200.5, requests=400, p50_ms=0.43,
                     p90_ms=0.56, p99_ms=1.25, max_ms=3.3, raw_output="x.json")
     report = render_markdown(results(open_loop=[loop]))
-    assert "1.25 @ 200/s" in report.split("## Verification")[0]
+    assert "1.25 @ 200/s" in report.split("## Requests per second")[0]
     # written before the interval and p99.9 were kept: they read "-" and 0
     assert "| nginx-static | 1KB | 200 | 200.5 | 400 | 0.43 | 1.25 | - | 0.00 | 3.3 |" in report
     failed = render_markdown(results(open_loop=[replace(loop, status="failed", error="vegeta exited with 1")]))

@@ -83,7 +83,7 @@ def test_report_shows_ours_beside_seed_000_and_ratios():
     static, flask = results.runs
     # seed 000's time per request as requests per second: 1000 / 0.174 ms, 1000 / 1.982 ms
     assert f"| 1KB | {static.rps:.0f} [5747] | {flask.rps:.0f} (0.250) [505] |" in md
-    assert "| node | **no** | never answered |" in md
+    assert "| node | http://node:8080 | **no** | never answered |" in md  # the page's url column, in both
     assert "FerretDB" not in md
 
 

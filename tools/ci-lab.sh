@@ -78,8 +78,8 @@ run() {
 summary() {
   local report=$1/report.md
   [ -f "$report" ] || die "$report: no such file (expected a results/<run-id> directory)"
-  # The heading and the headline: everything before the checks' tables.
-  sed '/^## Verification/,$d' "$report"
+  # The heading, the headline and its rounds: everything before the details.
+  sed '/^## Requests per second/,$d' "$report"
 }
 
 compare() {

@@ -14,6 +14,20 @@ def machine_of(environment: dict) -> dict:
     return {k: environment.get(k) for k in ("cpu_model", "host_cores", "kernel")}
 
 
+def server_label(environment: dict) -> str:
+    """What the database said of itself (buildInfo), never assumed."""
+    server = environment.get("server") or {}
+    if not server:
+        return "unknown server"
+    label = f"{server.get('product', 'MongoDB')} {server.get('version', '?')}"
+    if server.get("product") == "FerretDB":
+        label += f" (MongoDB wire version {server.get('wire_version', '?')}"
+        label += f", {server['backend']} backend)" if server.get("backend") else ", backend not reported)"
+    elif server.get("storage_engine"):
+        label += f" ({server['storage_engine']})"
+    return label
+
+
 def database_server(uri: str, db: str) -> dict:
     """The database as it describes itself: product and version from
     buildInfo, and what stores its data (MongoDB: serverStatus's storage

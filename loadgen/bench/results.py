@@ -7,9 +7,8 @@ from pathlib import Path
 from .measure.stats import relative_difference, spread_of, TOOLS_DISAGREE
 from .measure import verdicts
 from .measure.bottleneck import bottleneck
-from .measure.usage import LOADGEN, LOADGEN_BOUND, REFUSED
-
-NOISY = "noisy"        # the repetitions' 95% interval is wider than stats.NOISY_WIDTH
+from .measure.flags import LOADGEN_BOUND, NOISY, REFUSED  # noqa: F401 (NOISY: results.NOISY)
+from .measure.usage import LOADGEN
 
 # results.json's layout, its first key. A newer bench may add keys: a reader
 # ignores those it does not know (from_known), so an older report still
@@ -104,6 +103,14 @@ class Run:
     @property
     def noisy(self) -> bool:
         return bool(self.spread and self.spread.get("noisy"))
+
+    @property
+    def database_role(self) -> str | None:
+        """The database that served the row: of the roles in cpu that are
+        neither the target nor the load generator (mongo, postgres), the one
+        that spent the most CPU in it."""
+        roles = [role for role in self.cpu or {} if role not in (self.target, LOADGEN)]
+        return max(roles, key=lambda r: self.cpu[r].get("cpu_seconds") or 0, default=None)
 
     @property
     def refused_share(self) -> float:

@@ -28,7 +28,7 @@ from ..clients.timing import TimingError, run_wrk, run_wrk_together, whole_answe
 from ..environment import machine_of
 from ..measure import paired
 from .cpu_windows import database_services
-from ..measure.usage import DISTURBED
+from ..measure.flags import DISTURBED, IDLE_CORES, TWIN_BUSY
 from ..progress import say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
@@ -45,8 +45,6 @@ AB_STRETCH = 3
 # (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
 # this much per block.
 RESTART_S = 2.5
-IDLE_CORES = 0.05   # the twin not being timed used less than this of a core in the window: idle
-TWIN_BUSY = "twin-busy"
 
 # metric key, what it is, higher is better, (words when better, when worse)
 METRICS = (

@@ -6,7 +6,7 @@ import time
 
 from ..measure import cache_log, rounds as rounds_mod
 from ..measure.rounds import BASELINE, MIN_ROUNDS
-from ..measure.usage import CACHE_MISSED, FEW_ROUNDS
+from ..measure.flags import CACHE_MISSED, FEW_ROUNDS, NONCONFORMING
 from ..progress import clock, say
 from ..results import Run, TargetResult, failed_run, repeated_run
 from ..settings import SLOW_CASE_STRETCH
@@ -228,7 +228,7 @@ class CaseRounds:
                 continue
             run = repeated_run(t.name, f["name"], f["size"], c, reps, self.seconds.get(t.name))
             if t.conforming is False:
-                run.flags.append("nonconforming")
+                run.flags.append(NONCONFORMING)
             if few_rounds(run.requests, c):
                 run.flags.append(FEW_ROUNDS)
             if final:

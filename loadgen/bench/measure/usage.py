@@ -10,31 +10,12 @@ import math
 from dataclasses import dataclass, field
 
 from .cadvisor import Counters
+from .flags import (BEHIND_SCHEDULE, CACHE_MISSED, CORE_SATURATED, CORE_SATURATED_SHARE, DISTURBED,  # noqa: F401
+                    DISTURBED_CORES, FEW_ROUNDS, FEW_SAMPLES, LINK_BOUND, LOADGEN_BOUND, LOADGEN_BOUND_SHARE, REFUSED,
+                    ROUNDS_WANTED, SENT_RATE_KEPT, SHORT_WINDOW, THROTTLED)
 
 LOADGEN = "bench"                 # the role of the load generator's own container
-LOADGEN_BOUND = "loadgen-bound"   # the load generator used >= 90% of its CPU allowance
-CORE_SATURATED = "core-saturated"  # a core that two of the case's containers share was > 90% busy
-THROTTLED = "throttled"           # the target's CFS quota throttled it
-SHORT_WINDOW = "short-window"     # the run held fewer than two cAdvisor readings of a working container
-FEW_ROUNDS = "few-rounds"         # each client completed fewer than ROUNDS_WANTED requests: the figure reads low
-CACHE_MISSED = "cache-missed"     # a caching path answered fewer than 99% of the case's requests from its cache
-BEHIND_SCHEDULE = "behind-schedule"  # vegeta sent below its asked rate: requests waited unrecorded
-SENT_RATE_KEPT = 0.95  # an open loop sending below this share of its asked rate fell behind its schedule
-FEW_SAMPLES = "few-samples"       # an open-loop run of fewer than settings.OPEN_LOOP_REQUESTS answers
-DISTURBED = "disturbed"           # work outside the lab's containers took over DISTURBED_CORES during the run
-LINK_BOUND = "link-bound"         # the answers crossed the link between two hosts at 90% of its measured rate
-REFUSED = "refused"               # some answers were not 2xx: past its capacity, a path sheds with 503
-LOADGEN_BOUND_SHARE = 0.9
-# Every client starts at once, so no answer comes before the first round
-# ends: a run of n rounds can read up to 1/n low. Slow cases stretch for this.
-ROUNDS_WANTED = 5
-CORE_SATURATED_SHARE = 0.9
 ACTIVE_CORES = 0.05  # a container using more than this share of a core over a window took part in it
-# The machine's cores less every container's, over a window: dockerd, the
-# kernel's own threads and cAdvisor's reads leave under 0.15 here; a test
-# suite or a build beside the lab takes a core's share, and the figure with it.
-# The quiet check before a run cannot see what starts during it: this can.
-DISTURBED_CORES = 0.25
 
 # /proc/stat "cpu" columns that are work done here, not waiting: of user nice
 # system idle iowait irq softirq steal (guest time is already inside user),

@@ -4,12 +4,12 @@ whether it failed. Decided here, beside the bottleneck
 (bench.measure.bottleneck), so that bench.results only holds the data
 model and every kind of row (a timed case, a working-set path, a store
 pass) is judged alike."""
-from .usage import CORE_SATURATED, LINK_BOUND, LOADGEN_BOUND, THROTTLED
+from .flags import ANY, FLAGS
 
 # Flags a row takes from any of its repetitions, not only the one shown: a
 # tool at its limit, a competed core or a throttled target in one repetition
 # is a doubt on the case's spread, whichever repetition is the median.
-FLAGS_OF_ANY_REPETITION = (LINK_BOUND, LOADGEN_BOUND, CORE_SATURATED, THROTTLED)
+FLAGS_OF_ANY_REPETITION = tuple(name for name, flag in FLAGS.items() if flag.combine == ANY)
 
 
 def flags_of_any_repetition(shown: list[str], reps: list[dict]) -> list[str]:

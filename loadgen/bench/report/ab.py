@@ -2,12 +2,15 @@
 false-alarm rate comes from: the last A/A run on the same machine. Pure
 but for last_calibration, which reads the results directory."""
 import json
+import math
 from pathlib import Path
 
-from ..environment import machine_of
+from ..environment import machine_of, server_label
 from ..measure import paired
 from ..results import Results
-from .markdown import server_label
+from .markdown import render_report
+from .model import Bullets, Charts, Figure, Legend, Para, Part, Report, Table
+from .svg import IntervalRow, interval_chart
 
 # A case whose median window sheds more than this share of its answers (503s,
 # failures) is judged as any other, but its rows say so: in 14 A/A runs here
@@ -83,17 +86,17 @@ def _figure(value: float | None, metric: str) -> str:
     return f"{value:.0f}" if metric == "rps" else f"{value:.3f}"
 
 
-def calibration_set_lines(ab: dict) -> list[str]:
+def calibration_set_items(ab: dict) -> list[str]:
     """The newest `make ab-calibrate` of this path, machine and settings, or
     that there is none."""
     cal = ab.get("calibration_set")
     if not cal:
-        return ["- **Calibration of this path and settings on this machine: none** (`make ab-calibrate "
+        return ["**Calibration of this path and settings on this machine: none** (`make ab-calibrate "
                 f"SERVICE={ab.get('a')}` runs 20 A/As at these settings and says how far the verdicts hold)."]
     alarms = cal.get("false_alarms") or {}
     repeat = [f"{case} {metric} ±{m['repeatability_pct']:.1f}%" for case, metrics in (cal.get("cases") or {}).items()
               for metric, m in metrics.items() if m.get("repeatability_pct") is not None]
-    return [f"- **Calibration** ({cal['calibration']}, {cal['runs']} A/A runs of this path and settings here): "
+    return [f"**Calibration** ({cal['calibration']}, {cal['runs']} A/A runs of this path and settings here): "
             f"{alarms.get('alarms', '?')} of {alarms.get('rows', '?')} case-metrics got a verdict"
             + (f" (95% at most {alarms['high']:.1%})" if alarms.get("high") is not None else "")
             + (f"; lowest KS p of the p-values {cal['ks_min_p']:.3g}" if cal.get("ks_min_p") is not None else "")
@@ -101,17 +104,17 @@ def calibration_set_lines(ab: dict) -> list[str]:
             + "."]
 
 
-def calibration_lines(ab: dict) -> list[str]:
+def calibration_items(ab: dict) -> list[str]:
     if ab.get("kind") == "A/A":
         found = false_alarms(ab.get("rows", []))
-        return [f"- **A/A calibration:** B is A unchanged, so every \"better\" or \"worse\" verdict below is a false "
+        return [f"**A/A calibration:** B is A unchanged, so every \"better\" or \"worse\" verdict below is a false "
                 f"alarm: **{found['alarms']} of {found['rows']}** case-metrics"
                 + (f" ({found['rate']:.0%})." if found["rate"] is not None else ".")]
     cal = ab.get("calibration")
     if not cal:
-        return ["- **False alarms on this machine: not measured.** No A/A run here yet: run the same command "
+        return ["**False alarms on this machine: not measured.** No A/A run here yet: run the same command "
                 "with no change to B (`make ab SERVICE=<path>`) to learn how often an unchanged B gets a verdict."]
-    return [f"- **False alarms on this machine:** the last A/A (run {cal['run_id']}) gave a verdict to "
+    return [f"**False alarms on this machine:** the last A/A (run {cal['run_id']}) gave a verdict to "
             f"{cal['alarms']} of {cal['rows']} case-metrics of an unchanged B"
             + (f" ({cal['rate']:.0%})." if cal.get("rate") is not None else ".")]
 
@@ -127,93 +130,124 @@ def method_words(ab: dict) -> str:
             "warm-up (not counted; AB_DESIGN=blocks)")
 
 
-def restart_lines(ab: dict) -> list[str]:
+def restart_items(ab: dict) -> list[str]:
     """Whether the interval covers what a container keeps for a whole run."""
     if not ab.get("restart_twins"):
-        return ["- **Twins kept for the whole run** (AB_RESTART_TWINS=off): what a container keeps for a run (its "
+        return ["**Twins kept for the whole run** (AB_RESTART_TWINS=off): what a container keeps for a run (its "
                 "database connections, its queues) is the same in every block, so no interval shows it; `make ab` "
                 "restarts both before each block."]
     took = [r["seconds"] for case in ab.get("cases", []) for r in case.get("restarts", [])]
-    return [f"- **Both twins restarted before each block** ({len(took)} restarts"
+    return [f"**Both twins restarted before each block** ({len(took)} restarts"
             + (f", {min(took):.1f}-{max(took):.1f} s each" if took else "")
             + "): what a container keeps for a run (its database connections, its queues) is drawn anew each "
             "block, so the interval covers it; every window times a process seconds old, so the medians may read "
             "below a warm run's (AB_RESTART_TWINS=off times warm processes, docs/ab.md)."]
 
 
-def render_ab(results: Results) -> str:
+AB_LABELS = {"rps": "req/s", "cpu_path": "CPU/req, path", "cpu_total": "CPU/req, total"}
+
+
+def _case_title(case: dict) -> str:
+    return f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
+
+
+def _paired_charts(ab: dict) -> list[Figure]:
+    """The page's chart per case: every metric's per-block changes, its
+    interval and the threshold (bench.measure.paired's figures)."""
+    figures = []
+    for case in ab.get("cases", []):
+        title = _case_title(case)
+        rows = []
+        for r in (r for r in ab.get("rows", []) if r["case"] == title):
+            log = lambda ratio: None if ratio is None else math.log(ratio)  # noqa: E731
+            rows.append(IntervalRow(AB_LABELS.get(r["metric"], r["metric"]), r["log_ratios"], log(r["ratio"]),
+                                    log(r["low"]), log(r["high"]), f"{r['what']}: {r['headline']}"))
+        if rows:
+            figures.append(Figure(f"{title}: a dot per block, the band the 95% interval, the line the estimate",
+                                  interval_chart(f"B against A, {title}", rows, ab.get("threshold", 0.05))))
+    return figures
+
+
+def _verdicts(ab: dict) -> list:
+    rows = ab.get("rows", [])
+    restarted = bool(ab.get("restart_twins"))
+    cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
+    table = []
+    for r in rows:
+        case = cases.get((r["file"], r["concurrency"]), {"blocks": []})
+        counted = [blk for blk in case["blocks"] if blk.get("counted", True)]
+        a = _median([blk["a"][r["metric"]] for blk in counted])
+        b = _median([blk["b"][r["metric"]] for blk in counted])
+        table.append([r["case"], r["what"], _figure(a, r["metric"]), _figure(b, r["metric"]), _ratio(r), _interval(r),
+                      _detectable(r), str(r["n"]), f"{r['p_adjusted']:.3g}", r["verdict"]])
+    return [Bullets([f"**{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
+                     + (f"; {note}" if (note := shedding_note(r, restarted)) else "") for r in rows]),
+            Para("Detectable: the smallest change this run would find 80% of the time, from its own blocks' "
+                 "spread (a t approximation); where counting whole answers sets a floor near it (a window of N reads "
+                 "its rate to one in N at best), the floor is given. \"No change beyond ±T\" is said only when "
+                 "the interval lies within ±T, which a run can show only where T is above its detectable change."),
+            Table(["case", "metric", "A (median)", "B (median)", "B/A", "95% interval", "detectable", "blocks",
+                   "adjusted p", "verdict"], table, align="llrrrlrrrl")]
+
+
+def _blocks(ab: dict, case: dict) -> list:
+    title = _case_title(case)
+    chart = (ab.get("charts") or {}).get(title)
+    sized = "; ".join(f"{n} {r['rps']:g} req/s" for n, r in (case.get("sizing") or {}).items())
+    rho = [r for r in ab.get("rows", []) if (r["file"], r["concurrency"]) == (case["file"], case["concurrency"])
+           and r["metric"] == "rps" and r.get("rho") is not None]
+    rows = []
+    for blk in case["blocks"]:
+        a, b = blk["a"], blk["b"]
+        rows.append([str(blk["block"]), f"{a['rps']:.0f}", f"{b['rps']:.0f}",
+                     f"{b['rps'] / a['rps']:.3f}" if a["rps"] else "-", _figure(a["cpu_path"], "cpu"),
+                     _figure(b["cpu_path"], "cpu"), f"{a.get('refused', 0)}, {a.get('failed', 0)}",
+                     f"{b.get('refused', 0)}, {b.get('failed', 0)}",
+                     f"{', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'}"])
+    return [*([Para(f"**Failed:** {case['error']}")] if case.get("error") else []),
+            *([Figure(f"paired log-ratios, {title}", png=chart)] if chart else []),
+            *([Para(f"Every window {case['window_s']:g} s, A's and B's alike"
+                    + (f" (sized on the slower side: {sized})." if sized else "."))] if case.get("window_s") else []),
+            *([Para(f"A's and B's requests per second correlate at ρ = {rho[0]['rho']:.2f} over the blocks: "
+                    "what moves both (the machine, the database) pairing leaves out of B/A.")] if rho else []),
+            Para("Requests per second and CPU per request count the answers served whole only."),
+            Table(["block", "A req/s", "B req/s", "B/A req/s", "A CPU ms/req", "B CPU ms/req", "A refused, failed",
+                   "B refused, failed", "flags"], rows, align="rrrrrrrrl")]
+
+
+def ab_report(results: Results) -> Report:
+    """An A/B run's report (ab.md and its page): what ran and how it is
+    judged, the verdicts, a chart of the paired changes per case (on the
+    page), every block."""
     ab = results.ab
     env = results.environment
     change = ab.get("change") or ("nothing (A/A)" if ab.get("kind") == "A/A" else "not stated")
-    lines = [
-        f"# {ab.get('kind', 'A/B')} report: run {results.run_id}",
-        "",
-        f"- **A:** `{ab.get('a')}`; **B:** `{ab.get('b')}`, its twin (same core, memory limit, database and files); "
+    head = [Bullets([
+        f"**A:** `{ab.get('a')}`; **B:** `{ab.get('b')}`, its twin (same core, memory limit, database and files); "
         f"B's change: {change}",
-        f"- Database: **{server_label(env)}**; machine: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} "
+        f"Database: **{server_label(env)}**; machine: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} "
         f"cores, kernel {env.get('kernel', '?')}",
-        f"- Method: {ab.get('blocks')} blocks per case, {method_words(ab)}; one paired sample per block, log(B/A). "
+        f"Method: {ab.get('blocks')} blocks per case, {method_words(ab)}; one paired sample per block, log(B/A). "
         "Ratio: Hodges-Lehmann estimate; interval: the exact distribution-free 95% interval of Wilcoxon's "
         "signed-rank test (at least 95% coverage at any block count; a bootstrap under-covers at 6-12 samples); "
         "p-values adjusted across the table with Holm's method. "
         f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD). "
         "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
         "run again (up to half as many more blocks).",
-        *restart_lines(ab),
-        *calibration_set_lines(ab),
-        *calibration_lines(ab),
-    ]
-    if ab.get("error"):
-        lines += ["", f"**Not timed:** {ab['error']}"]
-    if results.warnings:
-        lines += ["", "## Warnings", "", *[f"- {w}" for w in results.warnings]]
-    rows = ab.get("rows", [])
-    if rows:
-        lines += ["", "## Verdicts", ""]
-        restarted = bool(ab.get("restart_twins"))
-        lines += [f"- **{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
-                  + (f"; {note}" if (note := shedding_note(r, restarted)) else "") for r in rows]
-        lines += ["", "Detectable: the smallest change this run would find 80% of the time, from its own blocks' "
-                  "spread (a t approximation); where counting whole answers sets a floor near it (a window of N reads "
-                  "its rate to one in N at best), the floor is given. \"No change beyond ±T\" is said only when "
-                  "the interval lies within ±T, which a run can show only where T is above its detectable change.",
-                  "", "| case | metric | A (median) | B (median) | B/A | 95% interval | detectable | blocks | "
-                  "adjusted p | verdict |",
-                  "|---|---|--:|--:|--:|---|--:|--:|--:|---|"]
-        cases = {(c["file"], c["concurrency"]): c for c in ab.get("cases", [])}
-        for r in rows:
-            case = cases.get((r["file"], r["concurrency"]), {"blocks": []})
-            counted = [blk for blk in case["blocks"] if blk.get("counted", True)]
-            a = _median([blk["a"][r["metric"]] for blk in counted])
-            b = _median([blk["b"][r["metric"]] for blk in counted])
-            lines.append(f"| {r['case']} | {r['what']} | {_figure(a, r['metric'])} | {_figure(b, r['metric'])} | "
-                         f"{_ratio(r)} | {_interval(r)} | {_detectable(r)} | {r['n']} | {r['p_adjusted']:.3g} | "
-                         f"{r['verdict']} |")
-    for case in ab.get("cases", []):
-        title = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
-        lines += ["", f"## Blocks: {title}", ""]
-        if case.get("error"):
-            lines += [f"**Failed:** {case['error']}", ""]
-        chart = (ab.get("charts") or {}).get(title)
-        if chart:
-            lines += [f"![paired log-ratios, {title}]({chart})", ""]
-        if case.get("window_s"):
-            sized = "; ".join(f"{n} {r['rps']:g} req/s" for n, r in (case.get("sizing") or {}).items())
-            lines += [f"Every window {case['window_s']:g} s, A's and B's alike"
-                      + (f" (sized on the slower side: {sized})." if sized else "."), ""]
-        rho = [r for r in ab.get("rows", []) if (r["file"], r["concurrency"]) == (case["file"], case["concurrency"])
-               and r["metric"] == "rps" and r.get("rho") is not None]
-        if rho:
-            lines += [f"A's and B's requests per second correlate at ρ = {rho[0]['rho']:.2f} over the blocks: "
-                      "what moves both (the machine, the database) pairing leaves out of B/A.", ""]
-        lines += ["Requests per second and CPU per request count the answers served whole only.", "",
-                  "| block | A req/s | B req/s | B/A req/s | A CPU ms/req | B CPU ms/req | A refused, failed "
-                  "| B refused, failed | flags |",
-                  "|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
-        for blk in case["blocks"]:
-            a, b = blk["a"], blk["b"]
-            ratio = f"{b['rps'] / a['rps']:.3f}" if a["rps"] else "-"
-            lines.append(f"| {blk['block']} | {a['rps']:.0f} | {b['rps']:.0f} | {ratio} | "
-                         f"{_figure(a['cpu_path'], 'cpu')} | {_figure(b['cpu_path'], 'cpu')} | "
-                         f"{a.get('refused', 0)}, {a.get('failed', 0)} | {b.get('refused', 0)}, {b.get('failed', 0)} | {', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'} |")
-    return "\n".join(lines) + "\n"
+        *restart_items(ab), *calibration_set_items(ab), *calibration_items(ab)])]
+    head += [Para(f"**Not timed:** {ab['error']}")] if ab.get("error") else []
+    found = [("warnings", "Warnings", [Bullets(results.warnings)] if results.warnings else []),
+             ("verdicts", "Verdicts", _verdicts(ab) if ab.get("rows") else []),
+             ("paired", "Paired changes per block", [Charts(charts)] if (charts := _paired_charts(ab)) else []),
+             *((f"blocks-{i}", f"Blocks: {_case_title(case)}", _blocks(ab, case))
+               for i, case in enumerate(ab.get("cases", []), 1))]
+    parts = [Part(title, blocks, anchor=anchor) for anchor, title, blocks in found if blocks]
+    flags = {f for case in ab.get("cases", []) for blk in case["blocks"] for f in blk["flags"]}
+    if flags:  # flags are a block's, so the last case's section ends with their legend
+        parts[-1].blocks.append(Legend(flags))
+    return Report(f"{ab.get('kind', 'A/B')} report: run {results.run_id}", head, parts)
+
+
+def render_ab(results: Results) -> str:
+    """ab.md: the A/B report's Markdown (its page: report/html.py)."""
+    return render_report(ab_report(results))

@@ -37,8 +37,8 @@ from itertools import combinations
 from pathlib import Path
 from statistics import median
 
-from .markdown import LEGEND
 from ..results import Results, Run
+from ..measure.flags import shown
 from ..measure.paired import mean_ranks
 from ..measure.stats import NOISY_HALF_RANGE
 
@@ -392,8 +392,7 @@ def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
                      "so few repetitions (3 against 3: p = 0.1).")
     if flags_seen:
         lines += ["", "Flags (each run's own row):", ""]
-        lines += [f"- `{f}`: {LEGEND[f]}" for f in LEGEND if f in flags_seen]
-        lines += [f"- `{f}`" for f in sorted(flags_seen - set(LEGEND))]
+        lines += [f"- `{f.name}`: {f.legend}" if f.legend else f"- `{f.name}`" for f in shown(flags_seen)]
     for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
         if comparison[key]:
             lines += ["", f"Only in {side}: " + ", ".join(comparison[key]) + "."]

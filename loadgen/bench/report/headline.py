@@ -1,7 +1,7 @@
 """The run's answer, shared by report.md, index.html, the run index and the
 exports: which paths were timed, grouped by store, and the headline's rows
 and sentences as data, so every rendering states the same figures."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..results import OpenLoop, Results, Run
 from ..measure.rounds import BASELINE
@@ -15,10 +15,8 @@ STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
 
 
 def files(results: Results) -> list[tuple[str, int]]:
-    seen = {}
-    for r in results.runs:
-        seen.setdefault(r.file, r.size_bytes)
-    return sorted(seen.items(), key=lambda item: item[1])
+    """Every file timed and its size, smallest first."""
+    return sorted({r.file: r.size_bytes for r in results.runs}.items(), key=lambda item: item[1])
 
 
 def concurrencies(results: Results) -> list[int]:
@@ -71,7 +69,6 @@ class HeadlineRow:
     rps_ratio: float | None = None
     cpu_ratio: float | None = None
     baseline_flagged: bool = False  # the ratio's nginx-static figure was loadgen-bound or core-saturated
-    flags: list[str] = field(default_factory=list)
     rps: dict | None = None   # bench.measure.rounds.Ratio as a dict
     cpu: dict | None = None
 
@@ -133,7 +130,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
                                     rps["ratio"] if rps else _ratio(run.rps, base.rps if base_ok else None),
                                     cpu["ratio"] if cpu else _ratio(target_ms(run), target_ms(base) if base_ok
                                                                     else None),
-                                    flagged, list(run.flags), rps, cpu))
+                                    flagged, rps, cpu))
     return rows
 
 

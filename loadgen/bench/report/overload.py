@@ -1,6 +1,11 @@
-"""make overload's results.json as Markdown: the goodput verdicts first,
-then a table per other check. Pure."""
+"""make overload's report: the goodput verdicts first, then a table per
+other check, as sections (report/model.py) that report.md and the run's page
+both render. Pure."""
+from .markdown import block_lines
+from .model import Para, Part, Table
 from ..faults.overload import HOLDS_SHARE, MULTIPLES, REFUSAL_P99_MS, WINDOWS, GoodputRow, Measured, OverloadRow
+
+TITLE = "Overload: goodput past capacity, far more clients, and a file far larger than the memory limit"
 
 
 def _broken(counts: dict) -> str:
@@ -25,71 +30,60 @@ def _share(c: dict) -> str:
     return f"{c['share']:.0%}{spread}, {c['judged']} of {c['windows']}"
 
 
-def goodput(doc: dict) -> list[str]:
+def goodput(doc: dict) -> list:
     """The goodput check: a row per path and multiple, then each path's verdict."""
     s = doc["settings"]
     rows = [GoodputRow.from_dict(r) for r in doc.get("goodput") or []]
     failed = [f for f in doc.get("failed", []) if f.get("check") == "goodput"]
     if not rows and not failed:
         return []
-    lines = [
-        f"## Goodput: `{s['file']}` offered open loop at {' and '.join(f'{m}x' for m in MULTIPLES)} each path's "
-        f"capacity (judged)", "",
-        f"Capacity: the best whole-answer rate (a 2xx read to its end) over closed-loop concurrencies "
-        f"{' '.join(map(str, s.get('concurrencies', [])))}, climbing while the rate rose; then {WINDOWS} windows "
-        f"of {s.get('window_seconds', '?'):g} s per path and multiple, vegeta at a fixed rate, every path's "
-        f"windows interleaved. Goodput share: whole answers per second over capacity, the median of the judged "
-        f"windows [their range]; a window whose load generator or shared core saturated is named and not "
-        f"judged. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
-        f"{REFUSAL_P99_MS:.0f} ms at p99, no failure (a cut, a client timeout, any other status), no OOM kill. "
-        "Admitted: the whole answers.", "",
-        "| path | capacity, whole/s | offered, req/s | sent, req/s | whole/s | goodput share, judged windows "
-        "| refusals, all windows | refusals p50 / p99 ms | admitted p99 ms | not judged |",
-        "|---|--:|--:|--:|--:|---|--:|--:|--:|---|"]
+    conditions = []
     for r in rows:
         floor = " (a floor: " + ", ".join(r.capacity_flags) + ")" if r.capacity_flags else ""
-        for c in r.conditions:
-            lines.append(
-                f"| {r.path} | {r.capacity_rps:g} at c={r.capacity_workers}{floor} | {c['multiple']}x = "
-                f"{c['offered_rps']:g} | {_figure(c['sent_rps'])} | {_figure(c['whole_rps'])} | {_share(c)} "
-                f"| {c['refused']} | {_figure(c['refused_p50_ms'])} / {_figure(c['refused_p99_ms'])} "
-                f"| {_figure(c['admitted_p99_ms'])} "
-                f"| {'; '.join(c['not_judged']) or '-'} |")
-        if not r.conditions:
-            lines.append(f"| {r.path} | {r.capacity_rps:g} | - | - | - | - | - | - | - | - |")
-    lines += ["", "| path | capacity climbed | failures | OOM kills | container after | verdict |",
-              "|---|---|---|--:|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.path} | {'; '.join(r.steps)} | {_broken(r.failures)} | {r.oom_kills} | {r.container} "
-                     f"| **{r.verdict}** |")
-    for f in failed:
-        lines.append(f"| {f['path']} | - | - | - | - | not measured: {f['error']} |")
-    windows = [Measured.from_dict(m) for m in doc.get("goodput_windows") or []]
-    flagged = [m for m in windows if m.flags]
-    if flagged:
-        lines += ["", "Flagged windows: " + "; ".join(f"{m.path} {m.name}: {', '.join(m.flags)}"
-                                                      f"{'' if m.judged else ' (not judged)'}" for m in flagged)]
-    return lines + [""]
+        conditions += [[r.path, f"{r.capacity_rps:g} at c={r.capacity_workers}{floor}",
+                        f"{c['multiple']}x = {c['offered_rps']:g}", _figure(c["sent_rps"]), _figure(c["whole_rps"]),
+                        _share(c), str(c["refused"]),
+                        f"{_figure(c['refused_p50_ms'])} / {_figure(c['refused_p99_ms'])}",
+                        _figure(c["admitted_p99_ms"]), "; ".join(c["not_judged"]) or "-"] for c in r.conditions]
+        conditions += [] if r.conditions else [[r.path, f"{r.capacity_rps:g}", *["-"] * 8]]
+    verdicts = [[r.path, "; ".join(r.steps), _broken(r.failures), str(r.oom_kills), r.container, f"**{r.verdict}**"]
+                for r in rows] + [[f["path"], *["-"] * 4, f"not measured: {f['error']}"] for f in failed]
+    flagged = [m for m in (Measured.from_dict(m) for m in doc.get("goodput_windows") or []) if m.flags]
+    return [Part(f"Goodput: `{s['file']}` offered open loop at {' and '.join(f'{m}x' for m in MULTIPLES)} each "
+                 "path's capacity (judged)", [
+        Para(f"Capacity: the best whole-answer rate (a 2xx read to its end) over closed-loop concurrencies "
+             f"{' '.join(map(str, s.get('concurrencies', [])))}, climbing while the rate rose; then {WINDOWS} windows "
+             f"of {s.get('window_seconds', '?'):g} s per path and multiple, vegeta at a fixed rate, every path's "
+             f"windows interleaved. Goodput share: whole answers per second over capacity, the median of the judged "
+             f"windows [their range]; a window whose load generator or shared core saturated is named and not "
+             f"judged. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
+             f"{REFUSAL_P99_MS:.0f} ms at p99, no failure (a cut, a client timeout, any other status), no OOM kill. "
+             "Admitted: the whole answers."),
+        Table(["path", "capacity, whole/s", "offered, req/s", "sent, req/s", "whole/s", "goodput share, judged windows",
+               "refusals, all windows", "refusals p50 / p99 ms", "admitted p99 ms", "not judged"], conditions,
+              align="lrrrrlrrrl"),
+        Table(["path", "capacity climbed", "failures", "OOM kills", "container after", "verdict"], verdicts,
+              align="lllrll"),
+        *([Para("Flagged windows: " + "; ".join(f"{m.path} {m.name}: {', '.join(m.flags)}"
+                                                f"{'' if m.judged else ' (not judged)'}" for m in flagged))]
+          if flagged else [])])]
 
 
-def render(doc: dict) -> str:
+def overload_part(doc: dict) -> Part:
+    """The run's report: the goodput verdicts first, then a table per other check."""
     s = doc["settings"]
     rows = [OverloadRow.from_dict(r) for r in doc.get("overload", [])]
-    lines = [
-        "# Overload: goodput past capacity, far more clients, and a file far larger than the memory limit",
-        "",
-        f"Run `{doc['run_id']}` with `{doc['env_file']}`, {doc['started']} to {doc['finished']}.",
-        "",
+    blocks = [
+        Para(f"Run `{doc['run_id']}` with `{doc['env_file']}`, {doc['started']} to {doc['finished']}."),
         *goodput(doc),
-        "For the other checks, right is no OOM kill (of the container or of any process in it), the "
-        "container still running, and every answer whole or a clean HTTP error (a 5xx that sheds load). "
-        "Peak memory is the highest anonymous + tmpfs memory sampled five times a second (the page cache "
-        "of files read is left out: "
-        "the kernel drops it at the limit rather than kill); beside it the kernel's own peak of the "
-        "container's cgroup (memory.max_usage_in_bytes, or memory.peak on cgroup v2, where it counts from "
-        "the container's start), page cache and socket buffers included, which no sampling misses. OOM "
-        "kills: Docker's events or the cgroup's own count, whichever saw more.",
-        "",
+        Para("For the other checks, right is no OOM kill (of the container or of any process in it), the "
+             "container still running, and every answer whole or a clean HTTP error (a 5xx that sheds load). "
+             "Peak memory is the highest anonymous + tmpfs memory sampled five times a second (the page cache "
+             "of files read is left out: "
+             "the kernel drops it at the limit rather than kill); beside it the kernel's own peak of the "
+             "container's cgroup (memory.max_usage_in_bytes, or memory.peak on cgroup v2, where it counts from "
+             "the container's start), page cache and socket buffers included, which no sampling misses. OOM "
+             "kills: Docker's events or the cgroup's own count, whichever saw more."),
     ]
     for check, title in (("clients", f"{s['clients']} clients at once on `{s['file']}` for {s['seconds']} s "
                                       f"(wrk from the bench container; TARGET_MEM as set; reported, not "
@@ -98,21 +92,20 @@ def render(doc: dict) -> str:
                                         f"verified, every path limited to {s['large_mem']} (nginx-cache's "
                                         f"CACHE_SIZE {s.get('large_cache_size', '?')} within it), "
                                         f"{_deadline(s.get('large_deadline_ms'))}")):
-        these = [r for r in rows if r.check == check]
-        failed = [f for f in doc.get("failed", []) if f.get("check") == check]
-        if not these and not failed:
-            continue
-        lines += [f"## {title}", "",
-                  "| path | answers | whole | clean errors | broken | OOM kills | container after | "
-                  "peak / limit | verdict |",
-                  "|---|--:|--:|--:|---|--:|---|--:|---|"]
-        for r in these:
-            lines.append(f"| {r.path} | {r.answers} | {r.whole} | {r.clean_errors} | {_broken(r.broken)} "
-                         f"| {r.oom_kills} | {r.container} | {_memory(r)} | {r.verdict} |")
-        for f in failed:
-            lines.append(f"| {f['path']} | - | - | - | - | - | - | - | not measured: {f['error']} |")
-        lines.append("")
-    return "\n".join(lines)
+        table = [[r.path, str(r.answers), str(r.whole), str(r.clean_errors), _broken(r.broken), str(r.oom_kills),
+                  r.container, _memory(r), r.verdict] for r in rows if r.check == check]
+        table += [[f["path"], *["-"] * 7, f"not measured: {f['error']}"] for f in doc.get("failed", [])
+                  if f.get("check") == check]
+        if table:
+            blocks.append(Part(title, [Table(["path", "answers", "whole", "clean errors", "broken", "OOM kills",
+                                              "container after", "peak / limit", "verdict"], table,
+                                             align="lrrrlrlrl")]))
+    return Part(TITLE, blocks)
+
+
+def render(doc: dict) -> str:
+    """The run's report.md (its page: report/html.py)."""
+    return "\n".join(block_lines(overload_part(doc), 1))
 
 
 def _deadline(ms) -> str:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from ..env_file import read_env_file
 from .headline import sentences
-from .html import CSS, PAGE
-from .md_html import inline
+from .html import CSS, PAGE, inline
 from ..results import Results
 
 INDEX = "index.html"

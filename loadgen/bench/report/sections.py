@@ -1,0 +1,710 @@
+"""The report's sections, built once from a Results in the one order both
+report.md and index.html show them (report/model.py says what a section
+holds). First the headline: one row per target and size, with the sentences
+that say what the run found; then the details (rounds, requests per second
+beside seed 000's figures, CPU per request and cores, latency at a fixed
+rate, the sweep, the working set, the stores, ab -k against wrk, the checks,
+every case, the settings). A failed case reads "failed" in every table, never
+a number."""
+import json
+
+from . import seed000, seed002
+from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
+                       open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
+from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
+from ..environment import server_label
+from ..measure.flags import CORE_SATURATED, LOADGEN_BOUND
+from ..measure.latency import nines, percentile_curve
+from ..measure.rounds import mean_positions
+from ..measure.stats import TOOLS_DISAGREE
+from ..measure.usage import LOADGEN, SENT_RATE_KEPT
+from ..results import Results, Run, StorePass
+from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
+
+FAILED_CASES_SHOWN = 30  # per target; results.json keeps every case
+BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided from its flags and CPU (the load generator; a core two "
+                   "active containers shared; the target's or the database's own CPU allowance used to 90%; else "
+                   "none: the path waited with CPU to spare).")
+
+
+def _legend(flags: set, baseline: bool = False) -> list:
+    return [Legend(flags, baseline)] if flags or baseline else []
+
+
+def _size_by_target(results: Results, cell) -> list:
+    """A part per concurrency level: a row per file size, a column per timed
+    target (grouped by store), each cell cell(run or None, target, file, c)."""
+    targets = grouped(timed_targets(results))
+    header = ["File size", *(f"{t} ({STORES.get(t, 'other')})" for t in targets)]
+    return [Part(f"Concurrency {c}", [Table(header, [[_size(f), *(cell(results.run_for(t, f, c), t, f, c)
+                                                                   for t in targets)] for f, _ in files(results)])])
+            for c in concurrencies(results)]
+
+
+def _each_case(results: Results, chart) -> list[Figure]:
+    """chart(file, c) for every size and concurrency, the ones drawn."""
+    return [f for c in concurrencies(results) for file, _ in files(results) if (f := chart(file, c))]
+
+
+# Each service's own base variable and the shared one it defaults to.
+SERVICE_IMAGE_DEFAULTS = {
+    "SEED_IMAGE": "PYTHON_IMAGE", "BENCH_IMAGE": "PYTHON_IMAGE", "FLASK_IMAGE": "PYTHON_IMAGE",
+    "FLASK_POSTGRES_IMAGE": "PYTHON_IMAGE", "NGINX_STATIC_IMAGE": "NGINX_BASE_IMAGE",
+    "NGINX_GRIDFS_IMAGE": "NGINX_BASE_IMAGE", "NGINX_CACHE_IMAGE": "NGINX_BASE_IMAGE",
+    "GRIDFS_FUSE_IMAGE": "NGINX_BASE_IMAGE",
+}
+
+
+def _shown_image_variables(params: dict) -> list[str]:
+    """The shared bases, then any service's own base that was swapped."""
+    shared = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
+    swapped = [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
+    return shared + swapped
+
+
+def head(results: Results) -> list:
+    """What ran, where and for how long, and what a reader must know first."""
+    env, params, timing = results.environment, results.parameters, results.timing
+    load = (f"Load: {env.get('ab_version', 'ab')}; profile `{timing.get('profile', 'full')}`: "
+            f"{timing.get('repetitions', '?')} repetitions of {timing.get('duration_s', '?')} s per case "
+            f"(slow cases up to {timing.get('max_duration_s', '?')} s, to hold {timing.get('min_requests', '?')} "
+            f"requests) after {timing.get('warmup_s', '?')} s of warm-up, rotating through the targets; "
+            f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`"
+            + (f"; ab as {timing['loadgens']} processes sharing each case's connections (BENCH_LOADGENS), merged"
+               if timing.get("loadgens", 1) > 1 else ""))
+    blocks = [Bullets([
+        f"Database: **{server_label(env)}** from image `{params.get('MONGO_IMAGE', '?')}`",
+        "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in _shown_image_variables(params)),
+        f"CPU: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} cores; pins: "
+        f"target `{params.get('TARGET_CPUS')}`, mongo `{params.get('MONGO_CPUS')}`, "
+        f"load generator `{params.get('LOADGEN_CPUS')}`; memory: target {params.get('TARGET_MEM')}, "
+        f"mongo {params.get('MONGO_MEM')}",
+        load,
+        f"Started {results.started_at}, finished {results.finished_at}"
+        + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else "")])]
+    if results.status not in ("complete", "running"):
+        blocks.append(Para(f"**This run is {results.status.split(':')[0]}**: {results.status}. "
+                           "The tables hold what was measured before it stopped.", quote=True))
+    if ferretdb(results):
+        blocks.append(Para("The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB "
+                           "where no mongo image can be had. It serves GridFS reads far slower than MongoDB, so "
+                           "the GridFS rows are bound by the database, not by the serving path: compare serving "
+                           "paths by their own container's CPU per request as well as by requests per second.",
+                           quote=True))
+    return blocks + [Para(f"**Warning:** {w}", quote=True) for w in results.warnings]
+
+
+# --- the headline --------------------------------------------------------------
+def _headline(results: Results) -> list:
+    c, rows, seen = headline_level(results), [], set()
+    for h in headline_rows(results):
+        run, loop = h.run, h.loop
+        key = {"target": h.target, "file": run.file, "concurrency": c}
+        if not run.ok:
+            rows.append(Row([h.target, h.store, h.size, Cell("failed", col="rps"), "failed", "-", "-", "-",
+                             run.error or ""], key, failed=True))
+            continue
+        seen |= set(run.flags) | (set(loop.flags) if loop else set())
+        p99 = (Cell("failed") if loop and not loop.ok else
+               Cell(f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s", tuple(loop.flags)) if loop else Cell("-"))
+        p99.col, p99.num = "p99", True
+        rows.append(Row([h.target, h.store, h.size, Cell(f"{run.rps:.0f}", num=True, col="rps"),
+                         Cell(ratio_words(h.rps, h.rps_ratio), dagger=h.baseline_flagged, num=True, col="rps-ratio"),
+                         Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged, num=True, col="cpu-ratio"),
+                         p99, Cell(run.bottleneck or "-", col="bottleneck", note=BOTTLENECK_NOTE),
+                         Cell(" (baseline flagged)" if h.baseline_flagged else "", tuple(run.flags), names=True)],
+                        key))
+    lines = sentences(results)
+    return ([Para(" ".join(lines), answer=True)] if lines else []) + [
+        Table(["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
+               "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "bottleneck", "flags"], rows, "headline"),
+        Para(f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
+             f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
+             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
+             f"time, not queueing. {BOTTLENECK_NOTE}"),
+        *_legend(seen, any(h.baseline_flagged for h in headline_rows(results)))]
+
+
+def _rounds(results: Results) -> list:
+    """How the rounds ran and what each headline ratio rests on: its width,
+    the per-round sd of its log, its rounds, and whether it converged."""
+    found = results.rounds or {}
+    rows = [r for r in found.get("rows", []) if r.get("headline")]
+    if not rows:
+        return []
+    width = found.get("target_width")
+
+    def cells(ratio: dict | None) -> list[str]:
+        if not ratio:
+            return ["-", "-", "-"]
+        return [ratio_words(ratio), f"x/÷{ratio['width']:.3f}" if ratio.get("width") else "-",
+                f"{ratio['sd']:.3f}" if ratio.get("sd") is not None else "-"]
+
+    def state(r: dict) -> str:
+        if r.get("converged_at"):
+            return f"within at round {r['converged_at']}"
+        return f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
+
+    table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]), state(r)]
+             for r in sorted(rows, key=lambda r: (r["file"], r["target"]))]
+    positions = mean_positions({k: v for k, v in (results.schedule.get("orders") or {}).items()
+                                if k.endswith(f"c={rows[0]['concurrency']}")})
+    return [Para(f"{found.get('rounds')} rounds at c={rows[0]['concurrency']}, stopped: {found.get('stopped')}"
+                 + (f"; target width x/÷{width:g}" if width else "") + f". Each round timed every path once in a "
+                 f"fresh order from the run's seed; a ratio is the {found.get('estimator')}; width: the interval as "
+                 "x/÷ its centre; sd: of the rounds' log ratios. Mean position in the rounds (1 = first): "
+                 + ", ".join(f"{name} {p:g}" for name, p in positions.items()) + "."),
+            Table(["target", "size", "req/s ratio", "width", "sd", "CPU/request ratio", "width", "sd", "rounds",
+                   "interval"], table)]
+
+
+# --- requests per second, CPU, latency ---------------------------------------------
+def _half_range(run) -> str:
+    if not run.spread or len(run.repetitions) < 2:
+        return ""
+    return f" ±{run.spread['half_range']:.0%}"
+
+
+def _rps_chart(results: Results, file: str, c: int) -> Figure:
+    rows = []
+    for t in grouped(timed_targets(results)):
+        run = results.run_for(t, file, c)
+        if run is None:
+            continue
+        reps = [Point(r["rps"], "repetition", f"{t} {_size(file)} c={c}, repetition {i + 1}: {r['rps']:.0f} req/s")
+                for i, r in enumerate(run.repetitions) if r.get("rps")]
+        rows.append(ChartRow(t, reps, run.rps if run.ok else None, f"{t}: median {run.rps:.0f} req/s",
+                             "" if run.ok else "failed"))
+    return Figure(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
+                  "one repetition.", strip_chart(f"Requests per second, {_size(file)}, c={c}", rows,
+                                                 {"repetition": PALETTE[0]}, "requests per second"))
+
+
+def _requests_per_second(results: Results) -> list:
+    seen, flagged_base = set(), False
+
+    def cell(run, target, file, c):
+        nonlocal flagged_base
+        if run is None or not run.ok:
+            return "-" if run is None else "failed"
+        seen.update(run.flags)
+        base = results.run_for(BASELINE, file, c)
+        ratio, dagger = "", False
+        if base and base.ok and base.rps and target != BASELINE:
+            dagger = bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
+            flagged_base |= dagger
+            ratio = f"{run.rps / base.rps:.3f}"
+        published = seed000.time_per_request_ms(target, file)
+        after = (f" ({ratio}{'†' if dagger else ''})" if ratio else "") + (f" [{1000 / published:.0f}]"
+                                                                          if published else "")
+        return Cell(f"{run.rps:.0f}{_half_range(run)}", tuple(run.flags), num=True, after=after)
+
+    tables = _size_by_target(results, cell)
+    return [Charts(_each_case(results, lambda f, c: _rps_chart(results, f, c))),
+            Para("The median repetition's requests per second, ± half the repetitions' range; in brackets () the "
+                 "ratio to nginx-static in the same run, in square brackets [] seed 000's published figure "
+                 "(1000 / its time per request: 2013, EC2 m1.medium over a real network, ab -c 100 per its README, "
+                 "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
+                 "figure of every repetition is in results.json. Seed 000's columns: "
+                 + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + "."),
+            *tables, *_legend(seen, flagged_base)]
+
+
+def _ms(usage: dict | None) -> str:
+    return f"{usage['cpu_ms_per_request']:.3f}" if usage and usage.get("cpu_ms_per_request") is not None else "-"
+
+
+def _role_kind(role: str, run: Run, upstream: str | None) -> str:
+    if role == run.target:
+        return "path"
+    if role == LOADGEN:
+        return "load generator"
+    return "upstream" if role == upstream else "database"
+
+
+CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
+
+
+def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
+    upstream = (results.parameters.get("CACHE_UPSTREAM") or "").split(":")[0] or None
+    rows = []
+    for t in grouped(timed_targets(results)):
+        run = results.run_for(t, file, c)
+        if run is None or not run.ok or not run.cpu:
+            continue
+        segs = [(_role_kind(role, run, upstream), used["cpu_ms_per_request"],
+                 f"{t}: {role} ({_role_kind(role, run, upstream)}) {used['cpu_ms_per_request']:.3f} ms")
+                for role, used in run.cpu.items() if used.get("cpu_ms_per_request")]
+        rows.append((t, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
+    return Figure(f"{_size(file)} at concurrency {c}: each container's CPU time per request in the row's repetition "
+                  "(hover a segment for the container).",
+                  stacked_bars(f"CPU ms per request by container, {_size(file)}, c={c}", rows, CPU_KINDS,
+                               "CPU ms per request")) if rows else None
+
+
+def _cpu_per_request(results: Results) -> list:
+    def cell(run, target, *_):
+        if run is None or not run.ok or not run.cpu:
+            return "-" if run is None or run.ok else "failed"
+        db = run.database_role
+        named = f" ({db})" if db and db != "mongo" else ""
+        return Cell(f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(db))}{named}", tuple(run.flags))
+
+    return [Charts(_each_case(results, lambda f, c: _cpu_chart(results, f, c))),
+            Para("CPU time each container spent per request in the row's repetition: its CPU over the timed "
+                 "interval (cAdvisor's cgroup counters, first and last reading inside the run) over the requests "
+                 "that completed inside that interval (ab's and vegeta's own per-request times; wrk's rows: over "
+                 "the run's requests per second). It is what a request costs, whatever the rate: a path that "
+                 "waits on a slow database shows a low figure for itself and a high one for the database."),
+            *_size_by_target(results, cell), _cpu_by_case(results),
+            Part("CPU over time", [Figure(f"{t}: CPU cores over time", png=results.charts[t])
+                                   for t in timed_targets(results) if t in results.charts])]
+
+
+def _cores(usage: dict | None) -> str:
+    if not usage or usage.get("cores") is None:
+        return "-"
+    allowance = usage.get("allowance_cores")
+    return f"{usage['cores']:.2f}" + (f" of {allowance:g}" if allowance else "")
+
+
+def _cpu_by_case(results: Results) -> Part:
+    rows = []
+    for r in results.runs:
+        if not r.ok or not r.cpu:
+            continue
+        busy = (r.cpu_window or {}).get("busy_shares") or {}
+        cores = ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu")
+        rows.append([r.target, _size(r.file), str(r.concurrency), _cores(r.cpu.get(r.target)),
+                     _cores(r.cpu.get(r.database_role)), _cores(r.cpu.get(LOADGEN)), cores,
+                     Cell("", tuple(r.flags), names=True)])
+    return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
+        Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
+             "/proc/stat), which is what `core-saturated` reads for the cores the case's containers share."),
+        Table(["target", "size", "concurrency", "target cores", "database cores", "load generator cores",
+               "host cores busy", "flags"], rows)], folded=True)
+
+
+PERCENTILE_TICKS = [(0.5, "50%"), (0.9, "90%"), (0.99, "99%"), (0.999, "99.9%"), (0.9999, "99.99%"),
+                    (0.99999, "99.999%")]
+
+
+def _latency_charts(results: Results, file: str) -> list[Figure]:
+    """Percentiles at a fixed rate; every request's latency as a curve; and
+    with several shares (BENCH_OPEN_LOOP), p99 against the share of capacity."""
+    kinds = {"p50": PALETTE[2], "p90": PALETTE[1], "p99": PALETTE[5], "max": PALETTE[7]}
+    share, rows, curves = results.timing.get("open_loop_share", 0.5), [], {}
+    for t in grouped(timed_targets(results)):
+        o = open_loop_for(results, t, file)
+        if o is None:
+            continue
+        pts = [] if not o.ok else [Point(getattr(o, f"{k}_ms"), k, f"{t} {_size(file)} at {o.rate:.0f}/s: "
+                                         f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds]
+        rows.append(ChartRow(t, pts, note="" if o.ok else "failed"))
+        if o.ok and o.latency_histogram:
+            curves[t] = percentile_curve(o.latency_histogram)
+    figures = [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
+                      strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True))]
+    if curves:
+        deepest = max(x for pts in curves.values() for x, _ in pts)
+        ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
+        figures.append(Figure(f"{_size(file)}: every request's response time at {share:.0%} of capacity, as a "
+                              "percentile curve (from the histogram kept in results.json; the last point is the "
+                              "slowest answer).", line_chart(f"Latency distribution, {_size(file)}", curves,
+                                                             "percentile", "milliseconds", x_log=False, y_log=True,
+                                                             x_ticks=ticks)))
+    series = {}
+    for o in results.open_loop:
+        if o.file == file and o.ok and o.share:
+            series.setdefault(o.target, []).append((o.share * 100, o.p99_ms))
+    series = {t: pts for t, pts in series.items() if len(pts) > 1}
+    if series:
+        figures.append(Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
+                              line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
+                                         "p99 milliseconds", x_log=False, y_log=True)))
+    return figures
+
+
+def _open_loop(results: Results) -> list:
+    if not results.open_loop:
+        return []
+    rows = []
+    for o in results.open_loop:
+        if not o.ok:
+            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", "-", "-",
+                         o.error or ""])
+            continue
+        low, high = o.p99_interval_ms or (None, None)
+        interval = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else (
+            f"{low:.2f}–?" if low is not None else "-")
+        rows.append([o.target, _size(o.file), f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})"
+                                                               if o.capacity_from else "")
+                     + (f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else ""),
+                     f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
+                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", Cell("", tuple(o.flags), names=True)])
+    return [Charts([f for file, _ in files(results) for f in _latency_charts(results, file)]),
+            Para("Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow "
+                 "answer delays no later request (no coordinated omission): these percentiles are response times. "
+                 "The rate is a share of the path's keep-alive capacity for that size (the faster of ab -k and wrk; "
+                 "vegeta keeps its connections alive too). Each run lasts until it has sent "
+                 f"{OPEN_LOOP_REQUESTS:,} requests or {OPEN_LOOP_MAX_S:g} s. "
+                 "Percentiles are order statistics of every request's latency; p99's 95% interval is "
+                 "distribution-free (two order statistics chosen from the binomial distribution of the count below "
+                 "the true p99; `?`: too few requests for an upper bound). `sent` is vegeta's own rate, first to "
+                 f"last request sent; below {SENT_RATE_KEPT:.0%} of the rate asked it fell behind its schedule "
+                 "(behind-schedule)."),
+            Table(["target", "size", "rate asked /s", "sent /s", "requests", "p50 ms", "p99 ms",
+                   "p99 95% interval ms", "p99.9 ms", "max ms", "flags"], rows)]
+
+
+def _sweep(results: Results) -> list:
+    if not results.sweep:
+        return []
+    levels = sorted({p.concurrency for p in results.sweep})
+    order = timed_targets(results)
+    keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
+                  key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[3]))
+    rows = []
+    for target, _, file, tool in keys:
+        row = [target, _size(file), tool]
+        for level in levels:
+            p = next((p for p in results.sweep if (p.target, p.file, p.tool, p.concurrency)
+                      == (target, file, tool, level)), None)
+            row.append("-" if p is None else Cell(f"{p.rps:.0f}", tuple(p.flags), num=True,
+                                                  after=f" ({p.failed} failed)" if p.failed else ""))
+        rows.append(row)
+    figures = []
+    # a chart per size and tool: eight paths are as many lines as the palette tells apart
+    for (file, _), tool in sorted({((p.file, p.size_bytes), p.tool) for p in results.sweep},
+                                  key=lambda k: (k[0][1], k[1])):
+        series: dict[str, list] = {}
+        for p in results.sweep:
+            if (p.file, p.tool) == (file, tool):
+                series.setdefault(p.target, []).append((p.concurrency, p.rps))
+        figures.append(Figure(f"{_size(file)} by {tool}: requests per second at each concurrency, one short run "
+                              "each.", line_chart(f"Concurrency sweep, {_size(file)}, {tool}", series, "concurrency",
+                                                  "requests per second")))
+    seconds = results.timing.get("sweep_duration_s")
+    return [Charts(figures + [Figure(f"{t}: requests per second against concurrency", png=results.sweep_charts[t])
+                              for t in order if t in results.sweep_charts]),
+            Para(f"One run per level{f' of {seconds:g} s' if seconds else ''}, after the timed cases warmed every "
+                 "path: a shape to read, not a figure to quote."),
+            Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows),
+            *_legend({f for p in results.sweep for f in p.flags})]
+
+
+# --- the working set over HTTP and the stores ----------------------------------
+def _working_set(results: Results) -> list:
+    ws = results.working_set
+    if not ws or not ws.runs:
+        return []
+    hot_file = files(results)[0][0] if results.runs else None
+    base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
+    runs = sorted(ws.runs, key=lambda r: grouped([x.target for x in ws.runs]).index(r.target))
+    rows, seen = [], set()
+    for r in runs:
+        hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
+        hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
+        if not r.ok:
+            rows.append([r.target, STORES.get(r.target, "other"), "failed", "-", hot_cell, "-", "-", "-",
+                         r.error or ""])
+            continue
+        seen.update(r.flags)
+        ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
+        db = r.database_role
+        cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
+        hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
+        rows.append([r.target, STORES.get(r.target, "other"), Cell(f"{r.rps:.0f}{_half_range(r)}", tuple(r.flags),
+                                                                   num=True),
+                     ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""])
+    chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
+                                 for x in r.repetitions if x.get("rps")], r.rps if r.ok else None,
+                      f"{r.target}: {r.rps:.0f} req/s", "" if r.ok else "failed") for r in runs]
+    limits = ", ".join(f"{role} {limit / 2**20:.0f}" for role, limit in sorted(ws.memory_limits.items()))
+    cache = results.parameters.get("CACHE_SIZE")
+    return [Charts([Figure("Many files in random order: the bar is the median repetition, each dot one repetition.",
+                           strip_chart(f"Working set {ws.spec}, c={ws.concurrency}", chart,
+                                       {"repetition": PALETTE[0]}, "requests per second"))]),
+            Para(f"The seed's file set `{ws.spec}`: {ws.count:,} files, {ws.total_bytes / 2**20:.1f} MiB in all, each "
+                 f"request for a file drawn at random (wrk, working_set.lua), concurrency {ws.concurrency}, after "
+                 "each path served a sample of the set byte for byte. Beside it, the same path's hot-file figure "
+                 f"(one file over and over: {_size(hot_file) if hot_file else '-'} at the same concurrency). Whether "
+                 "the set fits in memory decides much of it: the set against each container's memory limit (MiB): "
+                 f"{limits or 'not read'}" + (f"; nginx-cache's cache tmpfs {cache}" if cache else "") + "."),
+            Table(["target", "store", "req/s", "ratio to nginx-static", "hot-file req/s", "CPU ms/request "
+                   "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(seen)]
+
+
+def _store_name(results: Results, store: str) -> str:
+    return f"{store} (FerretDB)" if store == "gridfs" and ferretdb(results) else store
+
+
+def _per_gb(row: StorePass) -> str:
+    """bench's CPU s/GB / the store's own container's (whatever its service
+    is named; none for the filesystem, whose work is bench's)."""
+    if not row.cpu_s_per_gb:
+        return "-"
+    store = next((v for role, v in row.cpu_s_per_gb.items() if role != LOADGEN), None)
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in (row.cpu_s_per_gb.get(LOADGEN), store))
+
+
+def _seed002_cell(row: StorePass, same: bool) -> str:
+    if row.operation != "write":
+        return "-"
+    seconds, rate = seed002.write_seconds(row.store, row.threads), seed002.write_mb_per_s(row.store, row.threads)
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s ({rate:.1f} MB/s)" if same else f"({rate:.1f} MB/s)"
+
+
+def _median_pass(row: StorePass, key: str) -> float:
+    ordered = sorted(row.passes, key=lambda p: p["rps"])
+    return ordered[(len(ordered) - 1) // 2][key] if ordered else 0.0
+
+
+def _stores(results: Results) -> list:
+    passes = results.writes + results.reads
+    if not passes:
+        return []
+    setup = results.store_setup
+    files_, size = setup.get("files", passes[0].files), setup.get("file_bytes", passes[0].file_bytes)
+    same = seed002.same_setting(files_, size)
+    rows, seen = [], set()
+    for r in passes:
+        head_ = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
+        if not r.ok:
+            rows.append([*head_, "failed", "-", "-", "-", "-", _seed002_cell(r, same), r.error or ""])
+            continue
+        seen.update(r.flags)
+        spread = f" ±{r.spread['half_range']:.0%}" if r.spread and len(r.passes) > 1 else ""
+        rows.append([*head_, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", Cell(f"{r.mb_per_s:.1f}{spread}",
+                                                                             tuple(r.flags), num=True),
+                     _per_gb(r), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
+                     _seed002_cell(r, same), ""])
+    chart = [ChartRow(f"{p.store} {p.operation} {p.threads}t", [Point(
+        x["rps"] * p.file_bytes / 1e6, "pass", f"{p.store} {p.operation}, {p.threads} threads: "
+        f"{x['rps'] * p.file_bytes / 1e6:.1f} MB/s") for x in p.passes if x.get("rps")],
+        p.mb_per_s if p.ok else None, f"median {p.mb_per_s:.1f} MB/s", "" if p.ok else "failed") for p in passes]
+    return [Charts([Figure("Each store written then read back: the bar is the median pass, each dot one pass.",
+                           strip_chart("Stores: MB/s written and read", chart, {"pass": PALETTE[0]},
+                                       "MB/s (10^6 bytes)"))]),
+            Para(f"{files_} files of {size:,} bytes ({files_ * size / 1e9:.2f} GB) into each store, with 1 thread and "
+                 f"with {max(setup.get('threads', [1]))}, every pass into an empty store, the stores in the "
+                 "schedule's order (another each repetition); then read back by the same client library, 1 thread "
+                 "in order and many threads in random order (seed 002's method). A row is the median of its passes "
+                 "by files per second, ± half their range. CPU s/GB: each container's CPU seconds per 10^9 bytes "
+                 "moved (bench, the writer or reader / the store's own container; the filesystem's work is the "
+                 "kernel's, charged to bench). Seed 002's column: its published seconds where the setting matches "
+                 "(WRITE_FILES=1000 WRITE_SIZE=10000000), else its rate for reference only (2015, Windows, one "
+                 "10,000 rpm disk; the machine restarted before every test). Warm reads come after a pass that is "
+                 "not counted, so caches hold what they will: they measure each store's software path more than the "
+                 "disk. Cold reads (\"in order, cold\") drop every file from the caches bench can reach before each "
+                 "pass; the databases' own caches go only with a restart, so their cold rows are not measured "
+                 "(store_setup.cold_reads says so per store). Sizes are read after a checkpoint or fsync."),
+            Table(["store", "operation", "threads", "order", "seconds", "files/s", "MB/s", "CPU s/GB bench / store",
+                   "ms per file p50 / p99", "seed 002", "error"], rows), *_legend(seen),
+            *_disk(results), *_durability(results)]
+
+
+def _disk(results: Results) -> list:
+    rows = []
+    for r in results.writes:
+        if r.disk:
+            published = seed002.disk_ratio(r.store)
+            rows.append([_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
+                         f"{r.disk['ratio']:.3f}", f"{published:.2f}" if published else "-",
+                         "yes" if r.verified else "**no**"])
+    return [Part("Storage used", [
+        Para("What each store used for the files just written, against their bytes (GridFS: the collections' "
+             "storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its tables, TOAST and "
+             "indexes included; the filesystem: the blocks its files hold, as du counts). Seed 002's: its \"GB\" "
+             "figures against the files' 9.31 GiB. Verified: every file read back and matched its sha256."),
+        Table(["store", "threads", "bytes written", "bytes used", "ratio", "seed 002 ratio", "verified"], rows)])
+            ] if rows else []
+
+
+def _plain(value) -> str:
+    """A recorded setting as a reader writes it: {'w': 1, 'j': True} -> w=1 j=true."""
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_plain(v)}" for k, v in value.items())
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _durability(results: Results) -> list:
+    durability = results.store_setup.get("durability") or {}
+    if not durability:
+        return []
+    items = [f"{_store_name(results, store)}: " + "; ".join(f"{k}: {_plain(v)}" for k, v in settings.items())
+             for store, settings in durability.items()]
+    items += [f"{store}: **failed**: {why}" for store, why in (results.store_setup.get("errors") or {}).items()]
+    return [Part("What made a write durable", [
+        Para("Every store acknowledges a file only once it is durable, as its server reports its settings:"),
+        Bullets(items)])]
+
+
+# --- ab -k against wrk, the checks, every case, the settings ----------------------
+def _tool_cell(tool) -> Cell:
+    spread = (tool.spread or {}).get("half_range")
+    return Cell(f"{tool.rps:.0f}" + (f" ±{spread:.0%}" if spread is not None and len(tool.repetitions) > 1 else ""),
+                tuple(tool.flags), num=True)
+
+
+def _agreement(results: Results) -> list:
+    if not results.comparisons:
+        return []
+    rows = []
+    for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
+        a, w = c.ab_keepalive, c.wrk
+        verdict = f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}"
+        rows.append([c.target, _size(c.file), str(c.concurrency), _tool_cell(a), _tool_cell(w), verdict,
+                     f"{a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f}",
+                     f"{w.p50_ms:.2f} / {w.p90_ms:.2f} / {w.p99_ms:.2f} / {w.max_ms:.0f}",
+                     str(a.failed + w.failed), str(a.refused + w.refused)])
+    free = [c for c in results.comparisons if not c.bound]
+    agree_free = sum(not c.disagree for c in free)
+    return [Para("Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
+                 "at the same connection count and for the same seconds, repetitions interleaved, the tool going "
+                 "first alternating. Difference: |ab -k - wrk| / their mean, of the median repetitions; **differ**: "
+                 f"over {TOOLS_DISAGREE:.0%}. Latency: p50 / p90 / p99 / max ms (closed loop: queueing included)."),
+            Table(["target", "size", "concurrency", "ab -k req/s", "wrk req/s", "difference", "ab -k latency ms",
+                   "wrk latency ms", "failed", "refused"], rows),
+            Para(f"{agree_free} of {len(free)} cases with neither tool at its CPU limit agree within "
+                 f"{TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit."),
+            *_legend({f for c in results.comparisons for t in (c.ab_keepalive, c.wrk) for f in t.flags})]
+
+
+def _checks(results: Results) -> list:
+    blocks = [Part("Verification", [
+        Para("Every file's body sha256 and Content-Length checked before timing; a target that fails is not timed."),
+        Table(["target", "url", "verified", "error"],
+              [[t.name, t.url, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets])])]
+    checked = [t for t in results.targets if t.conforming is not None]
+    if not checked:
+        return blocks
+    rows = [[t.name, str(sum(c["passed"] for c in t.conformance)), str(sum(not c["passed"] for c in t.conformance)),
+             "yes" if t.conforming else ("**no**, timed anyway (rows marked)" if t.verified else "**no**, not timed")]
+            for t in checked]
+    failed = [[t.name, c["case"], str(c["expected"]), str(c["got"])]
+              for t in checked for c in [c for c in t.conformance if not c["passed"]][:FAILED_CASES_SHOWN]]
+    return blocks + [Part("Conformance", [
+        Para("Every answer (full GET, headers, HEAD, each Range form, If-Range, 304s, 404) compared with "
+             "nginx-static's for the same request; hostile requests (bad methods and request lines, huge "
+             "headers, bad Range syntax, traversal, bad encodings) must be refused safely: no server error, "
+             "no hang, a 2xx only with nginx's bytes. Every case is in results.json."),
+        Table(["target", "passed", "failed", "conforming"], rows),
+        *([Para("Failed cases:"), Table(["target", "case", "expected", "got"], failed)] if failed else [])])]
+
+
+def _refused(refused: int, answers: int) -> str:
+    return f"{refused} ({refused / answers:.0%})" if refused and answers else str(refused)
+
+
+def _every_case(results: Results) -> list:
+    rows = []
+    for r in results.runs:
+        if not r.ok:
+            rows.append([r.target, _size(r.file), str(r.concurrency), "failed", "-", "-", "-", "-", "-",
+                         str(r.failed), _refused(r.refused, r.answers), r.error or ""])
+            continue
+        rps = r.spread or {}
+        rows.append([r.target, _size(r.file), str(r.concurrency), f"{r.rps:.0f}",
+                     f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
+                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed),
+                     _refused(r.refused, r.answers), Cell("", tuple(r.flags), names=True)])
+    return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
+                 "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
+                 "`refused` the answers that were not 2xx, with their share of all answers."),
+            Table(["target", "size", "concurrency", "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms",
+                   "KB/s", "failed", "refused", "flags / error"], rows), *_cache(results), *_peak_memory(results)]
+
+
+def _cache(results: Results) -> list:
+    cached = [r for r in results.runs if r.cache]
+    rows = [[r.target, _size(r.file), str(r.concurrency), str(r.cache["hits"]), str(r.cache["misses"]),
+             str(sum(r.cache["other"].values())), f"{r.cache['hit_ratio']:.4f}" if r.cache["hit_ratio"] is not None
+             else "-"] for r in cached]
+    return [Part("Cache hits", [
+        Para("What a caching path's own log says of each case's counted requests (warm-up excluded); below 0.99 the "
+             "row is flagged `cache-missed`: it measures the upstream too."),
+        Table(["target", "size", "concurrency", "hits", "misses", "other", "hit ratio"], rows)], folded=True)
+            ] if cached else []
+
+
+def _peak_memory(results: Results) -> list:
+    if not any(r.cpu for r in results.runs):
+        return []
+    peaks: dict[str, int] = {}
+    for r in results.runs:
+        for role, usage in (r.cpu or {}).items():
+            peaks[role] = max(peaks.get(role, 0), usage.get("peak_memory_bytes") or 0)
+    return [Part("Peak memory per container (MiB)", [
+        Para("cgroup v1: the container's lifetime peak of memory usage (page cache included); cgroup v2: the "
+             "highest working set seen in the timed windows."),
+        Table(["container", "peak MiB"], [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())])],
+                 folded=True)]
+
+
+def _settings(results: Results) -> list:
+    env, blocks = results.environment, []
+    tools = [[k, str(env[k])] for k in ("cpu_model", "host_cores", "loadgen_cores", "kernel", "cgroup_version",
+                                        "ab_version", "wrk_version", "vegeta_version", "loadgen_allowance_cores",
+                                        "duration_seconds") if env.get(k) is not None]
+    blocks.append(Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]))
+    hosts = env.get("hosts") or []
+    if hosts:
+        link, measured = env.get("link"), []
+        if link:
+            retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
+            shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
+            measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, "
+                             f"{link['seconds']:g} s): **{link['bits_per_second'] / 1e6:.1f} Mbit/s** received"
+                             f"{retransmits}; a row moving 90% of it is `link-bound`.")]
+        blocks.append(Part("Hosts", [
+            Para("One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its own "
+                 "host."),
+            Table(["host", "CPUs", "memory", "containers"],
+                  [[f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
+                    f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "?",
+                    ", ".join(h.get("containers") or []) or "none watched"] for h in hosts]), *measured]))
+    images = env.get("images") or {}
+    if images:
+        blocks.append(Part("Images", [
+            Para("What each container ran, from Docker (cAdvisor's container spec and Compose's image label): a "
+                 "swapped variable shows here as another image ID."),
+            Table(["container", "image", "image ID"],
+                  [[role, f"`{i.get('image') or '?'}`", f"`{(i.get('image_id') or '?').removeprefix('sha256:')[:12]}`"]
+                   for role, i in images.items()])]))
+    blocks += [Part("Settings (.env as the run saw it)", [
+        Table(["variable", "value"], [[k, f"`{v}`"] for k, v in results.parameters.items()])], folded=True),
+        Part("Timing as applied", [Table(["knob", "value"], [[k, f"`{json.dumps(v)}`"]
+                                                             for k, v in results.timing.items()])], folded=True)]
+    if results.phases:
+        planned, actual = results.timing.get("planned_seconds"), results.timing.get("actual_seconds")
+        note = (f"The timed phases were expected to take {planned:.0f} s from the settings and took {actual:.0f} s "
+                "(slow cases run longer to hold their minimum of requests)." if planned and actual else "")
+        blocks.append(Part("What this run cost (wall seconds)", [
+            Para("The seed's time is its own (from manifest.json); the rest is bench's, phase by phase. " + note),
+            Table(["phase", "seconds"], [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()])]))
+    return blocks
+
+
+def sections(results: Results) -> list[Part]:
+    """Every section of the report that has something to show, in order."""
+    timed = bool(results.runs)
+    cpu = timed and any(r.cpu for r in results.runs)
+    found = [
+        ("headline", "Headline", _headline(results) if timed else [Para("No case was timed.")]),
+        ("rounds", "Rounds: what each ratio rests on", _rounds(results)),
+        ("rps", "Requests per second", _requests_per_second(results) if timed else []),
+        ("cpu", "CPU ms per request (target / database; lower is better)", _cpu_per_request(results) if cpu else []),
+        ("open-loop", "Latency at a fixed rate (open loop, vegeta)", _open_loop(results) if timed else []),
+        ("sweep", "Concurrency sweep (requests per second)", _sweep(results) if timed else []),
+        ("working-set", "Working set: many files in random order", _working_set(results)),
+        ("stores", "Stores: writes and reads (seed 002)", _stores(results)),
+        ("tools", "ab -k against wrk (requests per second; agreement per case)", _agreement(results) if timed else []),
+        ("checks", "Verification and conformance", _checks(results)),
+        ("cases", "Every case", _every_case(results) if timed else []),
+        ("settings", "Settings, images and hosts", _settings(results)),
+    ]
+    return [Part(title, blocks, anchor=anchor) for anchor, title, blocks in found if blocks]

@@ -1,0 +1,36 @@
+"""report.md and index.html are two renderings of one section list
+(report/sections.py): the same sections, under the same titles, in the same
+order, from the committed example run and from a run with a failed case."""
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from bench.report.html import render_html
+from bench.report.markdown import render_markdown
+from bench.report.sections import sections
+from bench.results import Results
+
+ROOT = Path(__file__).parent.parent
+RUNS = [ROOT / "results" / "example" / "results.json",
+        *sorted((ROOT / "tests" / "fixtures" / "compare").glob("*.json"))]
+
+
+@pytest.mark.parametrize("source", RUNS, ids=lambda p: p.stem if p.parent.name == "compare" else p.parent.name)
+def test_report_md_and_index_html_list_the_same_sections_in_order(source):
+    doc = json.loads(source.read_text())
+    results = Results.from_dict(doc)
+    titles = [s.title for s in sections(results)]
+    assert len(titles) >= 5
+    in_markdown = re.findall(r"^## (.+)$", render_markdown(results), re.M)
+    in_page = [unescape(t) for t in re.findall(r'<section id="[^"]+"><h2>(.+?)</h2>', render_html(results, doc))]
+    assert in_markdown == titles
+    assert in_page == titles
+
+
+def test_neither_backend_reads_the_other():
+    report = ROOT / "loadgen" / "bench" / "report"
+    assert "from .markdown" not in (report / "html.py").read_text()
+    assert "from .html" not in (report / "markdown.py").read_text()
