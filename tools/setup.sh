@@ -6,7 +6,9 @@
 # also what only the tests need: the native servers and clients, FerretDB's
 # binary, vegeta, actionlint and the test runner's packages. Says first what
 # it will install and why, then installs it. Idempotent; safe to re-run.
-#   tools/setup.sh [--tests]
+# --no-engine leaves the Docker engine and Compose out (an engine elsewhere,
+# DOCKER_HOST; or a container, as tests/test_setup_bare.py runs it).
+#   tools/setup.sh [--tests] [--no-engine]
 set -euo pipefail
 # One line, before anything fails half-way for want of root.
 if [ "$(id -u)" -ne 0 ]; then
@@ -15,11 +17,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
-case ${1:-} in
-  --tests) tests=1 ;;
-  "") tests= ;;
-  *) die "usage: tools/setup.sh [--tests]" ;;
-esac
+tests='' no_engine=''
+for arg in "$@"; do
+  case $arg in
+    --tests) tests=1 ;;
+    --no-engine) no_engine=1 ;;
+    *) die "usage: tools/setup.sh [--tests] [--no-engine]" ;;
+  esac
+done
 
 # What the lab itself needs, each with its reason (shown in the plan).
 LAB_PACKAGES=(
@@ -66,7 +71,9 @@ owner() { dpkg -S "$1" 2>/dev/null | cut -d: -f1 || true; } # the package a file
 
 # The Docker engine as found: one line for the plan; sets engine_missing.
 engine_missing=
-if docker info >/dev/null 2>&1; then
+if [ -n "$no_engine" ]; then
+  engine="Docker engine and Compose: not set up (--no-engine)"
+elif docker info >/dev/null 2>&1; then
   pkg=$(owner "$(command -v dockerd || command -v docker)")
   engine="Docker engine $(docker version -f '{{.Server.Version}}' 2>/dev/null) answers (package ${pkg:-unknown}): left alone"
 elif dockerd=$(command -v dockerd); then
@@ -94,7 +101,7 @@ if [ ${#missing[@]} -eq 0 ]; then say "  Debian packages: all there"
 else say "  Debian packages to install:"; for r in "${reasons[@]}"; do say "    $r"; done
 fi
 say "  $go_plan"
-say "  $("$root/tools/install-compose.sh" --plan)"
+[ -n "$no_engine" ] || say "  $("$root/tools/install-compose.sh" --plan)"
 if [ -n "$tests" ]; then say "  .venv: bench's Python packages for tools/, and the tests' (tests/requirements.txt)"
 else say "  .venv: bench's Python packages for tools/ (loadgen/requirements.txt)"
 fi
@@ -129,10 +136,10 @@ venv_install() { # FOR REQUIREMENTS [FILES IT INCLUDES...]: once per change of t
   echo "$want" >"$stamp"
 }
 
-start_docker
+[ -n "$no_engine" ] || start_docker
 "$root/tools/install-go.sh" >/dev/null
 PATH="$LAB_CACHE/go/bin:$PATH"  # the Go it chose, for the scripts below
-"$root/tools/install-compose.sh" >/dev/null
+[ -n "$no_engine" ] || "$root/tools/install-compose.sh" >/dev/null
 venv_install lab "$root/loadgen/requirements.txt"
 if [ -n "$tests" ]; then
   "$root/tools/build-ferretdb.sh" >/dev/null
@@ -141,4 +148,6 @@ if [ -n "$tests" ]; then
   venv_install tests "$root/tests/requirements.txt" "$root/services/flask/requirements.txt" \
     "$root/services/flask-postgres/requirements.txt" "$root/loadgen/requirements.txt"
 fi
-say "ready${tests:+ for the tests}: docker $(docker version -f '{{.Server.Version}}'), compose $(docker compose version --short), $(go env GOVERSION)"
+if [ -n "$no_engine" ]; then say "ready${tests:+ for the tests} but for Docker: $(go env GOVERSION)"
+else say "ready${tests:+ for the tests}: docker $(docker version -f '{{.Server.Version}}'), compose $(docker compose version --short), $(go env GOVERSION)"
+fi
