@@ -14,6 +14,8 @@ import pytest
 
 from lab_compose import settings_in
 
+pytestmark = pytest.mark.lab  # Docker, with no fixture that says so
+
 REPO = Path(__file__).resolve().parent.parent
 CACHES = {"/var/cache/apt/archives": "/var/cache/apt/archives", "/root/go/pkg/mod": "/root/go/pkg/mod",
           "/root/.cache/pip": "/root/.cache/pip", "/root/.cache/go-build": "/root/.cache/go-build"}
