@@ -66,6 +66,7 @@ BAD = [
     # bench's own knobs: settings.from_env's rules
     ("BENCH_TARGETS", " "), ("BENCH_CONCURRENCY", "five"), ("BENCH_DURATION", "4 5"), ("BENCH_WARMUP", "-1"),
     ("BENCH_MIN_REQUESTS", "many"), ("BENCH_REPETITIONS", "0"), ("BENCH_TARGET_WIDTH", "0.9"), ("BENCH_BUDGET", "soon"),
+    ("BENCH_CPU_DESIGN", "same moment"),
     ("BENCH_PROFILE", "fast"), ("BENCH_TOOLS", "wrk"),
     ("BENCH_LOADGENS", "0"),
     ("BENCH_OPEN_LOOP", "1.5"), ("BENCH_OPEN_LOOP", "0.5 0.96"), ("BENCH_OPEN_LOOP_SECONDS", "0"),

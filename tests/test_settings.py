@@ -37,6 +37,8 @@ def test_quick_profile_overrides_the_timing_knobs():
     ({"BENCH_OPEN_LOOP": "0.25 0.5 0.99"}, "BENCH_OPEN_LOOP"),
     ({"BENCH_OPEN_LOOP": "0 0.5"}, "BENCH_OPEN_LOOP"),
     ({"BENCH_PROFILE": "fast"}, "BENCH_PROFILE"),
+    ({"BENCH_CPU_DESIGN": "same moment"}, "BENCH_CPU_DESIGN"),
+    ({"BENCH_CPU_DESIGN": "duet"}, "BENCH_CPU_DESIGN"),
     ({"BENCH_ALLOW_NONCONFORMING": "2"}, "BENCH_ALLOW_NONCONFORMING"),
     ({"BENCH_REQUESTS": "500"}, "BENCH_REQUESTS is no longer read.*BENCH_DURATION"),
 ])

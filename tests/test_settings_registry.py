@@ -88,6 +88,8 @@ NOT_APPLIED = {
     "concurrency": "recorded as BENCH_CONCURRENCY; the report names the levels timed",
     "startup_timeout": "how long bench waits, not how it times",
     "allow_nonconforming": "recorded as BENCH_ALLOW_NONCONFORMING; rows say nonconforming",
+    "cpu_design": "recorded as BENCH_CPU_DESIGN; no profile overrides it, and results.rounds says same-moment "
+                  "(timing stays as it was for the rounds design)",
 }
 
 

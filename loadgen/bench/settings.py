@@ -31,6 +31,12 @@ QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep"
 STANDARD_OPEN_LOOP_S = 6
 EVERY_CASE, ONE_FILE_PER_PATH = "every case", "one file per path"
 PROFILES = ("standard", "full", "quick")
+# BENCH_CPU_DESIGN: where the headline's CPU ratio comes from. rounds: each
+# round's closed-loop windows, the path's and the baseline's seconds apart;
+# same-moment: one window per size and round in which every path takes the
+# same fixed rate at once (bench.benchmark.same_moment), so the machine's
+# swing over seconds befalls the path and its baseline alike.
+CPU_DESIGNS = ("rounds", "same-moment")
 
 # Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
 # writes a tenth of them, so a run stays short (set WRITE_FILES=1000 to
@@ -96,6 +102,7 @@ class Settings:
     repetitions: int = 6
     target_width: float | None = 1.10
     budget_s: float | None = 1800.0
+    cpu_design: str = "rounds"    # CPU_DESIGNS: the headline's CPU ratio from the rounds' windows or same-moment ones
     tool_check: str = "every case"  # ab -k against wrk: EVERY_CASE at the top level, or ONE_FILE_PER_PATH
     tools: tuple[str, ...] = ("ab",)  # "wrk" adds ab -k against wrk at the highest concurrency
     loadgens: int = 1             # ab processes sharing each case's concurrency, merged (BENCH_LOADGENS)
@@ -362,6 +369,14 @@ def _ab_design(env, name: str, default: str) -> str:
     return design
 
 
+def _cpu_design(env, name: str, default: str) -> str:
+    design = env.get(name, default).strip() or default
+    if design not in CPU_DESIGNS:
+        raise SettingsError(f"{name}={design!r}: expected 'rounds' (CPU per request from each round's closed-loop "
+                            "windows) or 'same-moment' (every path at one fixed rate in the same window)")
+    return design
+
+
 def _number(kind=float, minimum: float = 0.0, maximum: float | None = None):
     """A reader of exactly one number within bounds (_one)."""
     return partial(_one, kind=kind, minimum=minimum, maximum=maximum)
@@ -432,6 +447,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("BENCH_REPETITIONS", "6", _number(int, 1, 100), "repetitions", ("bench",)),
     Setting("BENCH_TARGET_WIDTH", "1.10", _off_or(_width), "target_width", ("bench",)),
     Setting("BENCH_BUDGET", "30m", _off_or(_seconds), "budget_s", ("bench",)),
+    Setting("BENCH_CPU_DESIGN", "rounds", _cpu_design, "cpu_design", ("bench",)),
     Setting("BENCH_PROFILE", "standard", _profile, "profile", ("bench",), services=FOR_SEED),
     Setting("BENCH_TOOLS", "ab", _tools, "tools", ("bench",)),
     Setting("BENCH_LOADGENS", "1", _number(int, 1, 16), "loadgens", ("bench",)),

@@ -4,7 +4,7 @@ each round a paired ratio to the baseline; at the highest concurrency the
 rounds go on until every interval is narrow or the budget says stop."""
 import time
 
-from ..measure import cache_log, rounds as rounds_mod
+from ..measure import cache_log, rounds as rounds_mod, same_moment as same_moment_rules
 from ..measure.rounds import BASELINE, MIN_ROUNDS
 from ..measure.flags import CACHE_MISSED, FEW_ROUNDS, NONCONFORMING
 from ..progress import clock, say
@@ -15,15 +15,17 @@ from .cases import Timer, case_name, case_seconds, few_rounds
 from .costs import MEASURED_OVERHEAD_S, warm_up_seconds
 from .phase import Phase, PhaseRun, Scope
 from .schedule import WINDOW_WARM_UP_S, round_order
+from . import same_moment
 
 
 def rounds_seconds(cfg, targets: int, files: int) -> float:
     """One round of every case: each path's window, its short warm-up and
     the overhead, plus the idle reading before it (a case's first round
     also settles each path: see TimedCases.planned_seconds). Slow cases
-    stretch their windows past BENCH_DURATION and the pace shows it."""
+    stretch their windows past BENCH_DURATION and the pace shows it.
+    BENCH_CPU_DESIGN=same-moment adds a window per file (same_moment)."""
     window = cfg.duration + (WINDOW_WARM_UP_S if cfg.warmup else 0) + MEASURED_OVERHEAD_S
-    return 2.5 + targets * files * len(cfg.concurrency) * window
+    return 2.5 + targets * files * len(cfg.concurrency) * window + same_moment.planned_seconds(cfg, files)
 
 
 class TimedCases(Phase):
@@ -55,6 +57,8 @@ class TimedCases(Phase):
             + (f"c={top} until every interval is within x/÷{cfg.target_width:g} (at least "
                f"{max(cfg.repetitions, MIN_ROUNDS)} rounds) or the budget ends" if cfg.target_width
                else f"{cfg.repetitions} rounds")
+            + ("; CPU per request from a same-moment window per size, every path at one rate"
+               if same_moment.in_use(cfg) else "")
             + f"; expected about {clock(run.planned)}" + (" (the budget)" if run.budgeted else ""))
         deadline = run.deadline
         if deadline and deadline - time.monotonic() < max(cfg.repetitions,
@@ -99,6 +103,8 @@ def time_rounds(timer: Timer, targets: list[TargetResult], cases: list[tuple[dic
         for case in state:
             case.round(timer, targets, count)
         for case in state:
+            case.same_moment_window(timer, targets, count)
+        for case in state:
             case.judge(timer.cfg, count)
         still_open = any(case.open(timer, targets) for case in state)
         took = time.monotonic() - began
@@ -130,6 +136,10 @@ class CaseRounds:
         self.converged_at: dict[str, int] = {}
         self.done: set[str] = set()  # paths whose rounds are over (converged, or the fixed count reached)
         self.ratios: dict[str, dict] = {}
+        # BENCH_CPU_DESIGN=same-moment (headline cases): the window's rate, fixed in
+        # the first round, and each round's window (bench.measure.same_moment)
+        self.cpu_rate: int | None = None
+        self.cpu_windows: list[dict] = []
 
     def settle(self, timer: Timer, targets: list[TargetResult]) -> None:
         for t in targets:
@@ -191,19 +201,42 @@ class CaseRounds:
                                    + (WINDOW_WARM_UP_S if timer.cfg.warmup else 0))
             timer.progress.report(f"{case} done")
 
+    def same_moment_window(self, timer: Timer, targets: list[TargetResult], count: int) -> None:
+        """BENCH_CPU_DESIGN=same-moment, a headline case: after the round's
+        closed-loop windows, one window of every path that took part, the
+        baseline with them, at one rate: RATE_SHARE of the slowest one's
+        whole-answer rate in the first round."""
+        if not (self.headline and same_moment.in_use(timer.cfg)):
+            return
+        names = self.taking_part(timer, targets)
+        if BASELINE not in names or len(names) < 2:
+            return
+        if self.cpu_rate is None:
+            self.cpu_rate = same_moment_rules.window_rate(
+                [same_moment_rules.first_round_rate(self.reps.get(n) or []) or 0.0 for n in names])
+        if self.cpu_rate is None:
+            return
+        self.cpu_windows.append(same_moment.time_window(timer, targets, names, self.f, self.cpu_rate, count))
+
+    def cpu_source(self, cfg) -> list[dict] | None:
+        """Where the path's own CPU ratio comes from: the same-moment windows
+        (BENCH_CPU_DESIGN=same-moment, a headline case), else None: the
+        rounds' closed-loop windows (bench.measure.rounds.metric_logs)."""
+        return self.cpu_windows if self.headline and same_moment.in_use(cfg) else None
+
     def judge(self, cfg, count: int) -> None:
         """After a round: each path's ratios so far; which paths are done."""
         base = self.reps.get(BASELINE) or []
         for name, reps in self.reps.items():
             if name == BASELINE or not base:
                 continue
-            found = rounds_mod.ratios(reps, base, name, BASELINE, rounds_mod.QUANTILE_LEVEL)
+            found = rounds_mod.ratios(reps, base, name, BASELINE, rounds_mod.QUANTILE_LEVEL, self.cpu_source(cfg))
             if (self.headline and cfg.target_width and name not in self.converged_at
                     and len(reps) >= max(cfg.repetitions, rounds_mod.MIN_ROUNDS)
                     and rounds_mod.converged(found, cfg.target_width)):
                 self.converged_at[name] = count
             if name not in self.converged_at:  # not stopped on its width (so far): the plain 95% quantile
-                found = rounds_mod.ratios(reps, base, name, BASELINE)
+                found = rounds_mod.ratios(reps, base, name, BASELINE, cpu_windows=self.cpu_source(cfg))
             self.ratios[name] = {m: r.to_dict() for m, r in found.items()}
         fixed = not (self.headline and cfg.target_width and base and set(self.reps) - {BASELINE})
         for name, reps in self.reps.items():  # done: only a path counted in this round (a dead one never is)
@@ -284,7 +317,18 @@ def rounds_record(cfg, cases: list[CaseRounds], count: int, stopped: str, earlie
             "baseline": BASELINE, "min_rounds": max(cfg.repetitions, rounds_mod.MIN_ROUNDS),
             "target_width": cfg.target_width, "quantile_level": rounds_mod.QUANTILE_LEVEL,
             "rounds": count,
-            "stopped": stopped, "rows": rows}
+            "stopped": stopped, "rows": rows, **same_moment_record(cfg, cases)}
+
+
+def same_moment_record(cfg, cases: list[CaseRounds]) -> dict:
+    """BENCH_CPU_DESIGN=same-moment's part of results.rounds ({} otherwise:
+    the record as before): the design, each file's rate, every window."""
+    if not same_moment.in_use(cfg):
+        return {}
+    headline = [c for c in cases if c.headline]
+    return {"cpu_design": same_moment.SAME_MOMENT,
+            "cpu_rates": {c.f["name"]: c.cpu_rate for c in headline if c.cpu_rate is not None},
+            "cpu_windows": [w for c in headline for w in c.cpu_windows]}
 
 
 def describe(run: Run) -> str:

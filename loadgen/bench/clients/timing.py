@@ -415,6 +415,27 @@ def vegeta_max_workers(rate: float) -> int:
     return min(VEGETA_MAX_WORKERS, max(10, math.ceil(rate * TIMEOUT_S)))
 
 
+def vegeta_attack(binary: str, rate: float, seconds: float, results: Path) -> list[str]:
+    """vegeta's attack at a fixed rate, its results (binary) to `results`;
+    the targets on its stdin or in a -targets file."""
+    return [binary, "attack", f"-rate={vegeta_rate(rate)}", f"-duration={seconds:.3f}s", f"-timeout={TIMEOUT_S}s",
+            f"-max-workers={vegeta_max_workers(rate)}", "-max-body=0", f"-output={results}"]
+
+
+def vegeta_read(binary: str, results: Path, rate: float, attack: Process, out_dir: Path | None,
+                name: str | None) -> Measurement:
+    """One attack's results as a Measurement (its report as <name>.json)."""
+    report = _run([binary, "report", "-type=json", str(results)], 60, None, None)
+    encoded = _run([binary, "encode", "-to=json", str(results)], 60, None, None)
+    if out_dir and name:
+        (out_dir / f"{name}.json").write_text(report.stdout)
+    try:
+        return vegeta_measurement(report.stdout, rate, attack.cpu_seconds, f"{name}.json" if out_dir else None,
+                                  attack.started_ns, attack.ended_ns, encoded.stdout)
+    except VegetaOutputError as e:
+        raise TimingError(str(e)) from e
+
+
 def run_vegeta(url: str, rate: float, seconds: float, out_dir: Path | None = None,
                name: str | None = None) -> Measurement:
     """vegeta at a fixed rate: requests leave on schedule whether or not
@@ -426,16 +447,24 @@ def run_vegeta(url: str, rate: float, seconds: float, out_dir: Path | None = Non
     binary = os.environ.get("VEGETA", "vegeta")
     with tempfile.TemporaryDirectory(prefix="vegeta-") as tmp:
         results = Path(tmp) / "results.bin"  # the attack's results are binary; the report makes JSON of them
-        attack = [binary, "attack", f"-rate={vegeta_rate(rate)}", f"-duration={seconds:.3f}s",
-                  f"-timeout={TIMEOUT_S}s", f"-max-workers={vegeta_max_workers(rate)}", "-max-body=0",
-                  f"-output={results}"]
-        p = _run(attack, seconds + GRACE_S, None, None, stdin=f"GET {url}\n".encode())
-        report = _run([binary, "report", "-type=json", str(results)], 60, None, None)
-        encoded = _run([binary, "encode", "-to=json", str(results)], 60, None, None)
-    if out_dir and name:
-        (out_dir / f"{name}.json").write_text(report.stdout)
-    try:
-        return vegeta_measurement(report.stdout, rate, p.cpu_seconds, f"{name}.json" if out_dir else None,
-                                  p.started_ns, p.ended_ns, encoded.stdout)
-    except VegetaOutputError as e:
-        raise TimingError(str(e)) from e
+        p = _run(vegeta_attack(binary, rate, seconds, results), seconds + GRACE_S, None, None,
+                 stdin=f"GET {url}\n".encode())
+        return vegeta_read(binary, results, rate, p, out_dir, name)
+
+
+def run_vegeta_together(urls: list[str], rate: float, seconds: float, out_dir: Path | None = None,
+                        names: list[str | None] | None = None) -> list[Measurement]:
+    """run_vegeta against every URL at once: one attack each, started at
+    the same moment at the same rate and waited for together, each with its
+    own rusage (the same-moment CPU window, bench.benchmark.same_moment)."""
+    binary = os.environ.get("VEGETA", "vegeta")
+    names = names or [None] * len(urls)
+    with tempfile.TemporaryDirectory(prefix="vegeta-") as tmp:
+        results = [Path(tmp) / f"{i}.bin" for i in range(len(urls))]
+        targets = [Path(tmp) / f"{i}.targets" for i in range(len(urls))]
+        for url, path in zip(urls, targets):
+            path.write_text(f"GET {url}\n")
+        attacks = _run_together([[*vegeta_attack(binary, rate, seconds, out), f"-targets={path}"]
+                                 for out, path in zip(results, targets)], seconds + GRACE_S, None,
+                                [None] * len(urls))
+        return [vegeta_read(binary, out, rate, p, out_dir, name) for out, p, name in zip(results, attacks, names)]

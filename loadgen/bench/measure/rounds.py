@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from statistics import fmean, stdev
 
 from .paired import t_quantile
+from .same_moment import window_logs
 from .usage import CORE_SATURATED, LOADGEN, LOADGEN_BOUND
 
 BASELINE = "nginx-static"  # every headline ratio's denominator
@@ -66,6 +67,18 @@ def paired_logs(reps: list[dict], base: list[dict], metric: str, target: str, ba
         if a and b and a > 0 and b > 0:
             logs.append(math.log(a / b))
     return logs
+
+
+def metric_logs(reps: list[dict], base: list[dict], metric: str, target: str, baseline: str,
+                cpu_windows: list[dict] | None = None) -> list[float]:
+    """A metric's per-round log ratios from their source by the CPU design:
+    with same-moment windows (BENCH_CPU_DESIGN=same-moment: `cpu_windows`,
+    bench.measure.same_moment), the path's own CPU per request from them;
+    everything else (req/s, the CPU with the database, which every GridFS
+    path shares at once there) from the rounds' closed-loop windows."""
+    if metric == CPU and cpu_windows is not None:
+        return window_logs(cpu_windows, target, baseline)
+    return paired_logs(reps, base, metric, target, baseline)
 
 
 @dataclass
@@ -117,14 +130,16 @@ def baseline_bound(base: list[dict]) -> str | None:
     return None
 
 
-def ratios(reps: list[dict], base: list[dict], target: str, baseline: str, level: float = LEVEL) -> dict[str, Ratio]:
+def ratios(reps: list[dict], base: list[dict], target: str, baseline: str, level: float = LEVEL,
+           cpu_windows: list[dict] | None = None) -> dict[str, Ratio]:
     """Every metric's Ratio for one path and case from the two lists of
-    counted windows (each with its "round")."""
+    counted windows (each with its "round"), the path's own CPU from
+    `cpu_windows` when given (metric_logs)."""
     bound = baseline_bound(base)
     found = {}
     for metric in (RPS, CPU, CPU_TOTAL):
-        r = ratio_of(paired_logs(reps, base, metric, target, baseline), metric, bound if metric == RPS else None,
-                     level)
+        r = ratio_of(metric_logs(reps, base, metric, target, baseline, cpu_windows), metric,
+                     bound if metric == RPS else None, level)
         if r is not None:
             found[metric] = r
     return found

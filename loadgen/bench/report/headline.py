@@ -110,8 +110,23 @@ def ratio_words(found: dict | None, fallback: float | None = None) -> str:
     return f"{found['ratio']:.2f} [{found['low']:.2f}, {found['high']:.2f}] ({n})"
 
 
+def cpu_condition(results: Results) -> str | None:
+    """How the CPU ratios were measured when not in the rounds' own windows
+    (BENCH_CPU_DESIGN=same-moment): 'at 50 req/s, all paths at once', each
+    size's rate when they differ; None for the rounds' windows."""
+    found = results.rounds or {}
+    rates = found.get("cpu_rates") if found.get("cpu_design") == "same-moment" else None
+    if not rates:
+        return None
+    sizes = [file for file, _ in files(results) if file in rates] + sorted(set(rates) - set(dict(files(results))))
+    if len({rates[f] for f in sizes}) == 1:
+        return f"at {rates[sizes[0]]:g} req/s, all paths at once"
+    return "at " + ", ".join(f"{rates[f]:g} req/s ({size_label(f)})" for f in sizes) + ", all paths at once"
+
+
 def headline_rows(results: Results) -> list[HeadlineRow]:
     c = headline_level(results)
+    same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
     rows = []
     for t in grouped(timed_targets(results)):
         for file, _ in files(results):
@@ -128,8 +143,8 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
             rps, cpu = found.get("rps"), found.get("cpu")
             rows.append(HeadlineRow(run, loop,
                                     rps["ratio"] if rps else _ratio(run.rps, base.rps if base_ok else None),
-                                    cpu["ratio"] if cpu else _ratio(target_ms(run), target_ms(base) if base_ok
-                                                                    else None),
+                                    cpu["ratio"] if cpu else None if same_moment else _ratio(
+                                        target_ms(run), target_ms(base) if base_ok else None),
                                     flagged, rps, cpu))
     return rows
 
@@ -157,7 +172,9 @@ def fastest_sentence(results: Results, file: str, c: int, others: list[Run], bas
 
     cheapest = min((r for r in others if cpu_ratio(r) is not None), key=cpu_ratio, default=None)
     if cheapest:
-        words += (f"; the cheapest in its own CPU per request was **{cheapest.target}** at "
+        condition = cpu_condition(results)
+        words += (f"; the cheapest in its own CPU per request{f' ({condition})' if condition else ''} was "
+                  f"**{cheapest.target}** at "
                   f"{ratio_words(found[cheapest.target].get('cpu'), cpu_ratio(cheapest))}× nginx-static's.")
     else:
         words += "."

@@ -9,8 +9,8 @@ a number."""
 import json
 
 from . import seed000, seed002
-from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
-                       open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
+from .headline import (BASELINE, STORES, concurrencies, cpu_condition, ferretdb, files, grouped, headline_level,
+                       headline_rows, open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
@@ -118,7 +118,8 @@ def _headline(results: Results) -> list:
     lines = sentences(results)
     return ([Para(" ".join(lines), answer=True)] if lines else []) + [
         Table(["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
-               "CPU/request ratio to nginx-static", "p99 ms at a fixed rate", "bottleneck", "flags"], rows, "headline"),
+               _cpu_heading(results, "CPU/request ratio to nginx-static"), "p99 ms at a fixed rate", "bottleneck",
+               "flags"], rows, "headline"),
         Para(f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
              f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
              f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
@@ -155,8 +156,15 @@ def _rounds(results: Results) -> list:
                  f"fresh order from the run's seed; a ratio is the {found.get('estimator')}; width: the interval as "
                  "x/÷ its centre; sd: of the rounds' log ratios. Mean position in the rounds (1 = first): "
                  + ", ".join(f"{name} {p:g}" for name, p in positions.items()) + "."),
-            Table(["target", "size", "req/s ratio", "width", "sd", "CPU/request ratio", "width", "sd", "rounds",
-                   "interval"], table)]
+            Table(["target", "size", "req/s ratio", "width", "sd", _cpu_heading(results, "CPU/request ratio"), "width",
+                   "sd", "rounds", "interval"], table)]
+
+
+def _cpu_heading(results: Results, words: str) -> str:
+    """A CPU ratio column's heading, with its condition when the ratios come
+    from same-moment windows (BENCH_CPU_DESIGN=same-moment)."""
+    condition = cpu_condition(results)
+    return f"{words} {condition}" if condition else words
 
 
 # --- requests per second, CPU, latency ---------------------------------------------
