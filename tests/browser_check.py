@@ -172,6 +172,17 @@ def _round_ratio(run: dict, base: dict | None, value, bounded: bool = False) -> 
     return ("≤ " if bound else "") + f"{round(math.exp(sum(logs) / len(logs)), 4):.2f}"
 
 
+def _window_ratio(windows: list[dict], target: str, file: str) -> str:
+    """BENCH_CPU_DESIGN=same-moment: the centre over the windows of `file`
+    in which both the path and nginx-static have a figure (not excluded)."""
+    def cpu(window: dict, name: str) -> float | None:
+        found = window["targets"].get(name) or {}
+        return None if found.get("excluded") else found.get("cpu_ms_per_request")
+    logs = [math.log(a / b) for w in windows if w["file"] == file
+            for a, b in [(cpu(w, target), cpu(w, "nginx-static"))] if a and b]
+    return f"{round(math.exp(sum(logs) / len(logs)), 4):.2f}" if logs else "-"
+
+
 def expected_headline(results: dict) -> dict[tuple, dict]:
     """The headline's figures computed from results.json here, not by the
     renderer's code: (target, file, concurrency) -> column -> text."""
@@ -190,6 +201,8 @@ def expected_headline(results: dict) -> dict[tuple, dict]:
         if results.get("rounds"):  # the geometric mean of the rounds' ratios, paired by round
             row = {"rps": f"{run['rps']:.0f}", "rps-ratio": _round_ratio(run, base, _rep_rps, bounded=True),
                    "cpu-ratio": _round_ratio(run, base, _rep_cpu_ms)}
+            if results["rounds"].get("cpu_design") == "same-moment" and target != "nginx-static":
+                row["cpu-ratio"] = _window_ratio(results["rounds"].get("cpu_windows") or [], target, file)
         else:
             ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}"  # noqa: E731
             row = {"rps": f"{run['rps']:.0f}", "rps-ratio": ratio(run["rps"], base and base["rps"]),

@@ -6,6 +6,7 @@ rounds' choice of source, the plan's seconds, the record and the report's
 label. No Docker, no tool runs: the timer is a stand-in."""
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bench.benchmark.costs import MEASURED_OVERHEAD_S
 from bench.benchmark.phase import Scope
 from bench.benchmark.phases import planned_seconds
 from bench.benchmark.schedule import WINDOW_WARM_UP_S
+from bench.clients import timing
 from bench.measure import same_moment
 from bench.measure.rounds import BASELINE, CPU, CPU_TOTAL, RPS, metric_logs, paired_logs, ratios
 from bench.measure.usage import SENT_RATE_KEPT
@@ -264,3 +266,82 @@ def test_the_cpu_column_says_its_rate_and_that_every_path_ran_at_once():
     report = render_markdown(results)
     assert "CPU/request ratio to nginx-static at 50 req/s, all paths at once" in report
     assert "CPU/request ratio at 50 req/s, all paths at once" in report  # the rounds' table
+
+
+# --- the tools started together ---------------------------------------------------
+FAKE_VEGETA = '''#!{python}
+"""vegeta's three commands as run_vegeta_together calls them: attack
+records its arguments, its -targets file and when it started; report and
+encode print captured outputs."""
+import json, sys, time
+from pathlib import Path
+command, args = sys.argv[1], dict(a.lstrip("-").split("=", 1) for a in sys.argv[2:] if "=" in a)
+fixtures = Path({fixtures!r})
+if command == "attack":
+    Path(args["output"]).write_text(json.dumps({{"args": sys.argv[2:], "target": Path(args["targets"]).read_text(),
+                                                 "started": time.time()}}))
+    time.sleep(0.2)
+elif command == "report":
+    print((fixtures / "nginx-1KB-rate200.json").read_text())
+else:
+    print((fixtures / "slow-0.3s-rate200.jsonl").read_text())
+'''
+
+
+def test_every_url_gets_its_own_vegeta_started_together(tmp_path, monkeypatch):
+    fake = tmp_path / "vegeta"
+    fake.write_text(FAKE_VEGETA.format(python=sys.executable,
+                                       fixtures=str(Path(__file__).parent / "fixtures" / "vegeta")))
+    fake.chmod(0o755)
+    monkeypatch.setenv("VEGETA", str(fake))
+    seen = []
+    real_read = timing.vegeta_read
+
+    def read(binary, results, rate, attack, out_dir, name):
+        seen.append((json.loads(Path(results).read_text()), attack))
+        return real_read(binary, results, rate, attack, out_dir, name)
+    monkeypatch.setattr(timing, "vegeta_read", read)
+    urls = ["http://nginx-static:8080/files/1KB.bin", "http://flask:8080/files/1KB.bin"]
+    found = timing.run_vegeta_together(urls, 200, 1.0, tmp_path, ["a-same-moment-r1", "b-same-moment-r1"])
+    assert [s["target"] for s, _ in seen] == [f"GET {u}\n" for u in urls]
+    assert all("-rate=200/1s" in s["args"] and "-duration=1.000s" in s["args"] for s, _ in seen)
+    assert abs(seen[0][0]["started"] - seen[1][0]["started"]) < 0.15  # at once, not one after the other
+    assert seen[0][1].started_ns == seen[1][1].started_ns  # one window's start for every target
+    assert [m.rate for m in found] == [200, 200] and all(m.requests > 0 and m.completions for m in found)
+    assert (tmp_path / "a-same-moment-r1.json").exists() and (tmp_path / "b-same-moment-r1.json").exists()
+
+
+def test_the_browser_checks_own_cpu_ratio_agrees_with_the_headline(example):
+    """tests/browser_check.py recomputes every headline cell from
+    results.json without the renderer's code: for a same-moment run its CPU
+    ratio comes from the windows too (here: the example's rounds, each
+    path's CPU per request as if read in one window a round)."""
+    from browser_check import expected_headline
+
+    from bench.report.headline import headline_rows, ratio_words
+    data = json.loads(json.dumps(example))
+    windows = []
+    for file in ("1KB.bin", "1MB.bin"):
+        reps = first_rounds(data, file)
+        for count in range(1, 7):
+            cpu = {n: next((r["cpu"][n]["cpu_ms_per_request"] for r in rs if r["round"] == count), None)
+                   for n, rs in reps.items()}
+            window = window_of({n: vegeta_rep(n, 10, 3, ms) for n, ms in cpu.items()}, 10, count)
+            windows.append({**window, "file": file})
+    windows[0]["targets"]["flask"]["excluded"] = same_moment.BEHIND
+    rows = data["rounds"]["rows"]
+    for row in rows:
+        if row["headline"] and row["file"] in ("1KB.bin", "1MB.bin"):
+            mine = [w for w in windows if w["file"] == row["file"]]
+            reps = first_rounds(data, row["file"])
+            found = ratios(reps[row["target"]], reps[BASELINE], row["target"], BASELINE, cpu_windows=mine)
+            row["cpu"] = found[CPU].to_dict() if CPU in found else None
+    data["rounds"].update(cpu_design="same-moment", cpu_rates={"1KB.bin": 10, "1MB.bin": 10}, cpu_windows=windows)
+    results = Results.from_dict(data)
+    wanted = expected_headline(data)
+    shown = {(h.target, h.run.file): ratio_words(h.cpu, h.cpu_ratio) for h in headline_rows(results)}
+    for (target, file, _), cells in wanted.items():
+        if file in ("1KB.bin", "1MB.bin"):
+            assert shown[(target, file)].startswith(cells["cpu-ratio"]), (target, file)
+    assert shown[("flask", "1KB.bin")] != ratio_words(
+        next(r for r in example["rounds"]["rows"] if (r["target"], r["file"]) == ("flask", "1KB.bin"))["cpu"])

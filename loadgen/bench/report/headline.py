@@ -143,7 +143,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
             rps, cpu = found.get("rps"), found.get("cpu")
             rows.append(HeadlineRow(run, loop,
                                     rps["ratio"] if rps else _ratio(run.rps, base.rps if base_ok else None),
-                                    cpu["ratio"] if cpu else None if same_moment else _ratio(
+                                    cpu["ratio"] if cpu else None if same_moment and t != BASELINE else _ratio(
                                         target_ms(run), target_ms(base) if base_ok else None),
                                     flagged, rps, cpu))
     return rows
