@@ -56,7 +56,7 @@ def vegeta_rep(target: str, rate: float, seconds: float, cpu_ms: float | None, s
 
 def window_of(reps: dict[str, dict | None], rate: int, count: int = 1) -> dict:
     return {"round": count, "file": FILE, "rate": rate, "seconds": same_moment.window_seconds(rate),
-            "targets": {n: same_moment.target_figures(rep, rate, n) for n, rep in reps.items()}}
+            "targets": {n: same_moment_run.target_figures(rep, rate, n) for n, rep in reps.items()}}
 
 
 # --- the rules ------------------------------------------------------------------
@@ -81,36 +81,35 @@ def test_the_window_holds_two_cadvisor_readings_and_twenty_requests():
 
 def test_the_first_rounds_whole_answer_rate_sets_the_examples_rate(example):
     reps = first_rounds(example)
-    rates = {name: same_moment.first_round_rate(r) for name, r in reps.items()}
+    rates = {name: same_moment_run.first_round_rate(r) for name, r in reps.items()}
     assert rates["node"] == pytest.approx(274.6)  # the slowest at 1 KB in round 1
     assert same_moment.window_rate(list(rates.values())) == 68
     # refused and failed answers are not served: 1000 of which 250 refused, 250 cut short
-    assert same_moment.first_round_rate([{"round": 2, "rps": 1.0, "requests": 1, "failed": 0, "refused": 0},
+    assert same_moment_run.first_round_rate([{"round": 2, "rps": 1.0, "requests": 1, "failed": 0, "refused": 0},
                                          {"round": 1, "rps": 100.0, "requests": 1000, "failed": 250,
                                           "refused": 250}]) == pytest.approx(100.0 * 500 / 750)
-    assert same_moment.first_round_rate([]) is None
+    assert same_moment_run.first_round_rate([]) is None
 
 
 # --- one window's figures -------------------------------------------------------
 def test_a_target_without_a_figure_says_why():
-    rate = 50
-    fine = same_moment.target_figures(vegeta_rep("p", rate, 3, 0.5), rate, "p")
+    rate, figures = 50, same_moment_run.target_figures
+    fine = figures(vegeta_rep("p", rate, 3, 0.5), rate, "p")
     assert fine["excluded"] is None and fine["whole"] == 150 and fine["cpu_ms_per_request"] == 0.5
     assert fine["cpu_seconds"] == pytest.approx(0.5 * 99 / 1000) and not fine["behind_schedule"]
-    assert same_moment.target_figures(None, rate, "p")["excluded"] == same_moment.NOT_RUN
-    assert same_moment.target_figures(vegeta_rep("p", rate, 3, 0.5, refused=150), rate,
-                                      "p")["excluded"] == same_moment.NO_WHOLE
-    assert same_moment.target_figures(vegeta_rep("p", rate, 3, None), rate, "p")["excluded"] == same_moment.NO_CPU
-    late = same_moment.target_figures(vegeta_rep("p", rate, 3, 0.5, sent_rate=0.9 * SENT_RATE_KEPT * rate), rate, "p")
+    assert figures(None, rate, "p")["excluded"] == same_moment.NOT_RUN
+    assert figures(vegeta_rep("p", rate, 3, 0.5, refused=150), rate, "p")["excluded"] == same_moment.NO_WHOLE
+    assert figures(vegeta_rep("p", rate, 3, None), rate, "p")["excluded"] == same_moment.NO_CPU
+    late = figures(vegeta_rep("p", rate, 3, 0.5, sent_rate=0.9 * SENT_RATE_KEPT * rate), rate, "p")
     assert late["behind_schedule"] and late["excluded"] == same_moment.BEHIND
-    kept = same_moment.target_figures(vegeta_rep("p", rate, 3, 0.5, sent_rate=SENT_RATE_KEPT * rate), rate, "p")
+    kept = figures(vegeta_rep("p", rate, 3, 0.5, sent_rate=SENT_RATE_KEPT * rate), rate, "p")
     assert not kept["behind_schedule"] and kept["excluded"] is None
 
 
 def test_the_rounds_cpu_log_ratio_comes_from_one_window(example):
     """The example's round-1 CPU per request of each path at 1 KB, as if
     read in one window at the rate its first round gives."""
-    rate = same_moment.window_rate([same_moment.first_round_rate(r) for r in first_rounds(example).values()])
+    rate = same_moment.window_rate([same_moment_run.first_round_rate(r) for r in first_rounds(example).values()])
     cpu = {name: reps[0]["cpu"][name]["cpu_ms_per_request"] for name, reps in first_rounds(example).items()}
     seconds = same_moment.window_seconds(rate)
     window = window_of({n: vegeta_rep(n, rate, seconds, ms) for n, ms in cpu.items()}, rate)

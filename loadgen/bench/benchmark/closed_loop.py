@@ -213,7 +213,7 @@ class CaseRounds:
             return
         if self.cpu_rate is None:
             self.cpu_rate = same_moment_rules.window_rate(
-                [same_moment_rules.first_round_rate(self.reps.get(n) or []) or 0.0 for n in names])
+                [same_moment.first_round_rate(self.reps.get(n) or []) or 0.0 for n in names])
         if self.cpu_rate is None:
             return
         self.cpu_windows.append(same_moment.time_window(timer, targets, names, self.f, self.cpu_rate, count))

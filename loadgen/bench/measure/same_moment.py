@@ -7,11 +7,9 @@ swings ~9% over seconds; a path bound by its database then costs whatever
 rate the shared core allowed. In one window at one rate the swing befalls
 every path alike and cancels in the ratio (measured: x/÷1.05-1.16 after 6
 rounds against 1.26-1.43 from the closed loop). Here: the rate and length
-rules and each window's figures, pure; bench.benchmark.same_moment runs it."""
+rules and a window's CPU log ratios, pure; bench.benchmark.same_moment runs
+the window and records each target's figures."""
 import math
-
-from ..clients.timing import whole_answers, whole_rate
-from .usage import behind_schedule
 
 # The window's rate: this share of the slowest path's whole-answer rate at
 # that size in the first round, so every path, that one too, answers with
@@ -42,36 +40,6 @@ def window_seconds(rate: float) -> float:
     """At least MIN_WINDOW_S, and long enough for MIN_WINDOW_REQUESTS at
     `rate` (vegeta sends its k-th request at k / rate)."""
     return max(MIN_WINDOW_S, float(math.ceil(MIN_WINDOW_REQUESTS / rate)))
-
-
-def first_round_rate(reps: list[dict]) -> float | None:
-    """A path's whole answers a second in its first counted round (a
-    closed-loop window: bench.benchmark.closed_loop's reps)."""
-    first = min(reps, key=lambda r: r.get("round") or 0, default=None)
-    if first is None:
-        return None
-    return whole_rate(first.get("rps") or 0.0, first.get("requests") or 0, first.get("failed") or 0,
-                      first.get("refused") or 0)
-
-
-def target_figures(rep: dict | None, rate: float, target: str) -> dict:
-    """One target's record of a window from its measured vegeta run (a
-    Timer.measured_together dict; None: the window did not run): whole
-    answers, its own container's CPU seconds and CPU ms per whole answer
-    (bench.measure.usage.container_usage: the window's CPU over the whole
-    answers completed inside it), whether vegeta fell behind, and why no
-    figure counts (`excluded`, None when it does)."""
-    if rep is None:
-        return {"whole": 0, "cpu_seconds": None, "cpu_ms_per_request": None, "behind_schedule": False,
-                "excluded": NOT_RUN}
-    used = (rep.get("cpu") or {}).get(target) or {}
-    whole = whole_answers(rep.get("requests") or 0, rep.get("failed") or 0, rep.get("refused") or 0)
-    behind = behind_schedule(rate, rep.get("sent_rate") or 0.0)
-    per_request = used.get("cpu_ms_per_request")
-    excluded = (NO_WHOLE if not whole else BEHIND if behind else NO_CPU if not per_request else None)
-    return {"whole": whole, "requests": rep.get("requests") or 0, "sent_rate": rep.get("sent_rate"),
-            "cpu_seconds": used.get("cpu_seconds"), "requests_in_window": used.get("requests_in_window"),
-            "cpu_ms_per_request": per_request, "behind_schedule": behind, "excluded": excluded}
 
 
 def window_cpu(window: dict, target: str) -> float | None:
