@@ -4,7 +4,7 @@ each round a paired ratio to the baseline; at the highest concurrency the
 rounds go on until every interval is narrow or the budget says stop."""
 import time
 
-from ..measure import cache_log, rounds as rounds_mod, same_moment as same_moment_rules
+from ..measure import cache_log, rounds as rounds_mod
 from ..measure.rounds import BASELINE, MIN_ROUNDS
 from ..measure.flags import CACHE_MISSED, FEW_ROUNDS, NONCONFORMING
 from ..progress import clock, say
@@ -212,8 +212,7 @@ class CaseRounds:
         if BASELINE not in names or len(names) < 2:
             return
         if self.cpu_rate is None:
-            self.cpu_rate = same_moment_rules.window_rate(
-                [same_moment.first_round_rate(self.reps.get(n) or []) or 0.0 for n in names])
+            self.cpu_rate = same_moment.case_rate({n: self.reps.get(n) or [] for n in names})
         if self.cpu_rate is None:
             return
         self.cpu_windows.append(same_moment.time_window(timer, targets, names, self.f, self.cpu_rate, count))

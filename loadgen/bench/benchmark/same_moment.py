@@ -39,6 +39,13 @@ def first_round_rate(reps: list[dict]) -> float | None:
                       first.get("refused") or 0)
 
 
+def case_rate(reps: dict[str, list[dict]]) -> int | None:
+    """A size's window rate from the taking-part paths' closed-loop windows
+    (name -> reps): bench.measure.same_moment.window_rate of each one's
+    first round."""
+    return same_moment.window_rate([first_round_rate(r) or 0.0 for r in reps.values()])
+
+
 def target_figures(rep: dict | None, rate: float, target: str) -> dict:
     """One target's record of a window from its measured vegeta run (a
     Timer.measured_together dict; None: the window did not run): whole
