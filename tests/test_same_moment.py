@@ -269,16 +269,16 @@ def test_the_cpu_column_says_its_rate_and_that_every_path_ran_at_once():
 
 # --- the tools started together ---------------------------------------------------
 FAKE_VEGETA = '''#!{python}
-"""vegeta's three commands as run_vegeta_together calls them: attack
-records its arguments, its -targets file and when it started; report and
-encode print captured outputs."""
+"""vegeta's three commands as run_vegeta(_together) call them: attack
+records its arguments, its target (-targets file or stdin) and when it
+started; report and encode print captured outputs."""
 import json, sys, time
 from pathlib import Path
 command, args = sys.argv[1], dict(a.lstrip("-").split("=", 1) for a in sys.argv[2:] if "=" in a)
 fixtures = Path({fixtures!r})
 if command == "attack":
-    Path(args["output"]).write_text(json.dumps({{"args": sys.argv[2:], "target": Path(args["targets"]).read_text(),
-                                                 "started": time.time()}}))
+    target = Path(args["targets"]).read_text() if "targets" in args else sys.stdin.read()
+    Path(args["output"]).write_text(json.dumps({{"args": sys.argv[2:], "target": target, "started": time.time()}}))
     time.sleep(0.2)
 elif command == "report":
     print((fixtures / "nginx-1KB-rate200.json").read_text())
@@ -287,12 +287,18 @@ else:
 '''
 
 
-def test_every_url_gets_its_own_vegeta_started_together(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_vegeta(tmp_path, monkeypatch) -> Path:
     fake = tmp_path / "vegeta"
     fake.write_text(FAKE_VEGETA.format(python=sys.executable,
                                        fixtures=str(Path(__file__).parent / "fixtures" / "vegeta")))
     fake.chmod(0o755)
     monkeypatch.setenv("VEGETA", str(fake))
+    return fake
+
+
+def recording_reads(monkeypatch) -> list:
+    """(the attack's record, its Process) of every attack read, in order."""
     seen = []
     real_read = timing.vegeta_read
 
@@ -300,6 +306,11 @@ def test_every_url_gets_its_own_vegeta_started_together(tmp_path, monkeypatch):
         seen.append((json.loads(Path(results).read_text()), attack))
         return real_read(binary, results, rate, attack, out_dir, name)
     monkeypatch.setattr(timing, "vegeta_read", read)
+    return seen
+
+
+def test_every_url_gets_its_own_vegeta_started_together(fake_vegeta, tmp_path, monkeypatch):
+    seen = recording_reads(monkeypatch)
     urls = ["http://nginx-static:8080/files/1KB.bin", "http://flask:8080/files/1KB.bin"]
     found = timing.run_vegeta_together(urls, 200, 1.0, tmp_path, ["a-same-moment-r1", "b-same-moment-r1"])
     assert [s["target"] for s, _ in seen] == [f"GET {u}\n" for u in urls]
@@ -344,3 +355,11 @@ def test_the_browser_checks_own_cpu_ratio_agrees_with_the_headline(example):
             assert shown[(target, file)].startswith(cells["cpu-ratio"]), (target, file)
     assert shown[("flask", "1KB.bin")] != ratio_words(
         next(r for r in example["rounds"]["rows"] if (r["target"], r["file"]) == ("flask", "1KB.bin"))["cpu"])
+
+
+def test_one_vegeta_still_gets_its_url_on_stdin(fake_vegeta, tmp_path, monkeypatch):
+    seen = recording_reads(monkeypatch)
+    m = timing.run_vegeta("http://flask:8080/files/1KB.bin", 200, 2.5, tmp_path, "flask-1KB-rate")
+    assert seen[0][0]["target"] == "GET http://flask:8080/files/1KB.bin\n"
+    assert not any(a.startswith("-targets") for a in seen[0][0]["args"]) and "-duration=2.500s" in seen[0][0]["args"]
+    assert m.rate == 200 and m.raw_output == "flask-1KB-rate.json" and (tmp_path / "flask-1KB-rate.json").exists()
