@@ -7,7 +7,6 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
 from typing import Any
 
 # Count-based knobs of earlier versions: a run is timed in seconds now.
@@ -30,7 +29,9 @@ QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep"
 # the full tool check are BENCH_PROFILE=full's (make lab-full).
 STANDARD_OPEN_LOOP_S = 6
 EVERY_CASE, ONE_FILE_PER_PATH = "every case", "one file per path"
-PROFILES = ("standard", "full", "quick")
+# Each profile and what it is, as a bad BENCH_PROFILE's error says it.
+PROFILES = {"standard": "the headline with its intervals in BENCH_BUDGET", "full": "every phase, the knobs as set",
+            "quick": "1 s repetitions, one each, ab only, no sweep: a first look in minutes"}
 
 # Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
 # writes a tenth of them, so a run stays short (set WRITE_FILES=1000 to
@@ -52,9 +53,12 @@ class SettingsError(ValueError):
 # as more, shorter blocks (docs/ab.md). 3 s holds two of cAdvisor's 1 s
 # readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
-AB_KINDS = ("A/B", "A/A")
-AB_DESIGNS = ("duet", "blocks")  # bench.benchmark.ab's DESIGNS
-RESTART_TWINS = ("every-block", "off")  # off: plain compose, where nobody with a Docker socket answers bench
+# The words of AB_KIND, AB_DESIGN (bench.benchmark.ab's DESIGNS) and
+# AB_RESTART_TWINS, each with what it means ("": the word says it). off:
+# plain compose, where nobody with a Docker socket answers bench.
+AB_KINDS = {"A/B": "", "A/A": "B unchanged, to calibrate"}
+AB_DESIGNS = {"duet": "A and B loaded at the same moments", "blocks": "one window of A, then one of B"}
+RESTART_TWINS = {"every-block": "make ab's default: tools/ab.py restarts both twins before each block", "off": ""}
 AB_BLOCKS_MIN = 6
 
 
@@ -140,6 +144,9 @@ OPEN_LOOP_REQUESTS = 10_000
 OPEN_LOOP_MAX_S = 20.0
 
 
+Reader = Callable[[Mapping[str, str], str, str], Any]  # (env, name, default) -> the value, or a SettingsError
+
+
 def _words(env, name: str, default: str) -> list[str]:
     return env.get(name, default).replace(",", " ").split()
 
@@ -155,19 +162,20 @@ def _ints(env, name: str, default: str) -> list[int]:
     return values
 
 
-def _one(env, name: str, default: str, kind=float, minimum: float = 0.0, maximum: float | None = None):
-    """Exactly one number, within bounds."""
-    text = env.get(name, default)
-    words = _words(env, name, default)
-    try:
-        (value,) = [kind(w) for w in words]
-    except ValueError:
-        value = None
-    if value is None or value < minimum or (maximum is not None and value > maximum):
-        bounds = f"from {minimum:g}" + (f" to {maximum:g}" if maximum is not None else "")
-        raise SettingsError(f"{name}={text!r}: expected one {'whole ' if kind is int else ''}number {bounds}, "
-                            f"e.g. {default!r}")
-    return value
+def _number(kind=float, minimum: float = 0.0, maximum: float | None = None) -> Reader:
+    """A reader of exactly one number (of `kind`: float or int), within bounds."""
+    expected = (f"one {'whole ' if kind is int else ''}number from {minimum:g}"
+                + (f" to {maximum:g}" if maximum is not None else ""))
+
+    def read(env, name: str, default: str):
+        try:
+            (value,) = [kind(w) for w in _words(env, name, default)]
+        except ValueError:  # not a number, or not exactly one
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise SettingsError(f"{name}={env.get(name, default)!r}: expected {expected}, e.g. {default!r}")
+        return value
+    return read
 
 
 TOOLS = ("ab", "wrk")
@@ -243,11 +251,21 @@ def _size(env, name: str, default: str) -> int:
     return value
 
 
-def _on_off(env, name: str, default: str) -> bool:
-    text = env.get(name, default).strip().lower() or default
-    if text not in ("on", "off"):
-        raise SettingsError(f"{name}={env.get(name)!r}: expected 'on' or 'off'")
-    return text == "on"
+def _choice(words: Mapping[str, str], values: Mapping[str, Any] | None = None, *, any_case: bool = False) -> Reader:
+    """A reader of one of `words` (each with what it means, "" where the
+    word says it): the word, or values[word] (one for each word) where a
+    word stands for something else, a bool. Empty: the default. any_case:
+    the word in capitals too (BENCH_WRITE took ON and Off)."""
+    listed = [f"{word!r}" + (f" ({meaning})" if meaning else "") for word, meaning in words.items()]
+    expected = f"{', '.join(listed[:-1])} or {listed[-1]}"
+
+    def read(env, name: str, default: str):
+        word = _text_or_default(env, name, default)
+        word = word.lower() if any_case else word
+        if word not in words:
+            raise SettingsError(f"{name}={env.get(name, default)!r}: expected {expected}")
+        return word if values is None else values[word]
+    return read
 
 
 def _off_or(parse):
@@ -308,10 +326,6 @@ def _text_or_default(env, name: str, default: str) -> str:
     return env.get(name, default).strip() or default
 
 
-def _whole_seconds(env, name: str, default: str) -> float:
-    return float(_one(env, name, default, int, 1))
-
-
 def _port(env, name: str, default: str) -> int:
     return int(env.get(name, default))
 
@@ -323,48 +337,11 @@ def _targets(env, name: str, default: str) -> list[str]:
     return targets
 
 
-def _profile(env, name: str, default: str) -> str:
-    profile = env.get(name, default).strip() or default
-    if profile not in PROFILES:
-        raise SettingsError(f"{name}={profile!r}: expected 'standard' (the headline with its intervals in "
-                            "BENCH_BUDGET), 'full' (every phase, the knobs as set) or 'quick' (1 s repetitions, "
-                            "one each, ab only, no sweep: a first look in minutes)")
-    return profile
-
-
-def _ab_kind(env, name: str, default: str) -> str:
-    kind = env.get(name, default).strip() or default
-    if kind not in AB_KINDS:
-        raise SettingsError(f"{name}={env.get(name)!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    return kind
-
-
 def _ab_files(env, name: str, default: str) -> tuple[str, ...]:
     files = tuple(_words(env, name, default)) or tuple(default.split())
     if not all(AB_SIZE.fullmatch(size) for size in files):
         raise SettingsError(f"{name}={env.get(name)!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
     return files
-
-
-def _restart_twins(env, name: str, default: str) -> bool:
-    restart = env.get(name, default).strip() or default
-    if restart not in RESTART_TWINS:
-        raise SettingsError(f"{name}={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
-                            "restarts both twins before each block) or 'off'")
-    return restart == "every-block"
-
-
-def _ab_design(env, name: str, default: str) -> str:
-    design = env.get(name, default).strip() or default
-    if design not in AB_DESIGNS:
-        raise SettingsError(f"{name}={design!r}: expected 'duet' (A and B loaded at the same moments) or "
-                            "'blocks' (one window of A, then one of B)")
-    return design
-
-
-def _number(kind=float, minimum: float = 0.0, maximum: float | None = None):
-    """A reader of exactly one number within bounds (_one)."""
-    return partial(_one, kind=kind, minimum=minimum, maximum=maximum)
 
 
 # --- the registry: every setting of the lab, declared once ------------------
@@ -381,8 +358,6 @@ REQUEST_DEADLINE_MAX_MS = 600_000
 FUSE_MAX_OPEN_FILES_MAX = 65535
 # gridfs-fuse's deadline per MongoDB call, in seconds: config.go's floor.
 MONGO_TIMEOUT_MIN = 0.1
-
-Reader = Callable[[Mapping[str, str], str, str], Any]  # (env, name, default) -> the value, or a SettingsError
 
 
 @dataclass(frozen=True)
@@ -432,21 +407,22 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("BENCH_REPETITIONS", "6", _number(int, 1, 100), "repetitions", ("bench",)),
     Setting("BENCH_TARGET_WIDTH", "1.10", _off_or(_width), "target_width", ("bench",)),
     Setting("BENCH_BUDGET", "30m", _off_or(_seconds), "budget_s", ("bench",)),
-    Setting("BENCH_PROFILE", "standard", _profile, "profile", ("bench",), services=FOR_SEED),
+    Setting("BENCH_PROFILE", "standard", _choice(PROFILES), "profile", ("bench",), services=FOR_SEED),
     Setting("BENCH_TOOLS", "ab", _tools, "tools", ("bench",)),
     Setting("BENCH_LOADGENS", "1", _number(int, 1, 16), "loadgens", ("bench",)),
     Setting("BENCH_OPEN_LOOP", "0.5", _open_loop, None, ("bench",)),  # two fields: from_env
     Setting("BENCH_OPEN_LOOP_SECONDS", "20", _number(int, 1, 600), "open_loop_max_s", ("bench",)),
     Setting("BENCH_SWEEP", "off", _sweep, "sweep", ("bench",)),
     Setting("BENCH_SWEEP_DURATION", "1", _number(int, 1, 600), "sweep_duration", ("bench",)),
-    Setting("BENCH_WRITE", "on", _on_off, "write", ("bench",)),
+    Setting("BENCH_WRITE", "on", _choice({"on": "", "off": ""}, {"on": True, "off": False}, any_case=True), "write",
+            ("bench",)),
     Setting("WRITE_FILES", "100", _number(int, 1, 100_000), "write_files", ("bench",)),
     Setting("WRITE_SIZE", "10000000", _size, "write_size", ("bench",)),
     Setting("WRITE_THREADS", "20", _number(int, 1, 256), "write_threads", ("bench",)),
     # an A/B run's (make ab sets them), read together by ab_from_env
     Setting("AB_A", check=("ab",)),
     Setting("AB_B", check=("ab",)),
-    Setting("AB_KIND", "A/B", _ab_kind, check=("ab",)),
+    Setting("AB_KIND", "A/B", _choice(AB_KINDS), check=("ab",)),
     Setting("AB_CHANGE"),  # what differs in B, in words: tools/ab.py sets it
     Setting("AB_BLOCKS", "12", _number(int, AB_BLOCKS_MIN, 100), check=("ab",)),
     Setting("AB_WINDOW", "3", _number(int, 1, 600), check=("ab",)),
@@ -454,10 +430,10 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("AB_THRESHOLD", "5", _threshold, check=("ab",)),
     Setting("AB_FILES", "1KB 1MB", _ab_files, check=("ab",)),
     Setting("AB_CONCURRENCY", "100", _ints, check=("ab",)),
-    Setting("AB_RESTART_TWINS", "off", _restart_twins, check=("ab",)),
-    Setting("AB_DESIGN", "duet", _ab_design, check=("ab",)),
+    Setting("AB_RESTART_TWINS", "off", _choice(RESTART_TWINS, {"every-block": True, "off": False}), check=("ab",)),
+    Setting("AB_DESIGN", "duet", _choice(AB_DESIGNS), check=("ab",)),
     # where, as whom and how long: not recorded
-    Setting("BENCH_STARTUP_TIMEOUT", "180", _whole_seconds, "startup_timeout", ("bench",), recorded=False,
+    Setting("BENCH_STARTUP_TIMEOUT", "180", _number(int, 1), "startup_timeout", ("bench",), recorded=False,
             services=ONLY_BENCH),
     Setting("BENCH_ALLOW_NONCONFORMING", "0", _flag, "allow_nonconforming", ("bench",)),
     # .env's is the host's directory (compose mounts it at /results, bench's default: it is not passed)
