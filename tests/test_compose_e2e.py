@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.benchmark.schedule import round_order
 from bench.env_file import read_env_file
@@ -188,6 +189,11 @@ def test_results_record_what_produced_the_run(lab):
     assert set(images) == set(env_value("BENCH_TARGETS").split()) | {"mongo", "postgres", "bench"}
     assert all(i["image_id"].startswith("sha256:") and i["image"] for i in images.values()), images
     assert images["mongo"]["image"] == env_value("MONGO_IMAGE")
+    # each path's store as its container declares it (compose label lab.store), recorded per target
+    labels = {name: (s.get("labels") or {}).get("lab.store")
+              for name, s in yaml.safe_load((REPO / "compose.yaml").read_text())["services"].items()}
+    stores = {t["name"]: t["store"] for t in data["targets"]}
+    assert stores == {t: labels[t] for t in env_value("BENCH_TARGETS").split()}, stores
 
 
 def test_bench_compare_runs_in_the_bench_image(lab):

@@ -156,7 +156,7 @@ def test_the_report_prints_each_headline_ratio_with_what_it_rests_on():
     assert flask.rps_ratio == row["rps"]["ratio"] and flask.rps == row["rps"]
     words = ratio_words(row["rps"])
     assert words.endswith("(3, no interval)")
-    assert f"| flask | GridFS | {flask.size} | {flask.run.rps:.0f} | {words}" in report
+    assert f"| flask | {flask.store} | {flask.size} | {flask.run.rps:.0f} | {words}" in report
     assert "## Rounds" in report and "**not within x/÷1.1** (budget)" in report
     assert words in page and 'id="rounds"' in page
 

@@ -3,15 +3,14 @@ exports: which paths were timed, grouped by store, and the headline's rows
 and sentences as data, so every rendering states the same figures."""
 from dataclasses import dataclass
 
-from ..results import OpenLoop, Results, Run
+from ..results import STORE_NOT_RECORDED, OpenLoop, Results, Run
 from ..measure.rounds import BASELINE
 from ..measure.usage import CORE_SATURATED, LOADGEN_BOUND
 
-# What each serving path stores its files in, for grouping rows; a path not
-# listed is shown under "other".
-STORES = {"nginx-static": "disk", "httpd-static": "disk", "nginx-gridfs": "GridFS", "flask": "GridFS",
-          "node": "GridFS", "gridfs-fuse": "GridFS", "nginx-cache": "cache", "flask-postgres": "SQL"}
-STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
+# The order of the stores' groups (each path's store is its compose label
+# lab.store, as the run recorded it: Results.store_of); a store not named here
+# comes after them, then the paths whose store the run did not record.
+STORE_ORDER = ["disk", "GridFS", "cache", "SQL"]
 
 
 def files(results: Results) -> list[tuple[str, int]]:
@@ -28,16 +27,18 @@ def timed_targets(results: Results) -> list[str]:
     return [t.name for t in results.targets if t.name in timed]
 
 
-def grouped(targets: list[str]) -> list[str]:
-    return sorted(targets, key=lambda t: (STORE_ORDER.index(STORES.get(t, "other")), targets.index(t)))
+def grouped(results: Results, targets: list[str]) -> list[str]:
+    """The targets grouped by store, in STORE_ORDER; in their given order within a group."""
+    def key(target: str) -> tuple:
+        store = results.store_of(target)
+        if store in STORE_ORDER:
+            return 0, STORE_ORDER.index(store), targets.index(target)
+        return (2 if store == STORE_NOT_RECORDED else 1), store, targets.index(target)
+    return sorted(targets, key=key)
 
 
 def size_label(file: str) -> str:
     return file.removesuffix(".bin")
-
-
-def store_of(target: str) -> str:
-    return STORES.get(target, "other")
 
 
 def target_ms(run: Run | None) -> float | None:
@@ -71,14 +72,11 @@ class HeadlineRow:
     baseline_flagged: bool = False  # the ratio's nginx-static figure was loadgen-bound or core-saturated
     rps: dict | None = None   # bench.measure.rounds.Ratio as a dict
     cpu: dict | None = None
+    store: str = STORE_NOT_RECORDED  # the path's, Results.store_of
 
     @property
     def target(self) -> str:
         return self.run.target
-
-    @property
-    def store(self) -> str:
-        return store_of(self.run.target)
 
     @property
     def size(self) -> str:
@@ -113,14 +111,14 @@ def ratio_words(found: dict | None, fallback: float | None = None) -> str:
 def headline_rows(results: Results) -> list[HeadlineRow]:
     c = headline_level(results)
     rows = []
-    for t in grouped(timed_targets(results)):
+    for t in grouped(results, timed_targets(results)):
         for file, _ in files(results):
             run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
             if run is None:
                 continue
             loop = open_loop_for(results, t, file)
             if not run.ok:
-                rows.append(HeadlineRow(run, loop))
+                rows.append(HeadlineRow(run, loop, store=results.store_of(t)))
                 continue
             base_ok = base is not None and base.ok
             flagged = base_ok and t != BASELINE and bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
@@ -130,7 +128,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
                                     rps["ratio"] if rps else _ratio(run.rps, base.rps if base_ok else None),
                                     cpu["ratio"] if cpu else _ratio(target_ms(run), target_ms(base) if base_ok
                                                                     else None),
-                                    flagged, rps, cpu))
+                                    flagged, rps, cpu, results.store_of(t)))
     return rows
 
 
@@ -147,7 +145,7 @@ def fastest_sentence(results: Results, file: str, c: int, others: list[Run], bas
     fastest = ranked[0]
     rps = found[fastest.target].get("rps")
     words = (f"At {size_label(file)} and concurrency {c}, the fastest path after nginx-static was "
-             f"**{fastest.target}** ({store_of(fastest.target)}) at "
+             f"**{fastest.target}** ({results.store_of(fastest.target)}) at "
              f"{ratio_words(rps, fastest.rps / base.rps)}× nginx-static's requests per second")
     if len(ranked) > 1 and rps and not apart(rps, found[ranked[1].target].get("rps")):
         words += f", not told apart from **{ranked[1].target}**'s {ratio_words(found[ranked[1].target].get('rps'))}"

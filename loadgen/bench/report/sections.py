@@ -9,7 +9,7 @@ a number."""
 import json
 
 from . import seed000, seed002
-from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
+from .headline import (BASELINE, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
                        open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
@@ -35,8 +35,8 @@ def _legend(flags: set, baseline: bool = False) -> list:
 def _size_by_target(results: Results, cell) -> list:
     """A part per concurrency level: a row per file size, a column per timed
     target (grouped by store), each cell cell(run or None, target, file, c)."""
-    targets = grouped(timed_targets(results))
-    header = ["File size", *(f"{t} ({STORES.get(t, 'other')})" for t in targets)]
+    targets = grouped(results, timed_targets(results))
+    header = ["File size", *(f"{t} ({results.store_of(t)})" for t in targets)]
     return [Part(f"Concurrency {c}", [Table(header, [[_size(f), *(cell(results.run_for(t, f, c), t, f, c)
                                                                    for t in targets)] for f, _ in files(results)])])
             for c in concurrencies(results)]
@@ -168,7 +168,7 @@ def _half_range(run) -> str:
 
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
     rows = []
-    for t in grouped(timed_targets(results)):
+    for t in grouped(results, timed_targets(results)):
         run = results.run_for(t, file, c)
         if run is None:
             continue
@@ -229,7 +229,7 @@ CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2],
 def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
     upstream = (results.parameters.get("CACHE_UPSTREAM") or "").split(":")[0] or None
     rows = []
-    for t in grouped(timed_targets(results)):
+    for t in grouped(results, timed_targets(results)):
         run = results.run_for(t, file, c)
         if run is None or not run.ok or not run.cpu:
             continue
@@ -295,7 +295,7 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
     with several shares (BENCH_OPEN_LOOP), p99 against the share of capacity."""
     kinds = {"p50": PALETTE[2], "p90": PALETTE[1], "p99": PALETTE[5], "max": PALETTE[7]}
     share, rows, curves = results.timing.get("open_loop_share", 0.5), [], {}
-    for t in grouped(timed_targets(results)):
+    for t in grouped(results, timed_targets(results)):
         o = open_loop_for(results, t, file)
         if o is None:
             continue
@@ -401,13 +401,13 @@ def _working_set(results: Results) -> list:
         return []
     hot_file = files(results)[0][0] if results.runs else None
     base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
-    runs = sorted(ws.runs, key=lambda r: grouped([x.target for x in ws.runs]).index(r.target))
+    runs = sorted(ws.runs, key=lambda r: grouped(results, [x.target for x in ws.runs]).index(r.target))
     rows, seen = [], set()
     for r in runs:
         hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
         if not r.ok:
-            rows.append([r.target, STORES.get(r.target, "other"), "failed", "-", hot_cell, "-", "-", "-",
+            rows.append([r.target, results.store_of(r.target), "failed", "-", hot_cell, "-", "-", "-",
                          r.error or ""])
             continue
         seen.update(r.flags)
@@ -415,7 +415,7 @@ def _working_set(results: Results) -> list:
         db = r.database_role
         cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
-        rows.append([r.target, STORES.get(r.target, "other"), Cell(f"{r.rps:.0f}{_half_range(r)}", tuple(r.flags),
+        rows.append([r.target, results.store_of(r.target), Cell(f"{r.rps:.0f}{_half_range(r)}", tuple(r.flags),
                                                                    num=True),
                      ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""])
     chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
