@@ -44,7 +44,7 @@ class SettingsError(ValueError):
     pass
 
 
-# An A/B run (tools/ab.py, make ab): B, a twin of service A, timed against A
+# An A/B run (tools/change.py, make ab): B, a twin of service A, timed against A
 # in interleaved blocks. Below 6 blocks no 95% interval exists
 # (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
 # not the timed cases': a window's rate here swings by 10-15% from one block
@@ -53,7 +53,7 @@ class SettingsError(ValueError):
 # readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
 AB_KINDS = ("A/B", "A/A")
-AB_DESIGNS = ("duet", "blocks")  # bench.benchmark.ab's DESIGNS
+AB_DESIGNS = ("duet", "blocks")  # bench.benchmark.change's DESIGNS
 RESTART_TWINS = ("every-block", "off")  # off: plain compose, where nobody with a Docker socket answers bench
 AB_BLOCKS_MIN = 6
 
@@ -63,14 +63,14 @@ class AbSettings:
     a: str                 # the service measured as it is
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
-    change: str = ""       # what differs in B, in words (tools/ab.py writes it)
+    change: str = ""       # what differs in B, in words (tools/change.py writes it)
     blocks: int = 12       # paired blocks per case (each: one window of A, one of B)
     window: int = 3        # seconds per window (longer for a slow case): two of cAdvisor's 1 s readings inside
     warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
-    restart_twins: bool = False  # both restarted before each block (tools/ab.py does it: bench has no socket)
+    restart_twins: bool = False  # both restarted before each block (tools/change.py does it: bench has no socket)
     design: str = "duet"   # duet: A and B loaded at once in each window; blocks: one after the other
 
 
@@ -349,7 +349,7 @@ def _ab_files(env, name: str, default: str) -> tuple[str, ...]:
 def _restart_twins(env, name: str, default: str) -> bool:
     restart = env.get(name, default).strip() or default
     if restart not in RESTART_TWINS:
-        raise SettingsError(f"{name}={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
+        raise SettingsError(f"{name}={restart!r}: expected 'every-block' (make ab's default: tools/change.py "
                             "restarts both twins before each block) or 'off'")
     return restart == "every-block"
 
@@ -447,7 +447,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("AB_A", check=("ab",)),
     Setting("AB_B", check=("ab",)),
     Setting("AB_KIND", "A/B", _ab_kind, check=("ab",)),
-    Setting("AB_CHANGE"),  # what differs in B, in words: tools/ab.py sets it
+    Setting("AB_CHANGE"),  # what differs in B, in words: tools/change.py sets it
     Setting("AB_BLOCKS", "12", _number(int, AB_BLOCKS_MIN, 100), check=("ab",)),
     Setting("AB_WINDOW", "3", _number(int, 1, 600), check=("ab",)),
     Setting("AB_WARMUP", "2", _number(int, 0, 600), check=("ab",)),
