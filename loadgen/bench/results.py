@@ -403,7 +403,7 @@ class Results:
     reads: list[StorePass] = field(default_factory=list)
     store_setup: dict = field(default_factory=dict)
     working_set: WorkingSet | None = None
-    # An A/B run (bench.benchmark.ab): the two services, the change, every
+    # An A/B run (bench.benchmark.change): the two services, the change, every
     # case's paired blocks, and one judged row per case and metric.
     ab: dict = field(default_factory=dict)
 

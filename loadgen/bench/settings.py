@@ -45,7 +45,7 @@ class SettingsError(ValueError):
     pass
 
 
-# An A/B run (tools/ab.py, make ab): B, a twin of service A, timed against A
+# An A/B run (tools/change.py, make ab): B, a twin of service A, timed against A
 # in interleaved blocks. Below 6 blocks no 95% interval exists
 # (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
 # not the timed cases': a window's rate here swings by 10-15% from one block
@@ -53,12 +53,12 @@ class SettingsError(ValueError):
 # as more, shorter blocks (docs/ab.md). 3 s holds two of cAdvisor's 1 s
 # readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
-# The words of AB_KIND, AB_DESIGN (bench.benchmark.ab's DESIGNS) and
+# The words of AB_KIND, AB_DESIGN (bench.benchmark.change's DESIGNS) and
 # AB_RESTART_TWINS, each with what it means ("": the word says it). off:
 # plain compose, where nobody with a Docker socket answers bench.
 AB_KINDS = {"A/B": "", "A/A": "B unchanged, to calibrate"}
 AB_DESIGNS = {"duet": "A and B loaded at the same moments", "blocks": "one window of A, then one of B"}
-RESTART_TWINS = {"every-block": "make ab's default: tools/ab.py restarts both twins before each block", "off": ""}
+RESTART_TWINS = {"every-block": "make ab's default: tools/change.py restarts both twins before each block", "off": ""}
 AB_BLOCKS_MIN = 6
 
 
@@ -67,14 +67,14 @@ class AbSettings:
     a: str                 # the service measured as it is
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
-    change: str = ""       # what differs in B, in words (tools/ab.py writes it)
+    change: str = ""       # what differs in B, in words (tools/change.py writes it)
     blocks: int = 12       # paired blocks per case (each: one window of A, one of B)
     window: int = 3        # seconds per window (longer for a slow case): two of cAdvisor's 1 s readings inside
     warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
-    restart_twins: bool = False  # both restarted before each block (tools/ab.py does it: bench has no socket)
+    restart_twins: bool = False  # both restarted before each block (tools/change.py does it: bench has no socket)
     design: str = "duet"   # duet: A and B loaded at once in each window; blocks: one after the other
 
 
@@ -423,7 +423,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("AB_A", check=("ab",)),
     Setting("AB_B", check=("ab",)),
     Setting("AB_KIND", "A/B", _choice(AB_KINDS), check=("ab",)),
-    Setting("AB_CHANGE"),  # what differs in B, in words: tools/ab.py sets it
+    Setting("AB_CHANGE"),  # what differs in B, in words: tools/change.py sets it
     Setting("AB_BLOCKS", "12", _number(int, AB_BLOCKS_MIN, 100), check=("ab",)),
     Setting("AB_WINDOW", "3", _number(int, 1, 600), check=("ab",)),
     Setting("AB_WARMUP", "2", _number(int, 0, 600), check=("ab",)),

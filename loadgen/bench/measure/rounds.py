@@ -8,7 +8,7 @@ Why the geometric mean and t: a ratio is judged as "times" (a path half as
 fast and one twice as fast are equally far from 1), the per-round log
 ratios are sums of many small timing effects, and the t interval is exact
 for normal data and close for the skew seen here; the Wilcoxon signed-rank
-interval (benchmark/ab.py) needs the same 6 rounds before it exists and is
+interval (benchmark/change.py) needs the same 6 rounds before it exists and is
 wider at that count. No interval is printed below MIN_ROUNDS.
 
 Stopping on width: a row leaves the rounds once its interval is within

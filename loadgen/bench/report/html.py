@@ -3,14 +3,14 @@ that opens offline from disk (style and charts inline, no script, nothing
 fetched), in report.md's order and words; flags are explained on hover and
 in a legend, and what is there to check rather than read first is folded.
 Also the pages of A/B, resilience and overload runs, from their own
-sections (report/ab.py, resilience.py, overload.py), and write_page, which
+sections (report/change.py, resilience.py, overload.py), and write_page, which
 picks the page."""
 import json
 import re
 from html import escape
 from pathlib import Path
 
-from .ab import ab_report
+from .change import change_report
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .overload import overload_part
 from .resilience import resilience_part
@@ -135,10 +135,10 @@ def render_fault_page(doc: dict, all_runs: bool = True) -> str:
                  all_runs, _fault_docs(doc))
 
 
-def render_ab_page(results: Results, all_runs: bool = True) -> str:
+def render_change_page(results: Results, all_runs: bool = True) -> str:
     """An A/B run's page: its ab.md's sections (verdicts, the table, every
     block) and a chart of the paired changes per case."""
-    report = ab_report(results)
+    report = change_report(results)
     return _page(f"GridFS Serving Lab: {escape(report.title)}", ["ab.md", "ab.json", "results.json"], all_runs,
                  f"<h1>{escape(report.title)}</h1>" + "".join(_block(b, 2) for b in report.head)
                  + _sections(report.sections))
@@ -156,7 +156,7 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     if "runs" not in doc and ("resilience" in doc or "overload" in doc):
         path.write_text(render_fault_page(doc, all_runs))
     elif doc.get("ab"):
-        path.write_text(render_ab_page(results or Results.from_dict(doc), all_runs))
+        path.write_text(render_change_page(results or Results.from_dict(doc), all_runs))
     else:
         path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
     return path

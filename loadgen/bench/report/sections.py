@@ -8,7 +8,7 @@ every case, the settings). A failed case reads "failed" in every table, never
 a number."""
 import json
 
-from . import seed000, seed002
+from . import study000, study002
 from .headline import (BASELINE, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
                        open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
@@ -195,7 +195,7 @@ def _requests_per_second(results: Results) -> list:
             dagger = bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
             flagged_base |= dagger
             ratio = f"{run.rps / base.rps:.3f}"
-        published = seed000.time_per_request_ms(target, file)
+        published = study000.time_per_request_ms(target, file)
         after = (f" ({ratio}{'†' if dagger else ''})" if ratio else "") + (f" [{1000 / published:.0f}]"
                                                                           if published else "")
         return Cell(f"{run.rps:.0f}{_half_range(run)}", tuple(run.flags), num=True, after=after)
@@ -207,7 +207,7 @@ def _requests_per_second(results: Results) -> list:
                  "(1000 / its time per request: 2013, EC2 m1.medium over a real network, ab -c 100 per its README, "
                  "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
                  "figure of every repetition is in results.json. Seed 000's columns: "
-                 + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + "."),
+                 + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in study000.COLUMNS.items()) + "."),
             *tables, *_legend(seen, flagged_base)]
 
 
@@ -449,10 +449,10 @@ def _per_gb(row: StorePass) -> str:
     return " / ".join("-" if v is None else f"{v:.2f}" for v in (row.cpu_s_per_gb.get(LOADGEN), store))
 
 
-def _seed002_cell(row: StorePass, same: bool) -> str:
+def _study002_cell(row: StorePass, same: bool) -> str:
     if row.operation != "write":
         return "-"
-    seconds, rate = seed002.write_seconds(row.store, row.threads), seed002.write_mb_per_s(row.store, row.threads)
+    seconds, rate = study002.write_seconds(row.store, row.threads), study002.write_mb_per_s(row.store, row.threads)
     if seconds is None:
         return "-"
     return f"{seconds:.0f} s ({rate:.1f} MB/s)" if same else f"({rate:.1f} MB/s)"
@@ -469,19 +469,19 @@ def _stores(results: Results) -> list:
         return []
     setup = results.store_setup
     files_, size = setup.get("files", passes[0].files), setup.get("file_bytes", passes[0].file_bytes)
-    same = seed002.same_setting(files_, size)
+    same = study002.same_setting(files_, size)
     rows, seen = [], set()
     for r in passes:
         head_ = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
         if not r.ok:
-            rows.append([*head_, "failed", "-", "-", "-", "-", _seed002_cell(r, same), r.error or ""])
+            rows.append([*head_, "failed", "-", "-", "-", "-", _study002_cell(r, same), r.error or ""])
             continue
         seen.update(r.flags)
         spread = f" ±{r.spread['half_range']:.0%}" if r.spread and len(r.passes) > 1 else ""
         rows.append([*head_, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", Cell(f"{r.mb_per_s:.1f}{spread}",
                                                                              tuple(r.flags), num=True),
                      _per_gb(r), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
-                     _seed002_cell(r, same), ""])
+                     _study002_cell(r, same), ""])
     chart = [ChartRow(f"{p.store} {p.operation} {p.threads}t", [Point(
         x["rps"] * p.file_bytes / 1e6, "pass", f"{p.store} {p.operation}, {p.threads} threads: "
         f"{x['rps'] * p.file_bytes / 1e6:.1f} MB/s") for x in p.passes if x.get("rps")],
@@ -511,7 +511,7 @@ def _disk(results: Results) -> list:
     rows = []
     for r in results.writes:
         if r.disk:
-            published = seed002.disk_ratio(r.store)
+            published = study002.disk_ratio(r.store)
             rows.append([_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
                          f"{r.disk['ratio']:.3f}", f"{published:.2f}" if published else "-",
                          "yes" if r.verified else "**no**"])
