@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.benchmark.change import WINDOW_STRETCH, blocks, case_window_seconds, judge, upstream_of, window_metrics
-from bench.check_settings import ab_errors
+from bench.check_settings import change_errors
 from bench.clients.timing import served_rate
 from bench.report.change import SHEDDING, last_calibration, render_change
 from bench.results import Results, TargetResult
@@ -60,7 +60,7 @@ def test_a_bad_change_setting_is_named_before_anything_starts(env, named):
     full = {"BENCH_TARGETS": TARGETS, **env}
     with pytest.raises(SettingsError, match=named):
         from_env(full)
-    assert list(ab_errors(full)) == [named]
+    assert list(change_errors(full)) == [named]
 
 
 def rep(block: int, rps: float, own: float, db: float, flags=()) -> dict:

@@ -63,7 +63,7 @@ AB_BLOCKS_MIN = 6
 
 
 @dataclass(frozen=True)
-class AbSettings:
+class ChangeSettings:
     a: str                 # the service measured as it is
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
@@ -131,7 +131,7 @@ class Settings:
     write_threads: int = 20
     write_dir: str = "/data/writes"  # the filesystem store: a scratch volume of bench's own
     working_set: bool = True      # time the seed's FILE_SET on every path, when it loaded one
-    ab: AbSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
+    ab: ChangeSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
 
     def url_of(self, target: str) -> str:
         return self.target_urls.get(target) or f"http://{target}:{self.target_port}"
@@ -419,7 +419,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("WRITE_FILES", "100", _number(int, 1, 100_000), "write_files", ("bench",)),
     Setting("WRITE_SIZE", "10000000", _size, "write_size", ("bench",)),
     Setting("WRITE_THREADS", "20", _number(int, 1, 256), "write_threads", ("bench",)),
-    # an A/B run's (make ab sets them), read together by ab_from_env
+    # an A/B run's (make ab sets them), read together by change_from_env
     Setting("AB_A", check=("ab",)),
     Setting("AB_B", check=("ab",)),
     Setting("AB_KIND", "A/B", _choice(AB_KINDS), check=("ab",)),
@@ -490,7 +490,7 @@ def read(name: str, env=os.environ):
     return setting.read(env, setting.name, setting.default)
 
 
-def ab_from_env(env, targets: list[str]) -> AbSettings | None:
+def change_from_env(env, targets: list[str]) -> ChangeSettings | None:
     """The A/B settings, or None when AB_A and AB_B are empty (an ordinary
     run); the knobs are checked either way."""
     settings = dict(kind=read("AB_KIND", env), change=env.get("AB_CHANGE", "").strip(),
@@ -511,7 +511,7 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
         if service not in targets:
             raise SettingsError(f"{name}={service!r}: not in BENCH_TARGETS={' '.join(targets)!r}: A and B are "
                                 "verified like any path (make ab sets BENCH_TARGETS)")
-    return AbSettings(a=a, b=b, **settings)
+    return ChangeSettings(a=a, b=b, **settings)
 
 
 def from_env(env=os.environ) -> Settings:
@@ -523,7 +523,7 @@ def from_env(env=os.environ) -> Settings:
     open_loop, open_loop_curve = read("BENCH_OPEN_LOOP", env)
     settings = Settings(
         **fields, open_loop=open_loop, open_loop_curve=open_loop_curve,
-        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets),
+        ab=change_from_env(env, targets), target_urls=_target_urls(env, targets),
         link_shaping=" ".join(f"{n.removeprefix('LINK_').lower()}={env[n]}" for n in ("LINK_RATE", "LINK_DELAY",
                                                                                        "LINK_LOSS") if env.get(n)),
     )
