@@ -277,6 +277,19 @@ def gated(cases: list[dict], blocks_planned: int = 8, **ab) -> dict:
             "threshold": 0.05, "cases": cases, "rows": judge(cases, 0.05), **ab}
 
 
+def test_the_run_just_made_is_found_by_its_own_folder_not_through_latest(tmp_path):
+    """results/latest links to the newest run and sorts after every run id:
+    a calibration once recorded its first run as "latest"."""
+    (tmp_path / "20261129T000000Z").mkdir()
+    (tmp_path / "20261129T000000Z" / "ab.json").write_text("{}")
+    before = {p.name for p in tmp_path.iterdir()}
+    (tmp_path / "20261129T010000Z").mkdir()
+    (tmp_path / "20261129T010000Z" / "ab.json").write_text("{}")
+    (tmp_path / "latest").symlink_to("20261129T010000Z")
+    assert change_gate.newest_result(tmp_path, before) == tmp_path / "20261129T010000Z" / "ab.json"
+    assert change_gate.newest_result(tmp_path, before | {"20261129T010000Z"}) is None
+
+
 def test_the_gate_fails_only_on_the_chosen_metric_beyond_the_threshold():
     rng = random.Random(4)
     a = [1000 * rng.uniform(0.98, 1.02) for _ in range(8)]

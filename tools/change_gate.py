@@ -61,7 +61,9 @@ def changed_files(base: str) -> list[str]:
 
 
 def newest_result(results: Path, before: set[str]) -> Path | None:
-    made = sorted(p for p in results.glob("*/ab.json") if p.parent.name not in before)
+    """The ab.json of the run folder made since `before`; not through
+    results/latest, a link to it whose name sorts after every run id."""
+    made = sorted(p for p in results.glob("*/ab.json") if p.parent.name not in before and not p.parent.is_symlink())
     return made[-1] if made else None
 
 
