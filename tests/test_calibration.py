@@ -411,6 +411,11 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
     page = (out / "calibration.md").read_text()
     assert "4 A/A runs measured of 6" in page and "## Not measured" in page and "| 1KB c=100 | rps | 4 |" in page
     assert "### 1MB c=100, cpu_path" in page and "| 4 | 0.800 |" in page
+    # the gate's answer to each attempt: a run without ab.json or with an error is not measured (2)
+    gate = stored["gate"]
+    assert gate["runs"] == 6 and gate["exits"][1:3] == [2, 2]
+    assert gate["passes"] == sum(c in (0, 3) for c in gate["exits"])
+    assert f"passes an unchanged B (exit 0 or 3) in **{gate['passes']} of 6 runs**" in page
     # an A/B page of the same path, machine and settings finds it
     assert cal.calibration_for(results, {**aa("20991231T000000Z", []), "kind": "A/B"})["runs"] == 4
 

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from change import CHANGES
-from change_gate import newest_result
+from change_gate import NOT_MEASURED, VERDICTS, judge_gate, newest_result
 from lab_compose import ROOT, LabError, number, results_base, results_dir, settings_in
 from bench.measure import calibration
 
@@ -121,6 +121,11 @@ def render(doc: dict) -> str:
                      f"**{found['alarms']} of {found['rows']} case-metrics** ({_pct(found['rate'])}; 95% interval "
                      f"{_pct(found['low'])}-{_pct(found['high'])}); runs with any: {runs['alarms']} of "
                      f"{runs['rows']} (95% interval {_pct(runs['low'])}-{_pct(runs['high'])}).")
+    gate = doc.get("gate")
+    if gate and gate["runs"]:
+        counts = ", ".join(f"{gate['exits'].count(c)} exit {c} ({VERDICTS[c]})" for c in sorted(set(gate["exits"])))
+        lines.append(f"- The pull-request gate (`AB_GATE_METRICS={' '.join(gate['metrics'])}`) passes an unchanged B "
+                     f"(exit 0 or 3) in **{gate['passes']} of {gate['runs']} runs**: {counts}.")
     missed = stats["not_measured"] + stats["cases_not_measured"]
     if missed:
         lines += ["", "## Not measured", ""]
@@ -162,8 +167,19 @@ def write(out: Path, doc: dict) -> None:
     (out / "calibration.md").write_text(render(doc))
 
 
+def gate_tally(attempts: list[dict], aa_runs: list[dict], metrics: list[str]) -> dict:
+    """Pure: what the pull-request gate (tools/change_gate.py, on `metrics`)
+    would have answered each A/A: it passes an unchanged B when it exits 0
+    (shown within the threshold) or 3 (inconclusive, not a failure by
+    default); a run with no ab.json counts as not measured (2)."""
+    exits = {ab.get("run_id"): judge_gate(ab, metrics)[0] for ab in aa_runs}
+    codes = [exits.get(a.get("run_id"), NOT_MEASURED) for a in attempts]
+    return {"metrics": metrics, "exits": codes, "runs": len(codes),
+            "passes": sum(code in (0, 3) for code in codes)}
+
+
 def document(calibration_id: str, service: str, variables: dict, planned: int, attempts: list[dict],
-             aa_runs: list[dict], started: str, complete: bool) -> dict:
+             aa_runs: list[dict], started: str, complete: bool, gate_metrics: tuple[str, ...] = ("rps",)) -> dict:
     """Pure: calibration.json's content from the runs so far."""
     missing = [{"attempt": a["attempt"], "run_id": None, "why": a["why"]} for a in attempts if a.get("why")]
     stats = calibration.summarise(aa_runs, missing)
@@ -175,7 +191,8 @@ def document(calibration_id: str, service: str, variables: dict, planned: int, a
             "status": "complete" if complete else "incomplete", "started_at": started,
             "finished_at": datetime.now(timezone.utc).strftime(STAMP), "planned_runs": planned,
             "settings": settings, "variables": variables, "machine": stats["machine"], "attempts": attempts,
-            "run_ids": stats["measured"], "statistics": stats, "verdict": {"exit": code, "why": why}}
+            "run_ids": stats["measured"], "statistics": stats, "verdict": {"exit": code, "why": why},
+            "gate": gate_tally(attempts, aa_runs, list(gate_metrics))}
 
 
 def run_change(env: dict, service: str, deadline: float) -> int | str:
@@ -190,6 +207,7 @@ def run_change(env: dict, service: str, deadline: float) -> int | str:
 def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, variables: dict,
               run_one=run_change) -> dict:
     """The N runs, one after another, and calibration.json and .md after each."""
+    gate_metrics = tuple(env.get("AB_GATE_METRICS", "rps").split())
     deadline = float(env.get("AB_TIMEOUT", "3600")) + SLACK_S
     started = datetime.now(timezone.utc).strftime(STAMP)
     attempts: list[dict] = []
@@ -215,7 +233,7 @@ def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, v
             except (OSError, ValueError) as e:
                 attempt["why"] = f"{found}: not readable ({e})"
         attempts.append(attempt)
-        doc = document(out.name, service, variables, planned, attempts, aa_runs, started, k == planned)
+        doc = document(out.name, service, variables, planned, attempts, aa_runs, started, k == planned, gate_metrics)
         write(out, doc)
         named = attempt.get("why") or next((m["why"] for m in doc["statistics"]["not_measured"]
                                             if attempt["run_id"] and m.get("run_id") == attempt["run_id"]), "")
