@@ -9,12 +9,12 @@ a number."""
 import json
 
 from . import seed000, seed002
-from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, grouped, headline_level, headline_rows,
-                       open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
+from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, flagged_baseline, grouped, headline_level,
+                       headline_rows, open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
-from ..measure.flags import CORE_SATURATED, LOADGEN_BOUND
+from ..measure.flags import BASELINE_MARK
 from ..measure.latency import nines, percentile_curve
 from ..measure.rounds import mean_positions
 from ..measure.stats import TOOLS_DISAGREE
@@ -28,8 +28,32 @@ BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided from its flags and C
                    "none: the path waited with CPU to spare).")
 
 
-def _legend(flags: set, baseline: bool = False) -> list:
+def _legend(shown, baseline: bool = False) -> list:
+    """The legend of the flags the cells in `shown` (rows, tables, parts)
+    show, and of † when a ratio rests on a flagged baseline: read off the
+    cells, so it explains every mark the reader sees and no other."""
+    cells = _cells(shown)
+    flags, baseline = {f for c in cells for f in c.flags}, baseline or any(c.dagger for c in cells)
     return [Legend(flags, baseline)] if flags or baseline else []
+
+
+def _cells(shown) -> list[Cell]:
+    if isinstance(shown, Cell):
+        return [shown]
+    inner = {Part: "blocks", Table: "rows", Row: "cells"}.get(type(shown))
+    found = getattr(shown, inner) if inner else shown if isinstance(shown, list) else []
+    return [c for x in found for c in _cells(x)]
+
+
+def _spread(spread: dict | None, count: int) -> str:
+    """' ±12%': half the repetitions' (or passes') range, when there are two or more."""
+    half = (spread or {}).get("half_range")
+    return f" ±{half:.0%}" if half is not None and count > 1 else ""
+
+
+def _names(flags) -> Cell:
+    """A flags column: each flag by its name."""
+    return Cell("", tuple(flags), names=True)
 
 
 def _size_by_target(results: Results, cell) -> list:
@@ -97,19 +121,19 @@ def head(results: Results) -> list:
 
 # --- the headline --------------------------------------------------------------
 def _headline(results: Results) -> list:
-    c, rows, seen = headline_level(results), [], set()
+    c, rows = headline_level(results), []
     for h in headline_rows(results):
         run, loop = h.run, h.loop
+        cells = [h.target, STORES.get(h.target, "other"), _size(run.file)]
         key = {"target": h.target, "file": run.file, "concurrency": c}
         if not run.ok:
-            rows.append(Row([h.target, h.store, h.size, Cell("failed", col="rps"), "failed", "-", "-", "-",
-                             run.error or ""], key, failed=True))
+            rows.append(Row([*cells, Cell("failed", col="rps"), "failed", "-", "-", "-", run.error or ""], key,
+                            failed=True))
             continue
-        seen |= set(run.flags) | (set(loop.flags) if loop else set())
         p99 = (Cell("failed") if loop and not loop.ok else
                Cell(f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s", tuple(loop.flags)) if loop else Cell("-"))
         p99.col, p99.num = "p99", True
-        rows.append(Row([h.target, h.store, h.size, Cell(f"{run.rps:.0f}", num=True, col="rps"),
+        rows.append(Row([*cells, Cell(f"{run.rps:.0f}", num=True, col="rps"),
                          Cell(ratio_words(h.rps, h.rps_ratio), dagger=h.baseline_flagged, num=True, col="rps-ratio"),
                          Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged, num=True, col="cpu-ratio"),
                          p99, Cell(run.bottleneck or "-", col="bottleneck", note=BOTTLENECK_NOTE),
@@ -122,8 +146,7 @@ def _headline(results: Results) -> list:
         Para(f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
              f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
              f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
-             f"time, not queueing. {BOTTLENECK_NOTE}"),
-        *_legend(seen, any(h.baseline_flagged for h in headline_rows(results)))]
+             f"time, not queueing. {BOTTLENECK_NOTE}"), *_legend(rows)]
 
 
 def _rounds(results: Results) -> list:
@@ -160,12 +183,6 @@ def _rounds(results: Results) -> list:
 
 
 # --- requests per second, CPU, latency ---------------------------------------------
-def _half_range(run) -> str:
-    if not run.spread or len(run.repetitions) < 2:
-        return ""
-    return f" ±{run.spread['half_range']:.0%}"
-
-
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
     rows = []
     for t in grouped(timed_targets(results)):
@@ -182,23 +199,18 @@ def _rps_chart(results: Results, file: str, c: int) -> Figure:
 
 
 def _requests_per_second(results: Results) -> list:
-    seen, flagged_base = set(), False
+    flagged = []  # the ratios' flagged baselines: their dagger is in the cell's text, not its own
 
     def cell(run, target, file, c):
-        nonlocal flagged_base
         if run is None or not run.ok:
             return "-" if run is None else "failed"
-        seen.update(run.flags)
-        base = results.run_for(BASELINE, file, c)
-        ratio, dagger = "", False
+        base, published = results.run_for(BASELINE, file, c), seed000.time_per_request_ms(target, file)
+        after = f" [{1000 / published:.0f}]" if published else ""
         if base and base.ok and base.rps and target != BASELINE:
-            dagger = bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
-            flagged_base |= dagger
-            ratio = f"{run.rps / base.rps:.3f}"
-        published = seed000.time_per_request_ms(target, file)
-        after = (f" ({ratio}{'†' if dagger else ''})" if ratio else "") + (f" [{1000 / published:.0f}]"
-                                                                          if published else "")
-        return Cell(f"{run.rps:.0f}{_half_range(run)}", tuple(run.flags), num=True, after=after)
+            flagged.append(flagged_baseline(base))
+            after = f" ({run.rps / base.rps:.3f}{BASELINE_MARK if flagged[-1] else ''})" + after
+        return Cell(f"{run.rps:.0f}{_spread(run.spread, len(run.repetitions))}", tuple(run.flags), num=True,
+                    after=after)
 
     tables = _size_by_target(results, cell)
     return [Charts(_each_case(results, lambda f, c: _rps_chart(results, f, c))),
@@ -208,7 +220,7 @@ def _requests_per_second(results: Results) -> list:
                  "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
                  "figure of every repetition is in results.json. Seed 000's columns: "
                  + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + "."),
-            *tables, *_legend(seen, flagged_base)]
+            *tables, *_legend(tables, any(flagged))]
 
 
 def _ms(usage: dict | None) -> str:
@@ -278,7 +290,7 @@ def _cpu_by_case(results: Results) -> Part:
         cores = ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu")
         rows.append([r.target, _size(r.file), str(r.concurrency), _cores(r.cpu.get(r.target)),
                      _cores(r.cpu.get(r.database_role)), _cores(r.cpu.get(LOADGEN)), cores,
-                     Cell("", tuple(r.flags), names=True)])
+                     _names(r.flags)])
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
         Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
              "/proc/stat), which is what `core-saturated` reads for the cores the case's containers share."),
@@ -342,7 +354,7 @@ def _open_loop(results: Results) -> list:
                                                                if o.capacity_from else "")
                      + (f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else ""),
                      f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
-                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", Cell("", tuple(o.flags), names=True)])
+                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", _names(o.flags)])
     return [Charts([f for file, _ in files(results) for f in _latency_charts(results, file)]),
             Para("Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow "
                  "answer delays no later request (no coordinated omission): these percentiles are response times. "
@@ -390,8 +402,7 @@ def _sweep(results: Results) -> list:
                               for t in order if t in results.sweep_charts]),
             Para(f"One run per level{f' of {seconds:g} s' if seconds else ''}, after the timed cases warmed every "
                  "path: a shape to read, not a figure to quote."),
-            Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows),
-            *_legend({f for p in results.sweep for f in p.flags})]
+            Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows), *_legend(rows)]
 
 
 # --- the working set over HTTP and the stores ----------------------------------
@@ -402,7 +413,7 @@ def _working_set(results: Results) -> list:
     hot_file = files(results)[0][0] if results.runs else None
     base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
     runs = sorted(ws.runs, key=lambda r: grouped([x.target for x in ws.runs]).index(r.target))
-    rows, seen = [], set()
+    rows = []
     for r in runs:
         hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
@@ -410,13 +421,12 @@ def _working_set(results: Results) -> list:
             rows.append([r.target, STORES.get(r.target, "other"), "failed", "-", hot_cell, "-", "-", "-",
                          r.error or ""])
             continue
-        seen.update(r.flags)
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
         db = r.database_role
         cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
-        rows.append([r.target, STORES.get(r.target, "other"), Cell(f"{r.rps:.0f}{_half_range(r)}", tuple(r.flags),
-                                                                   num=True),
+        rows.append([r.target, STORES.get(r.target, "other"),
+                     Cell(f"{r.rps:.0f}{_spread(r.spread, len(r.repetitions))}", tuple(r.flags), num=True),
                      ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""])
     chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
                                  for x in r.repetitions if x.get("rps")], r.rps if r.ok else None,
@@ -433,7 +443,7 @@ def _working_set(results: Results) -> list:
                  "the set fits in memory decides much of it: the set against each container's memory limit (MiB): "
                  f"{limits or 'not read'}" + (f"; nginx-cache's cache tmpfs {cache}" if cache else "") + "."),
             Table(["target", "store", "req/s", "ratio to nginx-static", "hot-file req/s", "CPU ms/request "
-                   "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(seen)]
+                   "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(rows)]
 
 
 def _store_name(results: Results, store: str) -> str:
@@ -470,16 +480,14 @@ def _stores(results: Results) -> list:
     setup = results.store_setup
     files_, size = setup.get("files", passes[0].files), setup.get("file_bytes", passes[0].file_bytes)
     same = seed002.same_setting(files_, size)
-    rows, seen = [], set()
+    rows = []
     for r in passes:
         head_ = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
         if not r.ok:
             rows.append([*head_, "failed", "-", "-", "-", "-", _seed002_cell(r, same), r.error or ""])
             continue
-        seen.update(r.flags)
-        spread = f" ±{r.spread['half_range']:.0%}" if r.spread and len(r.passes) > 1 else ""
-        rows.append([*head_, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", Cell(f"{r.mb_per_s:.1f}{spread}",
-                                                                             tuple(r.flags), num=True),
+        rows.append([*head_, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}",
+                     Cell(f"{r.mb_per_s:.1f}{_spread(r.spread, len(r.passes))}", tuple(r.flags), num=True),
                      _per_gb(r), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
                      _seed002_cell(r, same), ""])
     chart = [ChartRow(f"{p.store} {p.operation} {p.threads}t", [Point(
@@ -503,7 +511,7 @@ def _stores(results: Results) -> list:
                  "pass; the databases' own caches go only with a restart, so their cold rows are not measured "
                  "(store_setup.cold_reads says so per store). Sizes are read after a checkpoint or fsync."),
             Table(["store", "operation", "threads", "order", "seconds", "files/s", "MB/s", "CPU s/GB bench / store",
-                   "ms per file p50 / p99", "seed 002", "error"], rows), *_legend(seen),
+                   "ms per file p50 / p99", "seed 002", "error"], rows), *_legend(rows),
             *_disk(results), *_durability(results)]
 
 
@@ -545,9 +553,7 @@ def _durability(results: Results) -> list:
 
 # --- ab -k against wrk, the checks, every case, the settings ----------------------
 def _tool_cell(tool) -> Cell:
-    spread = (tool.spread or {}).get("half_range")
-    return Cell(f"{tool.rps:.0f}" + (f" ±{spread:.0%}" if spread is not None and len(tool.repetitions) > 1 else ""),
-                tuple(tool.flags), num=True)
+    return Cell(f"{tool.rps:.0f}{_spread(tool.spread, len(tool.repetitions))}", tuple(tool.flags), num=True)
 
 
 def _agreement(results: Results) -> list:
@@ -571,7 +577,7 @@ def _agreement(results: Results) -> list:
                    "wrk latency ms", "failed", "refused"], rows),
             Para(f"{agree_free} of {len(free)} cases with neither tool at its CPU limit agree within "
                  f"{TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit."),
-            *_legend({f for c in results.comparisons for t in (c.ab_keepalive, c.wrk) for f in t.flags})]
+            *_legend(rows)]
 
 
 def _checks(results: Results) -> list:
@@ -611,7 +617,7 @@ def _every_case(results: Results) -> list:
         rows.append([r.target, _size(r.file), str(r.concurrency), f"{r.rps:.0f}",
                      f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
                      f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed),
-                     _refused(r.refused, r.answers), Cell("", tuple(r.flags), names=True)])
+                     _refused(r.refused, r.answers), _names(r.flags)])
     return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
                  "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
                  "`refused` the answers that were not 2xx, with their share of all answers."),
