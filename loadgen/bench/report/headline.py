@@ -32,6 +32,11 @@ def grouped(targets: list[str]) -> list[str]:
     return sorted(targets, key=lambda t: (STORE_ORDER.index(STORES.get(t, "other")), targets.index(t)))
 
 
+def runs_at(results: Results, file: str, c: int) -> list[Run]:
+    """One size's runs at one concurrency, grouped by store: a chart's or a table's rows."""
+    return [run for t in grouped(timed_targets(results)) if (run := results.run_for(t, file, c)) is not None]
+
+
 def size_label(file: str) -> str:
     return file.removesuffix(".bin")
 

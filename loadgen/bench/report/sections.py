@@ -10,7 +10,8 @@ import json
 
 from . import seed000, seed002
 from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, flagged_baseline, grouped, headline_level,
-                       headline_rows, open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
+                       headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size,
+                       timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
@@ -19,7 +20,7 @@ from ..measure.latency import nines, percentile_curve
 from ..measure.rounds import mean_positions
 from ..measure.stats import TOOLS_DISAGREE
 from ..measure.usage import LOADGEN, SENT_RATE_KEPT
-from ..results import Results, Run, StorePass
+from ..results import Results, StorePass
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 FAILED_CASES_SHOWN = 30  # per target; results.json keeps every case
@@ -56,6 +57,16 @@ def _names(flags) -> Cell:
     return Cell("", tuple(flags), names=True)
 
 
+def _case(item) -> list[str]:
+    """The cells that name a case: its target, size and concurrency."""
+    return [item.target, _size(item.file), str(item.concurrency)]
+
+
+def _failed(figures: int) -> list[str]:
+    """A failed item's figures: "failed" where the first would be and "-" for the rest, never a number."""
+    return ["failed", *["-"] * (figures - 1)]
+
+
 def _size_by_target(results: Results, cell) -> list:
     """A part per concurrency level: a row per file size, a column per timed
     target (grouped by store), each cell cell(run or None, target, file, c)."""
@@ -64,6 +75,14 @@ def _size_by_target(results: Results, cell) -> list:
     return [Part(f"Concurrency {c}", [Table(header, [[_size(f), *(cell(results.run_for(t, f, c), t, f, c)
                                                                    for t in targets)] for f, _ in files(results)])])
             for c in concurrencies(results)]
+
+
+def _series(points) -> dict[str, list[tuple[float, float]]]:
+    """A line chart's series from (line, x, y) triples, each line's points in their order."""
+    series: dict[str, list] = {}
+    for line, x, y in points:
+        series.setdefault(line, []).append((x, y))
+    return series
 
 
 def _each_case(results: Results, chart) -> list[Figure]:
@@ -127,8 +146,7 @@ def _headline(results: Results) -> list:
         cells = [h.target, STORES.get(h.target, "other"), _size(run.file)]
         key = {"target": h.target, "file": run.file, "concurrency": c}
         if not run.ok:
-            rows.append(Row([*cells, Cell("failed", col="rps"), "failed", "-", "-", "-", run.error or ""], key,
-                            failed=True))
+            rows.append(Row([*cells, Cell("failed", col="rps"), *_failed(4), run.error or ""], key, failed=True))
             continue
         p99 = (Cell("failed") if loop and not loop.ok else
                Cell(f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s", tuple(loop.flags)) if loop else Cell("-"))
@@ -164,12 +182,9 @@ def _rounds(results: Results) -> list:
         return [ratio_words(ratio), f"x/÷{ratio['width']:.3f}" if ratio.get("width") else "-",
                 f"{ratio['sd']:.3f}" if ratio.get("sd") is not None else "-"]
 
-    def state(r: dict) -> str:
-        if r.get("converged_at"):
-            return f"within at round {r['converged_at']}"
-        return f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
-
-    table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]), state(r)]
+    not_within = f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
+    table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]),
+              f"within at round {r['converged_at']}" if r.get("converged_at") else not_within]
              for r in sorted(rows, key=lambda r: (r["file"], r["target"]))]
     positions = mean_positions({k: v for k, v in (results.schedule.get("orders") or {}).items()
                                 if k.endswith(f"c={rows[0]['concurrency']}")})
@@ -184,15 +199,10 @@ def _rounds(results: Results) -> list:
 
 # --- requests per second, CPU, latency ---------------------------------------------
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
-    rows = []
-    for t in grouped(timed_targets(results)):
-        run = results.run_for(t, file, c)
-        if run is None:
-            continue
-        reps = [Point(r["rps"], "repetition", f"{t} {_size(file)} c={c}, repetition {i + 1}: {r['rps']:.0f} req/s")
-                for i, r in enumerate(run.repetitions) if r.get("rps")]
-        rows.append(ChartRow(t, reps, run.rps if run.ok else None, f"{t}: median {run.rps:.0f} req/s",
-                             "" if run.ok else "failed"))
+    rows = [ChartRow(t, [Point(x["rps"], "repetition", f"{t} {_size(file)} c={c}, repetition {i + 1}: {x['rps']:.0f} "
+                               "req/s") for i, x in enumerate(run.repetitions) if x.get("rps")],
+                     run.rps if run.ok else None, f"{t}: median {run.rps:.0f} req/s", "" if run.ok else "failed")
+            for run in runs_at(results, file, c) for t in [run.target]]
     return Figure(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
                   "one repetition.", strip_chart(f"Requests per second, {_size(file)}, c={c}", rows,
                                                  {"repetition": PALETTE[0]}, "requests per second"))
@@ -227,28 +237,17 @@ def _ms(usage: dict | None) -> str:
     return f"{usage['cpu_ms_per_request']:.3f}" if usage and usage.get("cpu_ms_per_request") is not None else "-"
 
 
-def _role_kind(role: str, run: Run, upstream: str | None) -> str:
-    if role == run.target:
-        return "path"
-    if role == LOADGEN:
-        return "load generator"
-    return "upstream" if role == upstream else "database"
-
-
 CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
 
 
 def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
     upstream = (results.parameters.get("CACHE_UPSTREAM") or "").split(":")[0] or None
     rows = []
-    for t in grouped(timed_targets(results)):
-        run = results.run_for(t, file, c)
-        if run is None or not run.ok or not run.cpu:
-            continue
-        segs = [(_role_kind(role, run, upstream), used["cpu_ms_per_request"],
-                 f"{t}: {role} ({_role_kind(role, run, upstream)}) {used['cpu_ms_per_request']:.3f} ms")
-                for role, used in run.cpu.items() if used.get("cpu_ms_per_request")]
-        rows.append((t, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
+    for run in (r for r in runs_at(results, file, c) if r.ok and r.cpu):
+        kinds = {upstream: "upstream", LOADGEN: "load generator", run.target: "path"}  # the last one named wins
+        segs = [(kind, ms, f"{run.target}: {role} ({kind}) {ms:.3f} ms") for role, used in run.cpu.items()
+                if (ms := used.get("cpu_ms_per_request")) for kind in [kinds.get(role, "database")]]
+        rows.append((run.target, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
     return Figure(f"{_size(file)} at concurrency {c}: each container's CPU time per request in the row's repetition "
                   "(hover a segment for the container).",
                   stacked_bars(f"CPU ms per request by container, {_size(file)}, c={c}", rows, CPU_KINDS,
@@ -307,15 +306,12 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
     with several shares (BENCH_OPEN_LOOP), p99 against the share of capacity."""
     kinds = {"p50": PALETTE[2], "p90": PALETTE[1], "p99": PALETTE[5], "max": PALETTE[7]}
     share, rows, curves = results.timing.get("open_loop_share", 0.5), [], {}
-    for t in grouped(timed_targets(results)):
-        o = open_loop_for(results, t, file)
-        if o is None:
-            continue
-        pts = [] if not o.ok else [Point(getattr(o, f"{k}_ms"), k, f"{t} {_size(file)} at {o.rate:.0f}/s: "
-                                         f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds]
-        rows.append(ChartRow(t, pts, note="" if o.ok else "failed"))
+    for o in [o for t in grouped(timed_targets(results)) if (o := open_loop_for(results, t, file)) is not None]:
+        pts = [Point(getattr(o, f"{k}_ms"), k, f"{o.target} {_size(file)} at {o.rate:.0f}/s: "
+                     f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds] if o.ok else []
+        rows.append(ChartRow(o.target, pts, note="" if o.ok else "failed"))
         if o.ok and o.latency_histogram:
-            curves[t] = percentile_curve(o.latency_histogram)
+            curves[o.target] = percentile_curve(o.latency_histogram)
     figures = [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
                       strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True))]
     if curves:
@@ -326,11 +322,8 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
                               "slowest answer).", line_chart(f"Latency distribution, {_size(file)}", curves,
                                                              "percentile", "milliseconds", x_log=False, y_log=True,
                                                              x_ticks=ticks)))
-    series = {}
-    for o in results.open_loop:
-        if o.file == file and o.ok and o.share:
-            series.setdefault(o.target, []).append((o.share * 100, o.p99_ms))
-    series = {t: pts for t, pts in series.items() if len(pts) > 1}
+    series = {t: pts for t, pts in _series((o.target, o.share * 100, o.p99_ms) for o in results.open_loop
+                                           if o.file == file and o.ok and o.share).items() if len(pts) > 1}
     if series:
         figures.append(Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
                               line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
@@ -343,18 +336,14 @@ def _open_loop(results: Results) -> list:
         return []
     rows = []
     for o in results.open_loop:
-        if not o.ok:
-            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", "-", "-",
-                         o.error or ""])
-            continue
         low, high = o.p99_interval_ms or (None, None)
-        interval = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else (
-            f"{low:.2f}–?" if low is not None else "-")
-        rows.append([o.target, _size(o.file), f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})"
-                                                               if o.capacity_from else "")
-                     + (f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else ""),
-                     f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
-                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", _names(o.flags)])
+        interval = "-" if low is None else f"{low:.2f}–" + ("?" if high is None else f"{high:.2f}")
+        rate = f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})" if o.capacity_from else "") + (
+            f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else "")
+        figures = ([rate, f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
+                    f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", _names(o.flags)] if o.ok
+                   else [f"{o.rate:g}", *_failed(7), o.error or ""])
+        rows.append([o.target, _size(o.file), *figures])
     return [Charts([f for file, _ in files(results) for f in _latency_charts(results, file)]),
             Para("Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow "
                  "answer delays no later request (no coordinated omission): these percentiles are response times. "
@@ -377,23 +366,16 @@ def _sweep(results: Results) -> list:
     order = timed_targets(results)
     keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
                   key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[3]))
-    rows = []
-    for target, _, file, tool in keys:
-        row = [target, _size(file), tool]
-        for level in levels:
-            p = next((p for p in results.sweep if (p.target, p.file, p.tool, p.concurrency)
-                      == (target, file, tool, level)), None)
-            row.append("-" if p is None else Cell(f"{p.rps:.0f}", tuple(p.flags), num=True,
-                                                  after=f" ({p.failed} failed)" if p.failed else ""))
-        rows.append(row)
+    found = {(p.target, p.file, p.tool, p.concurrency): p for p in reversed(results.sweep)}  # the first of any twice
+    cells = {key: Cell(f"{p.rps:.0f}", tuple(p.flags), num=True, after=f" ({p.failed} failed)" if p.failed else "")
+             for key, p in found.items()}
+    rows = [[target, _size(file), tool, *(cells.get((target, file, tool, c), "-") for c in levels)]
+            for target, _, file, tool in keys]
     figures = []
     # a chart per size and tool: eight paths are as many lines as the palette tells apart
     for (file, _), tool in sorted({((p.file, p.size_bytes), p.tool) for p in results.sweep},
                                   key=lambda k: (k[0][1], k[1])):
-        series: dict[str, list] = {}
-        for p in results.sweep:
-            if (p.file, p.tool) == (file, tool):
-                series.setdefault(p.target, []).append((p.concurrency, p.rps))
+        series = _series((p.target, p.concurrency, p.rps) for p in results.sweep if (p.file, p.tool) == (file, tool))
         figures.append(Figure(f"{_size(file)} by {tool}: requests per second at each concurrency, one short run "
                               "each.", line_chart(f"Concurrency sweep, {_size(file)}, {tool}", series, "concurrency",
                                                   "requests per second")))
@@ -417,17 +399,13 @@ def _working_set(results: Results) -> list:
     for r in runs:
         hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
-        if not r.ok:
-            rows.append([r.target, STORES.get(r.target, "other"), "failed", "-", hot_cell, "-", "-", "-",
-                         r.error or ""])
-            continue
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
-        db = r.database_role
-        cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
+        cpu = f"{_ms(r.cpu.get(r.target))} / {_ms(r.cpu.get(r.database_role))}" if r.cpu else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
-        rows.append([r.target, STORES.get(r.target, "other"),
-                     Cell(f"{r.rps:.0f}{_spread(r.spread, len(r.repetitions))}", tuple(r.flags), num=True),
-                     ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""])
+        rps = Cell(f"{r.rps:.0f}{_spread(r.spread, len(r.repetitions))}", tuple(r.flags), num=True)
+        figures = ([rps, ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""] if r.ok
+                   else [*_failed(2), hot_cell, "-", "-", "-", r.error or ""])
+        rows.append([r.target, STORES.get(r.target, "other"), *figures])
     chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
                                  for x in r.repetitions if x.get("rps")], r.rps if r.ok else None,
                       f"{r.target}: {r.rps:.0f} req/s", "" if r.ok else "failed") for r in runs]
@@ -482,14 +460,11 @@ def _stores(results: Results) -> list:
     same = seed002.same_setting(files_, size)
     rows = []
     for r in passes:
-        head_ = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
-        if not r.ok:
-            rows.append([*head_, "failed", "-", "-", "-", "-", _seed002_cell(r, same), r.error or ""])
-            continue
-        rows.append([*head_, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}",
-                     Cell(f"{r.mb_per_s:.1f}{_spread(r.spread, len(r.passes))}", tuple(r.flags), num=True),
-                     _per_gb(r), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
-                     _seed002_cell(r, same), ""])
+        mb_per_s = Cell(f"{r.mb_per_s:.1f}{_spread(r.spread, len(r.passes))}", tuple(r.flags), num=True)
+        figures = ([f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", mb_per_s, _per_gb(r),
+                    f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}"] if r.ok else _failed(5))
+        rows.append([_store_name(results, r.store), r.operation, str(r.threads), r.order, *figures,
+                     _seed002_cell(r, same), "" if r.ok else r.error or ""])
     chart = [ChartRow(f"{p.store} {p.operation} {p.threads}t", [Point(
         x["rps"] * p.file_bytes / 1e6, "pass", f"{p.store} {p.operation}, {p.threads} threads: "
         f"{x['rps'] * p.file_bytes / 1e6:.1f} MB/s") for x in p.passes if x.get("rps")],
