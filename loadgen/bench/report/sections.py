@@ -282,13 +282,10 @@ def _cores(usage: dict | None) -> str:
 
 def _cpu_by_case(results: Results) -> Part:
     rows = []
-    for r in results.runs:
-        if not r.ok or not r.cpu:
-            continue
+    for r in (r for r in results.runs if r.ok and r.cpu):
         busy = (r.cpu_window or {}).get("busy_shares") or {}
-        cores = ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu")
-        rows.append([r.target, _size(r.file), str(r.concurrency), _cores(r.cpu.get(r.target)),
-                     _cores(r.cpu.get(r.database_role)), _cores(r.cpu.get(LOADGEN)), cores,
+        rows.append([*_case(r), *(_cores(r.cpu.get(role)) for role in (r.target, r.database_role, LOADGEN)),
+                     ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu"),
                      _names(r.flags)])
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
         Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
@@ -491,13 +488,9 @@ def _stores(results: Results) -> list:
 
 
 def _disk(results: Results) -> list:
-    rows = []
-    for r in results.writes:
-        if r.disk:
-            published = seed002.disk_ratio(r.store)
-            rows.append([_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
-                         f"{r.disk['ratio']:.3f}", f"{published:.2f}" if published else "-",
-                         "yes" if r.verified else "**no**"])
+    rows = [[_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
+             f"{r.disk['ratio']:.3f}", f"{published:.2f}" if (published := seed002.disk_ratio(r.store)) else "-",
+             "yes" if r.verified else "**no**"] for r in results.writes if r.disk]
     return [Part("Storage used", [
         Para("What each store used for the files just written, against their bytes (GridFS: the collections' "
              "storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its tables, TOAST and "
@@ -536,12 +529,11 @@ def _agreement(results: Results) -> list:
         return []
     rows = []
     for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
-        a, w = c.ab_keepalive, c.wrk
-        verdict = f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}"
-        rows.append([c.target, _size(c.file), str(c.concurrency), _tool_cell(a), _tool_cell(w), verdict,
-                     f"{a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f}",
-                     f"{w.p50_ms:.2f} / {w.p90_ms:.2f} / {w.p99_ms:.2f} / {w.max_ms:.0f}",
-                     str(a.failed + w.failed), str(a.refused + w.refused)])
+        tools = (c.ab_keepalive, c.wrk)
+        rows.append([*_case(c), *map(_tool_cell, tools), f"**{c.difference:.1%} differ**" if c.disagree
+                     else f"{c.difference:.1%}", *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / "
+                                                  f"{t.max_ms:.0f}" for t in tools),
+                     str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))])
     free = [c for c in results.comparisons if not c.bound]
     agree_free = sum(not c.disagree for c in free)
     return [Para("Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
@@ -584,15 +576,11 @@ def _refused(refused: int, answers: int) -> str:
 def _every_case(results: Results) -> list:
     rows = []
     for r in results.runs:
-        if not r.ok:
-            rows.append([r.target, _size(r.file), str(r.concurrency), "failed", "-", "-", "-", "-", "-",
-                         str(r.failed), _refused(r.refused, r.answers), r.error or ""])
-            continue
         rps = r.spread or {}
-        rows.append([r.target, _size(r.file), str(r.concurrency), f"{r.rps:.0f}",
-                     f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
-                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed),
-                     _refused(r.refused, r.answers), _names(r.flags)])
+        figures = ([f"{r.rps:.0f}", f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
+                    f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}"] if r.ok else _failed(6))
+        rows.append([*_case(r), *figures, str(r.failed), _refused(r.refused, r.answers),
+                     _names(r.flags) if r.ok else r.error or ""])
     return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
                  "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
                  "`refused` the answers that were not 2xx, with their share of all answers."),
@@ -602,9 +590,8 @@ def _every_case(results: Results) -> list:
 
 def _cache(results: Results) -> list:
     cached = [r for r in results.runs if r.cache]
-    rows = [[r.target, _size(r.file), str(r.concurrency), str(r.cache["hits"]), str(r.cache["misses"]),
-             str(sum(r.cache["other"].values())), f"{r.cache['hit_ratio']:.4f}" if r.cache["hit_ratio"] is not None
-             else "-"] for r in cached]
+    rows = [[*_case(r), str(r.cache["hits"]), str(r.cache["misses"]), str(sum(r.cache["other"].values())),
+             "-" if r.cache["hit_ratio"] is None else f"{r.cache['hit_ratio']:.4f}"] for r in cached]
     return [Part("Cache hits", [
         Para("What a caching path's own log says of each case's counted requests (warm-up excluded); below 0.99 the "
              "row is flagged `cache-missed`: it measures the upstream too."),
