@@ -39,6 +39,7 @@ def _legend(shown, baseline: bool = False) -> list:
 
 
 def _cells(shown) -> list[Cell]:
+    """Every Cell within: a part's tables, a table's rows, a row's (or a list's) cells; plain text marks nothing."""
     if isinstance(shown, Cell):
         return [shown]
     inner = {Part: "blocks", Table: "rows", Row: "cells"}.get(type(shown))
@@ -199,10 +200,10 @@ def _rounds(results: Results) -> list:
 
 # --- requests per second, CPU, latency ---------------------------------------------
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
-    rows = [ChartRow(t, [Point(x["rps"], "repetition", f"{t} {_size(file)} c={c}, repetition {i + 1}: {x['rps']:.0f} "
-                               "req/s") for i, x in enumerate(run.repetitions) if x.get("rps")],
-                     run.rps if run.ok else None, f"{t}: median {run.rps:.0f} req/s", "" if run.ok else "failed")
-            for run in runs_at(results, file, c) for t in [run.target]]
+    rows = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target} {_size(file)} c={c}, repetition {i + 1}: "
+                                      f"{x['rps']:.0f} req/s") for i, x in enumerate(r.repetitions) if x.get("rps")],
+                     r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s", "" if r.ok else "failed")
+            for r in runs_at(results, file, c)]
     return Figure(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
                   "one repetition.", strip_chart(f"Requests per second, {_size(file)}, c={c}", rows,
                                                  {"repetition": PALETTE[0]}, "requests per second"))
@@ -619,15 +620,13 @@ def _settings(results: Results) -> list:
                                         "ab_version", "wrk_version", "vegeta_version", "loadgen_allowance_cores",
                                         "duration_seconds") if env.get(k) is not None]
     blocks.append(Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]))
-    hosts = env.get("hosts") or []
-    if hosts:
-        link, measured = env.get("link"), []
-        if link:
-            retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
-            shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
-            measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, "
-                             f"{link['seconds']:g} s): **{link['bits_per_second'] / 1e6:.1f} Mbit/s** received"
-                             f"{retransmits}; a row moving 90% of it is `link-bound`.")]
+    if hosts := env.get("hosts"):
+        link = env.get("link") or {}
+        retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
+        shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
+        measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, "
+                         f"{link['seconds']:g} s): **{link['bits_per_second'] / 1e6:.1f} Mbit/s** received"
+                         f"{retransmits}; a row moving 90% of it is `link-bound`.")] if link else []
         blocks.append(Part("Hosts", [
             Para("One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its own "
                  "host."),
@@ -635,8 +634,7 @@ def _settings(results: Results) -> list:
                   [[f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
                     f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "?",
                     ", ".join(h.get("containers") or []) or "none watched"] for h in hosts]), *measured]))
-    images = env.get("images") or {}
-    if images:
+    if images := env.get("images"):
         blocks.append(Part("Images", [
             Para("What each container ran, from Docker (cAdvisor's container spec and Compose's image label): a "
                  "swapped variable shows here as another image ID."),
