@@ -29,7 +29,7 @@ def timed_targets(results: Results) -> list[str]:
 
 
 def grouped(targets: list[str]) -> list[str]:
-    return sorted(targets, key=lambda t: (STORE_ORDER.index(STORES.get(t, "other")), targets.index(t)))
+    return sorted(targets, key=lambda t: (STORE_ORDER.index(store_of(t)), targets.index(t)))
 
 
 def runs_at(results: Results, file: str, c: int) -> list[Run]:

@@ -245,7 +245,8 @@ def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
     upstream = (results.parameters.get("CACHE_UPSTREAM") or "").split(":")[0] or None
     rows = []
     for run in (r for r in runs_at(results, file, c) if r.ok and r.cpu):
-        kinds = {upstream: "upstream", LOADGEN: "load generator", run.target: "path"}  # the last one named wins
+        # a later key wins: the row's own path is "path" even when it is another row's upstream
+        kinds = {upstream: "upstream", LOADGEN: "load generator", run.target: "path"}
         segs = [(kind, ms, f"{run.target}: {role} ({kind}) {ms:.3f} ms") for role, used in run.cpu.items()
                 if (ms := used.get("cpu_ms_per_request")) for kind in [kinds.get(role, "database")]]
         rows.append((run.target, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
