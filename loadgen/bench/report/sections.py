@@ -9,8 +9,8 @@ a number."""
 import json
 
 from . import seed000, seed002
-from .headline import (BASELINE, STORES, concurrencies, ferretdb, files, flagged_baseline, grouped, headline_level,
-                       headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size,
+from .headline import (BASELINE, concurrencies, ferretdb, files, flagged_baseline, grouped, headline_level,
+                       headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size, store_of,
                        timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
@@ -72,7 +72,7 @@ def _size_by_target(results: Results, cell) -> list:
     """A part per concurrency level: a row per file size, a column per timed
     target (grouped by store), each cell cell(run or None, target, file, c)."""
     targets = grouped(timed_targets(results))
-    header = ["File size", *(f"{t} ({STORES.get(t, 'other')})" for t in targets)]
+    header = ["File size", *(f"{t} ({store_of(t)})" for t in targets)]
     return [Part(f"Concurrency {c}", [Table(header, [[_size(f), *(cell(results.run_for(t, f, c), t, f, c)
                                                                    for t in targets)] for f, _ in files(results)])])
             for c in concurrencies(results)]
@@ -144,7 +144,7 @@ def _headline(results: Results) -> list:
     c, rows = headline_level(results), []
     for h in headline_rows(results):
         run, loop = h.run, h.loop
-        cells = [h.target, STORES.get(h.target, "other"), _size(run.file)]
+        cells = [h.target, store_of(h.target), _size(run.file)]
         key = {"target": h.target, "file": run.file, "concurrency": c}
         if not run.ok:
             rows.append(Row([*cells, Cell("failed", col="rps"), *_failed(4), run.error or ""], key, failed=True))
@@ -404,7 +404,7 @@ def _working_set(results: Results) -> list:
         rps = Cell(f"{r.rps:.0f}{_spread(r.spread, len(r.repetitions))}", tuple(r.flags), num=True)
         figures = ([rps, ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""] if r.ok
                    else [*_failed(2), hot_cell, "-", "-", "-", r.error or ""])
-        rows.append([r.target, STORES.get(r.target, "other"), *figures])
+        rows.append([r.target, store_of(r.target), *figures])
     chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
                                  for x in r.repetitions if x.get("rps")], r.rps if r.ok else None,
                       f"{r.target}: {r.rps:.0f} req/s", "" if r.ok else "failed") for r in runs]
