@@ -81,6 +81,10 @@ class HeadlineRow:
     def target(self) -> str:
         return self.run.target
 
+    @property
+    def size(self) -> str:
+        return size_label(self.run.file)
+
 
 def _ratio(value: float | None, base: float | None) -> float | None:
     return value / base if value is not None and base else None

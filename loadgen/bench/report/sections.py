@@ -144,7 +144,7 @@ def _headline(results: Results) -> list:
     c, rows = headline_level(results), []
     for h in headline_rows(results):
         run, loop = h.run, h.loop
-        cells = [h.target, store_of(h.target), _size(run.file)]
+        cells = [h.target, store_of(h.target), h.size]
         key = {"target": h.target, "file": run.file, "concurrency": c}
         if not run.ok:
             rows.append(Row([*cells, Cell("failed", col="rps"), *_failed(4), run.error or ""], key, failed=True))
