@@ -4,8 +4,7 @@ and sentences as data, so every rendering states the same figures."""
 from dataclasses import dataclass
 
 from ..results import OpenLoop, Results, Run
-from ..measure.rounds import BASELINE
-from ..measure.usage import CORE_SATURATED, LOADGEN_BOUND
+from ..measure.rounds import BASELINE, apart, flagged_baseline
 
 # What each serving path stores its files in, for grouping rows; a path not
 # listed is shown under "other".
@@ -90,12 +89,6 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return value / base if value is not None and base else None
 
 
-def flagged_baseline(base: Run) -> bool:
-    """An nginx-static figure that measured the load generator or a shared core
-    as much as the path: a ratio over it is marked (†)."""
-    return bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
-
-
 def round_ratios(results: Results, target: str, file: str, c: int) -> dict:
     """The rounds' ratios of one path and case ({} before rounds existed)."""
     return next((r for r in (results.rounds or {}).get("rows", [])
@@ -133,14 +126,9 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
                 row.rps, row.cpu = found.get("rps"), found.get("cpu")
                 row.rps_ratio = row.rps["ratio"] if row.rps else _ratio(run.rps, base.rps if base else None)
                 row.cpu_ratio = row.cpu["ratio"] if row.cpu else _ratio(target_ms(run), target_ms(base))
-                row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base)
+                row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base.flags)
             rows.append(row)
     return rows
-
-
-def apart(a: dict | None, b: dict | None) -> bool:
-    """Two ratios told apart: both have intervals and they do not overlap."""
-    return bool(a and b and a.get("low") and b.get("low") and (a["low"] > b["high"] or b["low"] > a["high"]))
 
 
 def fastest_sentence(others: list[HeadlineRow], c: int) -> str:

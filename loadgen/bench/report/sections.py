@@ -9,15 +9,14 @@ a number."""
 import json
 
 from . import seed000, seed002
-from .headline import (BASELINE, concurrencies, ferretdb, files, flagged_baseline, grouped, headline_level,
-                       headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size, store_of,
-                       timed_targets)
+from .headline import (BASELINE, concurrencies, ferretdb, files, grouped, headline_level, headline_rows, open_loop_for,
+                       ratio_words, runs_at, sentences, size_label as _size, store_of, timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
 from ..measure.flags import BASELINE_MARK
 from ..measure.latency import nines, percentile_curve
-from ..measure.rounds import mean_positions
+from ..measure.rounds import flagged_baseline, mean_positions
 from ..measure.stats import TOOLS_DISAGREE
 from ..measure.usage import LOADGEN, SENT_RATE_KEPT
 from ..results import Results, StorePass
@@ -218,7 +217,7 @@ def _requests_per_second(results: Results) -> list:
         base, published = results.run_for(BASELINE, file, c), seed000.time_per_request_ms(target, file)
         after = f" [{1000 / published:.0f}]" if published else ""
         if base and base.ok and base.rps and target != BASELINE:
-            flagged.append(flagged_baseline(base))
+            flagged.append(flagged_baseline(base.flags))
             after = f" ({run.rps / base.rps:.3f}{BASELINE_MARK if flagged[-1] else ''})" + after
         return Cell(f"{run.rps:.0f}{_spread(run.spread, len(run.repetitions))}", tuple(run.flags), num=True,
                     after=after)
