@@ -108,13 +108,28 @@ def ratio_of(logs: list[float], metric: str, bound: str | None = None, level: fl
     return found
 
 
+BOUND_BY = (LOADGEN_BOUND, CORE_SATURATED)  # a baseline with one of these measured the limit, not the path
+
+
 def baseline_bound(base: list[dict]) -> str | None:
     """The flag that makes the baseline's req/s a floor of its capacity (the
     load generator or a shared core was the limit in most of its rounds)."""
-    for flag in (LOADGEN_BOUND, CORE_SATURATED):
+    for flag in BOUND_BY:
         if 2 * sum(flag in (r.get("flags") or ()) for r in base) > len(base):
             return flag
     return None
+
+
+def flagged_baseline(flags) -> bool:
+    """A baseline figure (one repetition's, not the rounds') with these
+    flags measured the load generator or a shared core as much as the path:
+    a ratio over it is marked (†)."""
+    return bool(set(BOUND_BY) & set(flags))
+
+
+def apart(a: dict | None, b: dict | None) -> bool:
+    """Two ratios (Ratio.to_dict) told apart: both have intervals and they do not overlap."""
+    return bool(a and b and a.get("low") and b.get("low") and (a["low"] > b["high"] or b["low"] > a["high"]))
 
 
 def ratios(reps: list[dict], base: list[dict], target: str, baseline: str, level: float = LEVEL) -> dict[str, Ratio]:

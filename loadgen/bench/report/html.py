@@ -32,20 +32,23 @@ def inline(text: str) -> str:
     return out
 
 
+def _abbr(title: str, html: str) -> str:
+    """Text that explains itself on hover: a flag's mark, the dagger, a cell's note."""
+    return f'<abbr class="flag" title="{escape(title)}">{html}</abbr>'
+
+
 def _flag(name: str, with_name: bool) -> str:
     flag = FLAGS.get(name)
-    return (f'<abbr class="flag" title="{escape(flag.legend if flag else name)}">'
-            + " ".join(escape(x) for x in ((flag.mark if flag else ""), name if with_name else "") if x) + "</abbr>")
+    return _abbr(flag.legend if flag else name,
+                 " ".join(escape(x) for x in ((flag.mark if flag else ""), name if with_name else "") if x))
 
 
 def _td(cell) -> str:
     if not isinstance(cell, Cell):
         cell = Cell(cell, num=bool(_NUMBER.match(cell)))
     flags = (" " if cell.names else "").join(_flag(f, cell.names) for f in cell.flags)
-    text = inline(cell.text)
-    if cell.note:
-        text = f'<abbr class="flag" title="{escape(cell.note)}">{text}</abbr>'
-    dagger = f'<abbr class="flag" title="{escape(BASELINE_NOTE)}">{BASELINE_MARK}</abbr>' if cell.dagger else ""
+    text = _abbr(cell.note, inline(cell.text)) if cell.note else inline(cell.text)
+    dagger = _abbr(BASELINE_NOTE, BASELINE_MARK) if cell.dagger else ""
     body = (flags + text) if cell.names else text + dagger + (f" {flags}" if flags else "") + inline(cell.after)
     attrs = (' class="num"' if cell.num else "") + (f' data-col="{cell.col}"' if cell.col else "")
     return f"<td{attrs}>{body}</td>"
@@ -128,13 +131,6 @@ def _fault_docs(doc: dict) -> str:
     return "".join(_block(p, 2) for p in parts)
 
 
-def render_fault_page(doc: dict, all_runs: bool = True) -> str:
-    """The page of a resilience or overload run (tools/resilience.py,
-    tools/overload.py): their report.md's tables, which is all they hold."""
-    return _page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}", ["report.md", "results.json"],
-                 all_runs, _fault_docs(doc))
-
-
 def render_change_page(results: Results, all_runs: bool = True) -> str:
     """An A/B run's page: its ab.md's sections (verdicts, the table, every
     block) and a chart of the paired changes per case."""
@@ -153,8 +149,9 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     if all_runs is None:
         all_runs = (run_dir.parent / PAGE).exists()
     path = run_dir / PAGE
-    if "runs" not in doc and ("resilience" in doc or "overload" in doc):
-        path.write_text(render_fault_page(doc, all_runs))
+    if "runs" not in doc and ("resilience" in doc or "overload" in doc):  # their report.md's tables are all they hold
+        path.write_text(_page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}",
+                              ["report.md", "results.json"], all_runs, _fault_docs(doc)))
     elif doc.get("ab"):
         path.write_text(render_change_page(results or Results.from_dict(doc), all_runs))
     else:
