@@ -54,19 +54,19 @@ lab-local: local-images
 	  && $(COMPOSE_LOCAL) up --build --exit-code-from bench bench
 
 # Did one change make a path faster or slower? A twin of SERVICE with the
-# change, timed against it in interleaved blocks in one run (tools/ab.py):
+# change, timed against it in interleaved blocks in one run (tools/change.py):
 # make ab SERVICE=flask B_IMAGE=python:3.13-slim (or B_CONTEXT=dir, B_REF=main,
 # B_CPUS=0.8, B_ENV="GUNICORN_WORKERS=2"; none: an A/A calibration).
 ab: local-images
-	.venv/bin/python tools/ab.py
+	.venv/bin/python tools/change.py
 
 # How far an A/B run's verdicts hold on this machine: AB_CALIBRATION_RUNS A/A
 # runs of SERVICE (default 20, one after another, at the A/B settings), then
 # per case and metric the p-values' uniformity (KS, QQ table), Cochran's Q and
 # I², the between-run sd and the false alarms with their Clopper-Pearson bound:
-# make ab-calibrate SERVICE=flask AB_CALIBRATION_RUNS=20 (tools/ab_calibrate.py)
+# make ab-calibrate SERVICE=flask AB_CALIBRATION_RUNS=20 (tools/change_calibrate.py)
 ab-calibrate: local-images
-	.venv/bin/python tools/ab_calibrate.py
+	.venv/bin/python tools/change_calibrate.py
 
 # One run per value of one setting on local images, then one table across
 # them: make matrix VAR=GUNICORN_WORKERS VALUES="1 2" (tools/matrix.py).

@@ -93,7 +93,7 @@ NATIVE_FIXTURES = {
     "fuse_binary", "floor_binary", "actionlint", "vegeta",  # built with Go or the C compiler
     "chromium", "site", "two_nginx", "served_set", "hung_upstream", "slow_reader",  # servers and clients run here
 }
-LAB_FIXTURES = {"cadvisor_image", "cadvisor_url", "burner", "labelled_burner", "lab", "ab_gate", "matrix",
+LAB_FIXTURES = {"cadvisor_image", "cadvisor_url", "burner", "labelled_burner", "lab", "change_gate", "matrix",
                 "split_run", "host_b"}
 def tier_of_fixtures(names) -> str:
     names = set(names)

@@ -1,13 +1,16 @@
 """bench.cadvisor parses real cAdvisor JSON (tests/fixtures/cadvisor, captured
 from the lab's cAdvisor): containers, their compose service and project, CPU
-allowance, counters; and finds bench's own container from its mountinfo."""
+allowance, counters, a path's store label; and finds bench's own container
+from its mountinfo."""
+import copy
 import json
 from pathlib import Path
 
 import pytest
 
-from bench.measure.cadvisor import (CadvisorError, cpu_allowance, cpus_in_mask, find_by_id, own_container_id,
-                            parse_container, parse_counters, parse_docker_list, parse_timestamp_ns, services_of_project)
+from bench.measure.cadvisor import (STORE_LABEL, CadvisorError, cpu_allowance, cpus_in_mask, find_by_id,
+                                    own_container_id, parse_container, parse_counters, parse_docker_list,
+                                    parse_timestamp_ns, services_of_project)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cadvisor"
 # Captured with `docker compose -p gridfs-lab-cpu ... run bench` while another
@@ -85,6 +88,20 @@ def test_compose_services_of_one_project_only():
     anyone = services_of_project(containers, None)
     assert "nginx-static" not in anyone and "mongo" not in anyone
     assert anyone["cadvisor"].id == ours["cadvisor"].id
+
+
+def test_a_paths_store_is_its_lab_store_label():
+    """The captured lab's nginx-static ran before compose.yaml labelled its
+    store: no label, no store. The same capture with the label compose.yaml
+    now sets (Docker hands cAdvisor every label, as com.docker.compose.*)."""
+    data = load(COMPOSE)
+    assert {c.service: c.store for c in services_of_project(parse_docker_list(data), PROJECT).values()} == {
+        "nginx-static": None, "mongo": None, "cadvisor": None, "bench": None}
+    labelled = copy.deepcopy(raw_of(data, "gridfs-lab-cpu-nginx-static-1"))
+    labelled["spec"]["labels"][STORE_LABEL] = "disk"
+    assert parse_container(labelled).store == "disk"
+    labelled["spec"]["labels"][STORE_LABEL] = ""
+    assert parse_container(labelled).store is None
 
 
 def test_bench_finds_its_own_container_from_mountinfo():

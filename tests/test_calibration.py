@@ -1,7 +1,7 @@
-"""The A/A calibration (bench.measure.calibration, tools/ab_calibrate.py):
+"""The A/A calibration (bench.measure.calibration, tools/change_calibrate.py):
 every statistic against SciPy on random and edge inputs, the whole
 summary against a hand-made set of A/A ab.json files, what an A/B page
-finds to quote, and the tool's loop with tools/ab.py stood in for (no
+finds to quote, and the tool's loop with tools/change.py stood in for (no
 Docker)."""
 import json
 import math
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench.benchmark.ab import judge as judge_ab
+from bench.benchmark.change import judge as judge_change
 from bench.measure import calibration as cal
 from bench.measure.paired import signed_rank_p
 
-import ab_calibrate
+import change_calibrate
 
 MACHINE = {"cpu_model": "Test CPU", "host_cores": 2, "kernel": "6.1.0"}
 
@@ -205,11 +205,11 @@ def test_a_hand_made_calibration_reads_as_scipy_and_numpy_read_it():
                                      row("1MB c=100", "rps", 1.0, 1.0, None, None, n=0)])
     broken["cases"][1]["error"] = "block 1: wrk failed"
     runs.append(broken)
-    summary = cal.summarise(runs, [{"attempt": 9, "run_id": None, "why": "no ab.json (tools/ab.py exited 2)"}])
+    summary = cal.summarise(runs, [{"attempt": 9, "run_id": None, "why": "no ab.json (tools/change.py exited 2)"}])
     # every run is named: six measured, two not (with why), one gave nothing
     assert summary["runs"] == 9 and len(summary["measured"]) == 6
     assert [m["why"] for m in summary["not_measured"]] == [
-        "no ab.json (tools/ab.py exited 2)", "not timed: flask-b: connection refused", "bench's run is interrupted"]
+        "no ab.json (tools/change.py exited 2)", "not timed: flask-b: connection refused", "bench's run is interrupted"]
     assert summary["cases_not_measured"] == [{"run_id": "20990101T006000Z", "case": "1MB c=100", "metric": "rps",
                                               "why": "block 1: wrk failed"}]
     assert summary["settings"] == {"path": "flask", "files": ["1KB", "1MB"], "concurrency": [100], "blocks": 12,
@@ -286,7 +286,7 @@ def blocks_of(rng: random.Random, n: int, sd: float) -> list[dict]:
 def simulated_aa(rng: random.Random, run_id: str) -> dict:
     cases = [{"file": f, "size_bytes": 1, "concurrency": 100, "error": "", "blocks": blocks_of(rng, 12, 0.05)}
              for f in ("1KB.bin", "1MB.bin")]
-    ab = aa(run_id, judge_ab(cases, 0.05, (("rps", "requests per second", True, ("faster", "slower")),
+    ab = aa(run_id, judge_change(cases, 0.05, (("rps", "requests per second", True, ("faster", "slower")),
                                            ("cpu_path", "CPU per request", False, ("cheaper", "costlier")))))
     ab["cases"] = cases
     return ab
@@ -319,7 +319,7 @@ def write_calibration(base: Path, name: str, finished: str, **over) -> Path:
     return base / name
 
 
-def test_an_ab_page_finds_the_newest_calibration_of_its_path_machine_and_settings(tmp_path):
+def test_a_change_page_finds_the_newest_calibration_of_its_path_machine_and_settings(tmp_path):
     write_calibration(tmp_path, "calibration-flask-20990101T000000Z", "20990101T090000Z")
     write_calibration(tmp_path, "calibration-flask-20990102T000000Z", "20990102T090000Z")
     write_calibration(tmp_path, "calibration-flask-20990103T000000Z", "20990103T090000Z", status="incomplete")
@@ -352,29 +352,29 @@ def test_an_ab_page_finds_the_newest_calibration_of_its_path_machine_and_setting
     assert cal.calibration_for(tmp_path / "nothing", ab) is None
 
 
-# --- tools/ab_calibrate.py --------------------------------------------------------------------------------------
+# --- tools/change_calibrate.py --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["B_IMAGE", "B_CONTEXT", "B_REF", "B_CPUS", "B_ENV", "B_ARG", "A_REF"])
 def test_a_change_to_b_is_refused_by_name(name, monkeypatch, capsys):
     monkeypatch.setenv("SERVICE", "flask")
     monkeypatch.setenv(name, "x")
-    assert ab_calibrate.main() == 2
+    assert change_calibrate.main() == 2
     err = capsys.readouterr().err
     assert f"{name}='x'" in err and "A/A" in err and f"unset {name}" in err
 
 
 def test_service_is_required(monkeypatch, capsys):
     monkeypatch.delenv("SERVICE", raising=False)
-    assert ab_calibrate.main() == 2 and "SERVICE: required" in capsys.readouterr().err
+    assert change_calibrate.main() == 2 and "SERVICE: required" in capsys.readouterr().err
 
 
 def test_the_settings_are_the_shells_then_the_env_files_then_bench_defaults():
-    found = ab_calibrate.ab_settings({"AB_BLOCKS": "16", "AB_FILES": ""}, {"AB_BLOCKS": "14", "AB_WINDOW": "4",
+    found = change_calibrate.change_settings({"AB_BLOCKS": "16", "AB_FILES": ""}, {"AB_BLOCKS": "14", "AB_WINDOW": "4",
                                                                              "AB_RESTART_TWINS": "off"})
     assert found["AB_BLOCKS"] == "16" and found["AB_WINDOW"] == "4" and found["AB_FILES"] == "1KB 1MB"
-    # tools/ab.py reads the restarts from the shell only
+    # tools/change.py reads the restarts from the shell only
     assert found["AB_RESTART_TWINS"] == "every-block"
-    assert ab_calibrate.settings_record("flask", found) == {
+    assert change_calibrate.settings_record("flask", found) == {
         "path": "flask", "files": ["1KB", "1MB"], "concurrency": [100], "blocks": 16, "design": "duet", "window": 4,
         "warmup": 2, "threshold": 0.05, "restart_twins": True}
 
@@ -385,10 +385,10 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
     rng = random.Random(21)
     outcomes = iter(["ab", "none", "error", "ab", "ab", "ab"])
 
-    def fake_ab(env, service, deadline):
-        """tools/ab.py as seen from outside: a run folder with an ab.json, or none."""
+    def fake_change(env, service, deadline):
+        """tools/change.py as seen from outside: a run folder with an ab.json, or none."""
         what = next(outcomes)
-        assert service == "flask" and deadline == 3600 + ab_calibrate.SLACK_S
+        assert service == "flask" and deadline == 3600 + change_calibrate.SLACK_S
         if what == "none":
             return 2
         run_id = f"20990101T0{len(list(results.glob('2*'))):02d}000Z"
@@ -397,11 +397,11 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
         (results / run_id / "ab.json").write_text(json.dumps(ab))
         return 0
 
-    variables = ab_calibrate.ab_settings({}, {})
-    doc = ab_calibrate.calibrate({}, "flask", 6, results, out, variables, run_one=fake_ab)
+    variables = change_calibrate.change_settings({}, {})
+    doc = change_calibrate.calibrate({}, "flask", 6, results, out, variables, run_one=fake_change)
     printed = capsys.readouterr().out
     assert "run 1 of 6" in printed and "run 6 of 6" in printed and "left" in printed
-    assert "run 2 of 6: not measured: no ab.json (tools/ab.py exited 2)" in printed
+    assert "run 2 of 6: not measured: no ab.json (tools/change.py exited 2)" in printed
     assert "not measured: not timed: flask-b: refused" in printed
     stored = json.loads((out / "calibration.json").read_text())
     assert stored["status"] == "complete" and stored["planned_runs"] == 6 and len(stored["run_ids"]) == 4
@@ -411,12 +411,17 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
     page = (out / "calibration.md").read_text()
     assert "4 A/A runs measured of 6" in page and "## Not measured" in page and "| 1KB c=100 | rps | 4 |" in page
     assert "### 1MB c=100, cpu_path" in page and "| 4 | 0.800 |" in page
+    # the gate's answer to each attempt: a run without ab.json or with an error is not measured (2)
+    gate = stored["gate"]
+    assert gate["runs"] == 6 and gate["exits"][1:3] == [2, 2]
+    assert gate["passes"] == sum(c in (0, 3) for c in gate["exits"])
+    assert f"passes an unchanged B (exit 0 or 3) in **{gate['passes']} of 6 runs**" in page
     # an A/B page of the same path, machine and settings finds it
     assert cal.calibration_for(results, {**aa("20991231T000000Z", []), "kind": "A/B"})["runs"] == 4
 
 
-def test_an_ab_page_quotes_its_calibration_or_says_it_has_none(tmp_path):
-    from bench.report.ab import calibration_set_items
+def test_a_change_page_quotes_its_calibration_or_says_it_has_none(tmp_path):
+    from bench.report.change import calibration_set_items
     ab = {**aa("20990110T000000Z", []), "kind": "A/B", "window": 3}
     assert "none** (`make ab-calibrate SERVICE=flask`" in calibration_set_items(
         {**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]

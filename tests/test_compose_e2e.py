@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.benchmark.schedule import round_order
 from bench.env_file import read_env_file
@@ -188,6 +189,11 @@ def test_results_record_what_produced_the_run(lab):
     assert set(images) == set(env_value("BENCH_TARGETS").split()) | {"mongo", "postgres", "bench"}
     assert all(i["image_id"].startswith("sha256:") and i["image"] for i in images.values()), images
     assert images["mongo"]["image"] == env_value("MONGO_IMAGE")
+    # each path's store as its container declares it (compose label lab.store), recorded per target
+    labels = {name: (s.get("labels") or {}).get("lab.store")
+              for name, s in yaml.safe_load((REPO / "compose.yaml").read_text())["services"].items()}
+    stores = {t["name"]: t["store"] for t in data["targets"]}
+    assert stores == {t: labels[t] for t in env_value("BENCH_TARGETS").split()}, stores
 
 
 def test_bench_compare_runs_in_the_bench_image(lab):
@@ -460,12 +466,12 @@ def ci_lab(env: dict, *args: str, timeout: float = 1500) -> subprocess.Completed
                           capture_output=True, text=True, timeout=timeout)
 
 
-def ab_runs(results: Path) -> list[dict]:
+def change_runs(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(results.glob("*/ab.json"))]
 
 
 @pytest.fixture(scope="module")
-def ab_gate(lab):
+def change_gate(lab):
     """An A/A of flask (the calibration), then the gate on flask twice: the
     checkout against itself (a pull request that changes nothing), and with
     B throttled to a fifth of a core (one that makes flask slower)."""
@@ -474,11 +480,11 @@ def ab_gate(lab):
     # the restarts are the calibration's to check: the gate's runs keep the twins up (a minute of suite time)
     unchanged = ci_lab({**env, "AB_RESTART_TWINS": "off"}, "ab-gate", "HEAD", "flask")
     throttled = ci_lab({**env, "B_CPUS": "0.2", "AB_RESTART_TWINS": "off"}, "ab-gate", "HEAD", "flask")
-    return calibrated, unchanged, throttled, ab_runs(results), results
+    return calibrated, unchanged, throttled, change_runs(results), results
 
 
-def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
-    calibrated, _, _, runs, results = ab_gate
+def test_an_aa_run_counts_its_own_false_alarms(change_gate):
+    calibrated, _, _, runs, results = change_gate
     assert calibrated.returncode == 0, calibrated.stdout[-3000:] + calibrated.stderr[-2000:]
     aa = runs[0]
     assert (aa["kind"], aa["a"], aa["b"]) == ("A/A", "flask", "flask-b")
@@ -503,7 +509,7 @@ def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
         a, b = windows["A", block["block"]], windows["B", block["block"]]
         assert abs(a["started_ns"] - b["started_ns"]) < 0.2e9 and abs(a["ended_ns"] - b["ended_ns"]) < 1e9, block
         assert block["a"]["cpu_path"] and block["b"]["cpu_path"], block
-    # make ab restarted both twins before every block (bench asked, tools/ab.py ran docker restart):
+    # make ab restarted both twins before every block (bench asked, tools/change.py ran docker restart):
     # each block's pair of containers started anew, and the exchange left nothing in the run's folder
     restarts = aa["cases"][0]["restarts"]
     assert aa["restart_twins"] and [r["block"] for r in restarts] == [b["block"] for b in blocks]
@@ -522,8 +528,8 @@ def test_an_aa_run_counts_its_own_false_alarms(ab_gate):
     assert "Paired changes per block" in (results / aa["run_id"] / "index.html").read_text()
 
 
-def test_the_gate_passes_a_change_that_changes_nothing(ab_gate):
-    _, unchanged, _, runs, _ = ab_gate
+def test_the_gate_passes_a_change_that_changes_nothing(change_gate):
+    _, unchanged, _, runs, _ = change_gate
     # shown within the threshold (0) or not shown safe (3, a neutral check in the workflow); never failed
     if unchanged.returncode == 2 and "blocks counted of" in unchanged.stdout:
         pytest.skip("work outside the lab disturbed more blocks than a run repeats: not measured, as said")
@@ -536,8 +542,8 @@ def test_the_gate_passes_a_change_that_changes_nothing(ab_gate):
     assert gated["calibration"]["run_id"] == runs[0]["run_id"]
 
 
-def test_the_gate_fails_a_b_throttled_to_a_fifth_of_a_core(ab_gate):
-    _, _, throttled, runs, _ = ab_gate
+def test_the_gate_fails_a_b_throttled_to_a_fifth_of_a_core(change_gate):
+    _, _, throttled, runs, _ = change_gate
     if throttled.returncode == 2 and "blocks counted of" in throttled.stdout:
         pytest.skip("work outside the lab disturbed more blocks than a run repeats: not measured, as said")
     assert throttled.returncode == 1, throttled.stdout[-3000:] + throttled.stderr[-2000:]

@@ -218,9 +218,12 @@ def with_target(reps: list[dict], target: str) -> list[dict]:
 
 def results_of(runs) -> Results:
     names = list(dict.fromkeys(r.target for r in runs))
+    # each path's store as bench records it from its label lab.store
+    stores = {"nginx-static": "disk"}
     return Results(run_id="r", started_at="s", parameters={"BENCH_CONCURRENCY": "5"},
                    environment={"server": {"product": "MongoDB", "version": "7.0.14"}},
-                   targets=[TargetResult(n, f"http://{n}:8080", True) for n in names], runs=runs,
+                   targets=[TargetResult(n, f"http://{n}:8080", True, store=stores.get(n, "GridFS")) for n in names],
+                   runs=runs,
                    timing={"repetitions": 3, "duration_s": 4.0, "tools": ["ab"]}, status="complete")
 
 

@@ -25,6 +25,7 @@ def labelled_burner():
         container_id = docker("run", "-d", "--cpus", str(BURNER_CPUS), "--name", name,
                               "--label", f"com.docker.compose.project={PROJECT}",
                               "--label", "com.docker.compose.service=burner",
+                              "--label", "lab.store=disk",
                               BURNER_BASE_IMAGE, "sh", "-c", "while :; do :; done")
         yield container_id
     finally:
@@ -37,6 +38,7 @@ def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F
     assert len(warnings) == 1 and "no-database" in warnings[0]  # what it could not find, it says
     assert monitor.ids == {"burner": labelled_burner}
     assert monitor.allowance == {"burner": BURNER_CPUS}
+    assert monitor.stores == {"burner": "disk"}  # its label lab.store, as a serving path's
 
     monitor.start_sampling()
     try:

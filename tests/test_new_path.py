@@ -37,7 +37,8 @@ def test_new_path_writes_the_folder_the_service_with_depends_on_and_the_target(t
     new_path(root, "flask-copy", "flask")
     compose = (root / "compose.yaml").read_text()
     entry = re.search(r"^  flask-copy:\n((?:    .*\n)*)", compose, re.M).group(0)
-    assert "<<: *serving-path" in entry and "labels: {lab.database: mongo}" in entry
+    # FROM's labels: the database it reads, and its store (the report's grouping)
+    assert "<<: *serving-path" in entry and "labels: {lab.database: mongo, lab.store: GridFS}" in entry
     # built from the shared base alone: a swap of FLASK_IMAGE leaves the copy as it was
     assert "dockerfile: flask-copy/Dockerfile" in entry and "PYTHON_IMAGE: ${PYTHON_IMAGE}\n" in entry
     depends = compose[compose.index("  bench:"):compose.index("    # Everything bench needs")]

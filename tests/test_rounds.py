@@ -9,11 +9,10 @@ import pytest
 from scipy import stats
 
 from bench.benchmark.schedule import round_order
-from bench.measure.rounds import (CPU, LEVEL, MIN_ROUNDS, QUANTILE_LEVEL, RPS, baseline_bound, converged,
-                                  mean_positions,
-                                  paired_logs, ratio_of, ratios)
-from bench.measure.usage import LOADGEN, LOADGEN_BOUND
-from bench.report.headline import apart, ratio_words
+from bench.measure.rounds import (CPU, LEVEL, MIN_ROUNDS, QUANTILE_LEVEL, RPS, apart, baseline_bound, converged,
+                                  flagged_baseline, mean_positions, paired_logs, ratio_of, ratios)
+from bench.measure.usage import CORE_SATURATED, LOADGEN, LOADGEN_BOUND
+from bench.report.headline import ratio_words
 
 
 def window(round_, rps, cpu_ms=None, db_ms=None, target="p", flags=()):
@@ -99,6 +98,9 @@ def test_a_baseline_that_measured_the_load_generator_makes_the_ratio_a_bound_not
     base = [window(i, 1000, 1.0, target="b", flags=[LOADGEN_BOUND] if i != 3 else []) for i in range(1, 7)]
     path = [window(i, 500 + 200 * (i % 2), 2.0) for i in range(1, 7)]
     assert baseline_bound(base) == LOADGEN_BOUND and baseline_bound(base[2:3]) is None
+    # one repetition's figure (no rounds): either flag marks a ratio over it
+    assert flagged_baseline([LOADGEN_BOUND]) and flagged_baseline([CORE_SATURATED, "noisy"])
+    assert not flagged_baseline(["noisy"]) and not flagged_baseline([])
     found = ratios(path, base, "p", "b")
     assert found[RPS].bound == LOADGEN_BOUND and found[CPU].bound is None
     assert not found[RPS].within(1.10) and found[CPU].within(1.10)
@@ -156,7 +158,7 @@ def test_the_report_prints_each_headline_ratio_with_what_it_rests_on():
     assert flask.rps_ratio == row["rps"]["ratio"] and flask.rps == row["rps"]
     words = ratio_words(row["rps"])
     assert words.endswith("(3, no interval)")
-    assert f"| flask | GridFS | {flask.size} | {flask.run.rps:.0f} | {words}" in report
+    assert f"| flask | {flask.store} | {flask.size} | {flask.run.rps:.0f} | {words}" in report
     assert "## Rounds" in report and "**not within x/÷1.1** (budget)" in report
     assert words in page and 'id="rounds"' in page
 

@@ -47,6 +47,31 @@ def test_bad_settings_name_the_variable(change, named):
         from_env({**GOOD, **change})
 
 
+# A setting read as one of a few words: one wording for all of them, naming
+# the variable, the value as given and every word it takes, with what each
+# means where the word alone does not say it.
+@pytest.mark.parametrize("name, expected", [
+    ("BENCH_PROFILE", "'standard' (the headline with its intervals in BENCH_BUDGET), 'full' (every phase, the knobs "
+                      "as set) or 'quick' (1 s repetitions, one each, ab only, no sweep: a first look in minutes)"),
+    ("BENCH_WRITE", "'on' or 'off'"),
+    ("AB_KIND", "'A/B' or 'A/A' (B unchanged, to calibrate)"),
+    ("AB_DESIGN", "'duet' (A and B loaded at the same moments) or 'blocks' (one window of A, then one of B)"),
+    ("AB_RESTART_TWINS", "'every-block' (make ab's default: tools/change.py restarts both twins before each block) "
+                         "or 'off'"),
+])
+def test_a_bad_choice_names_the_variable_its_value_and_the_words_it_takes(name, expected):
+    with pytest.raises(SettingsError) as error:
+        from_env({**GOOD, name: " fast "})
+    assert str(error.value) == f"{name}=' fast ': expected {expected}"
+
+
+def test_a_choice_takes_its_words_as_they_are_written():
+    # the profile goes to the seed too, which reads it as written; BENCH_WRITE always took capitals
+    assert from_env({**GOOD, "BENCH_PROFILE": " full ", "BENCH_WRITE": "OFF"}).write is False
+    with pytest.raises(SettingsError, match="BENCH_PROFILE='Full'"):
+        from_env({**GOOD, "BENCH_PROFILE": "Full"})
+
+
 @pytest.mark.lab  # docker compose config
 def test_every_knob_of_env_is_recorded_and_reaches_bench_with_its_effective_value():
     # .env is the list of knobs: each is recorded in results.json (but the

@@ -112,7 +112,7 @@ def test_rounds_follow_the_schedule_and_a_target_that_dies_is_failed_not_timed(t
     assert results.failed
 
     report = render_markdown(results)
-    assert "| b | other | 1KB | failed | failed |" in report
+    assert "| b | not recorded | 1KB | failed | failed |" in report
     assert "1 case(s) failed" in report
 
 

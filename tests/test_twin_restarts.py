@@ -1,7 +1,7 @@
 """Fresh twins before each block (bench/benchmark/twins.py): bench asks
-through files in its run folder, the host (tools/ab.py) answers. Both real
+through files in its run folder, the host (tools/change.py) answers. Both real
 sides of the exchange run here, the host's in a thread; what it runs to
-restart is docker in tools/ab.py, exercised end to end in
+restart is docker in tools/change.py, exercised end to end in
 tests/test_compose_e2e.py (every block's twins have new start times)."""
 import json
 import threading
@@ -13,7 +13,7 @@ import pytest
 from bench.benchmark import twins
 from bench.benchmark.schedule import Schedule
 
-import ab as ab_tool
+import change as change_tool
 from lab_compose import LabError
 
 
@@ -86,7 +86,7 @@ def test_the_host_answers_only_new_runs_and_each_request_once(tmp_path):
 
 
 def test_the_host_restarts_the_two_twins_and_nothing_else():
-    restarts = ab_tool.TwinRestarts(["docker", "compose"], {}, Path("/nonexistent"), ["flask", "flask-b"])
+    restarts = change_tool.TwinRestarts(["docker", "compose"], {}, Path("/nonexistent"), ["flask", "flask-b"])
     for asked in (["mongo"], ["flask", "postgres"], []):
         with pytest.raises(LabError, match="refused: only flask and flask-b are restarted"):
             restarts.restart(asked)

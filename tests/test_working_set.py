@@ -106,4 +106,4 @@ def test_paths_are_timed_on_the_set_and_one_that_lacks_files_fails(served_set, t
     assert results.failed
     report = render_markdown(results)
     assert "## Working set: many files in random order" in report
-    assert "| lacking | other | failed |" in report
+    assert "| lacking | not recorded | failed |" in report

@@ -10,7 +10,7 @@ import pytest
 
 from service_processes import postgres_database
 
-from bench.report import seed002
+from bench.report import study002
 from bench.benchmark.cases import Timer
 from bench.progress import Progress
 from bench.report.markdown import render_markdown
@@ -88,7 +88,7 @@ def test_every_store_is_written_verified_read_back_and_emptied(benchmark):
     assert "## Stores: writes and reads (seed 002)" in report and "| gridfs (FerretDB) | write | 1 |" in report
     assert "### Storage used" in report and "### What made a write durable" in report
     # not seed 002's setting: its rate for reference, not its seconds
-    assert f"({seed002.write_mb_per_s('gridfs', 1):.1f} MB/s)" in report and "921 s" not in report
+    assert f"({study002.write_mb_per_s('gridfs', 1):.1f} MB/s)" in report and "921 s" not in report
 
 
 def test_a_file_changed_behind_the_stores_back_fails_verification(benchmark):

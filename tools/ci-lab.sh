@@ -11,7 +11,7 @@
 #   tools/ci-lab.sh ab-gate BASE_REF [SERVICE...]
 #                                       the pull-request gate: an A/B in one run of
 #                                       each touched path, BASE_REF's against this
-#                                       checkout's (tools/ab_gate.py)
+#                                       checkout's (tools/change_gate.py)
 #   tools/ci-lab.sh ab-calibrate SERVICE
 #                                       an A/A of SERVICE: the gate's false alarms
 #
@@ -90,30 +90,30 @@ compare() {
   return "$code"
 }
 
-ab_env() {
-  # tools/ab.py reads AB_ENV_FILE (LAB_ENV_FILE's value) and AB_PROJECT
+change_env() {
+  # tools/change.py reads AB_ENV_FILE (LAB_ENV_FILE's value) and AB_PROJECT
   export AB_ENV_FILE=${AB_ENV_FILE:-${LAB_ENV_FILE:-.env}} AB_PROJECT=${AB_PROJECT:-${LAB_PROJECT:-gridfs-lab}}
 }
 
-ab_calibrate() {
-  ab_env
+change_calibrate() {
+  change_env
   local before after code=0
   # (ls fails when there is none yet: pipefail would end the script there;
   # bench names the run folders, by date and time)
   # shellcheck disable=SC2012
   before=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1 || true)
-  SERVICE=$1 timeout 3600 python3 tools/ab.py || code=$?
+  SERVICE=$1 timeout 3600 python3 tools/change.py || code=$?
   # shellcheck disable=SC2012
   after=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1 || true)
-  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no A/A result (tools/ab.py exited $code)"
+  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no A/A result (tools/change.py exited $code)"
   echo "run-dir: $(dirname "$after")"
   return "$code"
 }
 
 case ${1:-} in
   run) [ $# -eq 1 ] || usage; run ;;
-  ab-gate) [ $# -ge 2 ] || usage; shift; ab_env; exec python3 tools/ab_gate.py "$@" ;;
-  ab-calibrate) [ $# -eq 2 ] || usage; ab_calibrate "$2" ;;
+  ab-gate) [ $# -ge 2 ] || usage; shift; change_env; exec python3 tools/change_gate.py "$@" ;;
+  ab-calibrate) [ $# -eq 2 ] || usage; change_calibrate "$2" ;;
   summary) [ $# -eq 2 ] || usage; summary "$2" ;;
   compare) [ $# -eq 4 ] || usage; set +e; compare "$2" "$3" "$4"; exit $? ;;
   *) usage ;;

@@ -7,10 +7,12 @@ writes the three things a path is: its folder, services/NAME/ (a copy of
 FROM's, its Dockerfile's paths renamed when the build context is services/);
 its service in compose.yaml (FROM's entry under the new name, built FROM
 the shared base image only, so that a swap of FROM's own image variable
-leaves it alone), listed under bench's depends_on (else `docker compose up
-bench` never starts it); and its word at the end of BENCH_TARGETS in .env
-(and in local.env, generated from .env, where there is one). The copy then
-passes verification and conformance as FROM does; make it yours from there.
+leaves it alone; FROM's labels kept: lab.store, the store the report
+groups it under, and lab.database), listed under bench's depends_on (else
+`docker compose up bench` never starts it); and its word at the end of
+BENCH_TARGETS in .env (and in local.env, generated from .env, where there
+is one). The copy then passes verification and conformance as FROM does;
+make it yours from there.
 
 Text edits only, comments kept: no Docker, no YAML library."""
 import argparse
@@ -107,7 +109,9 @@ def new_path(root: Path, name: str, source: str) -> list[str]:
     compose_file.write_text(compose)
     wrote = [f"services/{name}/ (a copy of services/{source}/)" +
              (f", and !{name} in services/.dockerignore" if shared_context else ""),
-             f"compose.yaml: the service {name}, and {name} in bench's depends_on"]
+             f"compose.yaml: the service {name}, and {name} in bench's depends_on; its labels are {source}'s "
+             f"(lab.store, the store the report groups it under, and lab.database): change them if it reads "
+             "another store"]
     for env_file in (root / ".env", root / "local.env"):
         if env_file.exists():
             add_target(env_file, name)

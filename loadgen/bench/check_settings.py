@@ -16,7 +16,7 @@ import sys
 from functools import partial
 
 from .settings import (REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401  (tools/overload.py imports it from here)
-                       RETIRED, SettingsError, ab_from_env, from_env)
+                       RETIRED, SettingsError, change_from_env, from_env)
 from .benchmark.writes import BENCH_OWN_BYTES, memory_shortfall
 
 MIB = 2 ** 20
@@ -311,12 +311,12 @@ def bench_knob_errors(env: dict) -> dict[str, str]:
     return errors
 
 
-def ab_errors(env: dict) -> dict[str, str]:
+def change_errors(env: dict) -> dict[str, str]:
     """The A/B knobs together, against the run's BENCH_TARGETS (the first
     one that is wrong: from_env stops there)."""
     targets = env.get("BENCH_TARGETS", "").split() or ["nginx-static"]
     try:
-        ab_from_env(env, targets)
+        change_from_env(env, targets)
     except SettingsError as e:
         name = re.match(r"[A-Z_]+", str(e)).group(0)
         return {name if name in AB_KNOBS else "AB_A": str(e)}  # every message starts with its variable
@@ -354,7 +354,7 @@ def check(env: dict, host_cores: int) -> list[str]:
     good. A variable missing from env is checked as empty, as compose's
     ${VAR} would pass it."""
     errors = bench_knob_errors(env)
-    errors.update(ab_errors(env))
+    errors.update(change_errors(env))
 
     def parsed(name, parse, *args):
         try:

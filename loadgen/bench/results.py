@@ -38,6 +38,14 @@ class TargetResult:
     # against the reference target; conforming is None when not checked.
     conformance: list[dict] = field(default_factory=list)
     conforming: bool | None = None
+    # What it serves from, as its container declares it (compose label
+    # lab.store, read through cAdvisor); None when not recorded (no cAdvisor,
+    # a path without the label, a run from before bench recorded it).
+    store: str | None = None
+
+
+# The store the report prints for a path whose store the run did not record.
+STORE_NOT_RECORDED = "not recorded"
 
 
 OK, FAILED = "ok", "failed"
@@ -395,7 +403,7 @@ class Results:
     reads: list[StorePass] = field(default_factory=list)
     store_setup: dict = field(default_factory=dict)
     working_set: WorkingSet | None = None
-    # An A/B run (bench.benchmark.ab): the two services, the change, every
+    # An A/B run (bench.benchmark.change): the two services, the change, every
     # case's paired blocks, and one judged row per case and metric.
     ab: dict = field(default_factory=dict)
 
@@ -405,6 +413,12 @@ class Results:
                 or any(not o.ok for o in self.open_loop) or any(not p.ok for p in self.writes + self.reads)
                 or any(p.verified is False for p in self.writes)
                 or bool(self.working_set and any(not r.ok for r in self.working_set.runs)))
+
+    def store_of(self, target: str) -> str:
+        """The store a path serves from, as the run recorded it: what the
+        report groups by and prints beside it."""
+        found = next((t.store for t in self.targets if t.name == target), None)
+        return found or STORE_NOT_RECORDED
 
     def run_for(self, target: str, file: str, concurrency: int) -> Run | None:
         for r in self.runs:

@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .benchmark.ab import AB_STRETCH, DUET, RESTART_S, AbRun, metrics_of
+from .benchmark.change import WINDOW_STRETCH, DUET, RESTART_S, ChangeRun, metrics_of
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
 from .benchmark.costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
@@ -21,7 +21,7 @@ from .clients.link import LinkError, measure_link
 from .measure.monitor import LOADGEN
 from .progress import Progress, clock, say
 from .measure.calibration import calibration_for
-from .report.ab import last_calibration, render_ab
+from .report.change import last_calibration, render_change
 from .report.markdown import render_markdown
 from .results import Results
 from .run_dir import (RESULTS_NOT_WRITABLE, VOLUME_NOT_WRITABLE, load_manifest, new_run_dir, not_writable, now,
@@ -124,13 +124,13 @@ def time_everything(cfg, results: Results, scope: Scope, run_dir: Path, monitor,
         results.warnings.append(f"{target} stopped answering during the run ({why}); its later cases are failed")
 
 
-def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
+def time_change(cfg, results: Results, files: list[dict], run_dir: Path, monitor, allowance: float,
             phase_clock: PhaseClock) -> None:
-    """An A/B run: only A against its twin B, block by block (benchmark/ab.py),
+    """An A/B run: only A against its twin B, block by block (benchmark/change.py),
     in windows of AB_WINDOW seconds after at most AB_WARMUP of warm-up."""
     ab = cfg.ab
     cfg = replace(cfg, duration=ab.window, warmup=ab.warmup)
-    results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup, max_duration_s=cfg.duration * AB_STRETCH)
+    results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup, max_duration_s=cfg.duration * WINDOW_STRETCH)
     cases = len(ab.files) * len(ab.concurrency)
     sizing = 2 * (cfg.duration + OVERHEAD_S) if cfg.min_requests else 0.0  # one window of each side, per case
     # a duet's block is one window of both sides at once (and one sizing run), the blocks design's two
@@ -141,7 +141,7 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
     planned = cases * (sizing + ab.blocks * (windows * window + restart))
     # a slow case (1 MB on the stand-in) stretches each window to hold its
     # requests, and warms up longer: the plan says how far that can go
-    longest = cases * (sizing + ab.blocks * (windows * (cfg.duration * AB_STRETCH + MEASURED_OVERHEAD_S
+    longest = cases * (sizing + ab.blocks * (windows * (cfg.duration * WINDOW_STRETCH + MEASURED_OVERHEAD_S
                                                         + cfg.warmup) + restart))
     shape = ("one window of A and B at once" if ab.design == DUET
              else "two windows, A's then B's (or B's then A's)")
@@ -161,7 +161,7 @@ def time_ab(cfg, results: Results, files: list[dict], run_dir: Path, monitor, al
         say(f"WARNING: {results.warnings[-1]}")
     progress = Progress(planned)
     timer = Timer(cfg, run_dir, results, monitor, allowance, progress)
-    AbRun(cfg, timer, results, cfg.cache_upstream).run(files)
+    ChangeRun(cfg, timer, results, cfg.cache_upstream).run(files)
     results.ab["calibration"] = last_calibration(Path(cfg.results_dir), results)
     results.ab["calibration_set"] = calibration_for(Path(cfg.results_dir), {"run_id": results.run_id, **results.ab})
     results.timing["actual_seconds"] = round(time.monotonic() - progress.began, 1)
@@ -231,7 +231,7 @@ def main() -> int:
         if cfg.link:
             measure_the_link(cfg.link, cfg.link_shaping, results)
         if cfg.ab:
-            time_ab(cfg, results, files, run_dir, monitor, allowance, phase_clock)
+            time_change(cfg, results, files, run_dir, monitor, allowance, phase_clock)
         else:
             time_everything(cfg, results, Scope([t for t in results.targets if t.verified], files,
                                                   file_set, results.run_id),
@@ -278,7 +278,7 @@ def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, sta
     results.environment["duration_seconds"] = round(time.monotonic() - started, 1)
     results.phases["bench total"] = results.environment["duration_seconds"]
     results.write_json(run_dir / "results.json")
-    report = render_markdown(results) if not results.ab else render_ab(results)
+    report = render_markdown(results) if not results.ab else render_change(results)
     if results.ab:  # an A/B run's own files; report.md is the same page
         (run_dir / "ab.md").write_text(report)
         (run_dir / "ab.json").write_text(json.dumps({"run_id": results.run_id, "status": results.status, **results.ab,

@@ -7,7 +7,6 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
 from typing import Any
 
 # Count-based knobs of earlier versions: a run is timed in seconds now.
@@ -30,13 +29,16 @@ QUICK = {"duration": 1, "warmup": 0, "repetitions": 1, "tools": ("ab",), "sweep"
 # the full tool check are BENCH_PROFILE=full's (make lab-full).
 STANDARD_OPEN_LOOP_S = 6
 EVERY_CASE, ONE_FILE_PER_PATH = "every case", "one file per path"
-PROFILES = ("standard", "full", "quick")
+# Each profile and what it is, as a bad BENCH_PROFILE's error says it.
+PROFILES = {"standard": "the headline with its intervals in BENCH_BUDGET", "full": "every phase, the knobs as set",
+            "quick": "1 s repetitions, one each, ab only, no sweep: a first look in minutes"}
 # BENCH_CPU_DESIGN: where the headline's CPU ratio comes from. rounds: each
 # round's closed-loop windows, the path's and the baseline's seconds apart;
 # same-moment: one window per size and round in which every path takes the
 # same fixed rate at once (bench.benchmark.same_moment), so the machine's
 # swing over seconds befalls the path and its baseline alike.
-CPU_DESIGNS = ("rounds", "same-moment")
+CPU_DESIGNS = {"rounds": "CPU per request from each round's closed-loop windows",
+               "same-moment": "every path at one fixed rate in the same window"}
 
 # Seed 002's write benchmark: 1000 files of 10,000,000 bytes; the default
 # writes a tenth of them, so a run stays short (set WRITE_FILES=1000 to
@@ -50,7 +52,7 @@ class SettingsError(ValueError):
     pass
 
 
-# An A/B run (tools/ab.py, make ab): B, a twin of service A, timed against A
+# An A/B run (tools/change.py, make ab): B, a twin of service A, timed against A
 # in interleaved blocks. Below 6 blocks no 95% interval exists
 # (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
 # not the timed cases': a window's rate here swings by 10-15% from one block
@@ -58,25 +60,28 @@ class SettingsError(ValueError):
 # as more, shorter blocks (docs/ab.md). 3 s holds two of cAdvisor's 1 s
 # readings with a second to spare (at 2 s, blocks were flagged
 # short-window: their CPU per request rough).
-AB_KINDS = ("A/B", "A/A")
-AB_DESIGNS = ("duet", "blocks")  # bench.benchmark.ab's DESIGNS
-RESTART_TWINS = ("every-block", "off")  # off: plain compose, where nobody with a Docker socket answers bench
+# The words of AB_KIND, AB_DESIGN (bench.benchmark.change's DESIGNS) and
+# AB_RESTART_TWINS, each with what it means ("": the word says it). off:
+# plain compose, where nobody with a Docker socket answers bench.
+AB_KINDS = {"A/B": "", "A/A": "B unchanged, to calibrate"}
+AB_DESIGNS = {"duet": "A and B loaded at the same moments", "blocks": "one window of A, then one of B"}
+RESTART_TWINS = {"every-block": "make ab's default: tools/change.py restarts both twins before each block", "off": ""}
 AB_BLOCKS_MIN = 6
 
 
 @dataclass(frozen=True)
-class AbSettings:
+class ChangeSettings:
     a: str                 # the service measured as it is
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
-    change: str = ""       # what differs in B, in words (tools/ab.py writes it)
+    change: str = ""       # what differs in B, in words (tools/change.py writes it)
     blocks: int = 12       # paired blocks per case (each: one window of A, one of B)
     window: int = 3        # seconds per window (longer for a slow case): two of cAdvisor's 1 s readings inside
     warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
-    restart_twins: bool = False  # both restarted before each block (tools/ab.py does it: bench has no socket)
+    restart_twins: bool = False  # both restarted before each block (tools/change.py does it: bench has no socket)
     design: str = "duet"   # duet: A and B loaded at once in each window; blocks: one after the other
 
 
@@ -134,7 +139,7 @@ class Settings:
     write_threads: int = 20
     write_dir: str = "/data/writes"  # the filesystem store: a scratch volume of bench's own
     working_set: bool = True      # time the seed's FILE_SET on every path, when it loaded one
-    ab: AbSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
+    ab: ChangeSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
 
     def url_of(self, target: str) -> str:
         return self.target_urls.get(target) or f"http://{target}:{self.target_port}"
@@ -145,6 +150,9 @@ SLOW_CASE_STRETCH = 4  # a slow case's repetitions last at most this many BENCH_
 # (p99.9 from 10 answers above it), or OPEN_LOOP_MAX_S, whichever comes first.
 OPEN_LOOP_REQUESTS = 10_000
 OPEN_LOOP_MAX_S = 20.0
+
+
+Reader = Callable[[Mapping[str, str], str, str], Any]  # (env, name, default) -> the value, or a SettingsError
 
 
 def _words(env, name: str, default: str) -> list[str]:
@@ -162,19 +170,20 @@ def _ints(env, name: str, default: str) -> list[int]:
     return values
 
 
-def _one(env, name: str, default: str, kind=float, minimum: float = 0.0, maximum: float | None = None):
-    """Exactly one number, within bounds."""
-    text = env.get(name, default)
-    words = _words(env, name, default)
-    try:
-        (value,) = [kind(w) for w in words]
-    except ValueError:
-        value = None
-    if value is None or value < minimum or (maximum is not None and value > maximum):
-        bounds = f"from {minimum:g}" + (f" to {maximum:g}" if maximum is not None else "")
-        raise SettingsError(f"{name}={text!r}: expected one {'whole ' if kind is int else ''}number {bounds}, "
-                            f"e.g. {default!r}")
-    return value
+def _number(kind=float, minimum: float = 0.0, maximum: float | None = None) -> Reader:
+    """A reader of exactly one number (of `kind`: float or int), within bounds."""
+    expected = (f"one {'whole ' if kind is int else ''}number from {minimum:g}"
+                + (f" to {maximum:g}" if maximum is not None else ""))
+
+    def read(env, name: str, default: str):
+        try:
+            (value,) = [kind(w) for w in _words(env, name, default)]
+        except ValueError:  # not a number, or not exactly one
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise SettingsError(f"{name}={env.get(name, default)!r}: expected {expected}, e.g. {default!r}")
+        return value
+    return read
 
 
 TOOLS = ("ab", "wrk")
@@ -250,11 +259,21 @@ def _size(env, name: str, default: str) -> int:
     return value
 
 
-def _on_off(env, name: str, default: str) -> bool:
-    text = env.get(name, default).strip().lower() or default
-    if text not in ("on", "off"):
-        raise SettingsError(f"{name}={env.get(name)!r}: expected 'on' or 'off'")
-    return text == "on"
+def _choice(words: Mapping[str, str], values: Mapping[str, Any] | None = None, *, any_case: bool = False) -> Reader:
+    """A reader of one of `words` (each with what it means, "" where the
+    word says it): the word, or values[word] (one for each word) where a
+    word stands for something else, a bool. Empty: the default. any_case:
+    the word in capitals too (BENCH_WRITE took ON and Off)."""
+    listed = [f"{word!r}" + (f" ({meaning})" if meaning else "") for word, meaning in words.items()]
+    expected = f"{', '.join(listed[:-1])} or {listed[-1]}"
+
+    def read(env, name: str, default: str):
+        word = _text_or_default(env, name, default)
+        word = word.lower() if any_case else word
+        if word not in words:
+            raise SettingsError(f"{name}={env.get(name, default)!r}: expected {expected}")
+        return word if values is None else values[word]
+    return read
 
 
 def _off_or(parse):
@@ -315,10 +334,6 @@ def _text_or_default(env, name: str, default: str) -> str:
     return env.get(name, default).strip() or default
 
 
-def _whole_seconds(env, name: str, default: str) -> float:
-    return float(_one(env, name, default, int, 1))
-
-
 def _port(env, name: str, default: str) -> int:
     return int(env.get(name, default))
 
@@ -330,56 +345,11 @@ def _targets(env, name: str, default: str) -> list[str]:
     return targets
 
 
-def _profile(env, name: str, default: str) -> str:
-    profile = env.get(name, default).strip() or default
-    if profile not in PROFILES:
-        raise SettingsError(f"{name}={profile!r}: expected 'standard' (the headline with its intervals in "
-                            "BENCH_BUDGET), 'full' (every phase, the knobs as set) or 'quick' (1 s repetitions, "
-                            "one each, ab only, no sweep: a first look in minutes)")
-    return profile
-
-
-def _ab_kind(env, name: str, default: str) -> str:
-    kind = env.get(name, default).strip() or default
-    if kind not in AB_KINDS:
-        raise SettingsError(f"{name}={env.get(name)!r}: expected 'A/B' or 'A/A' (B unchanged, to calibrate)")
-    return kind
-
-
 def _ab_files(env, name: str, default: str) -> tuple[str, ...]:
     files = tuple(_words(env, name, default)) or tuple(default.split())
     if not all(AB_SIZE.fullmatch(size) for size in files):
         raise SettingsError(f"{name}={env.get(name)!r}: expected sizes of FILE_SIZES, e.g. '1KB 1MB'")
     return files
-
-
-def _restart_twins(env, name: str, default: str) -> bool:
-    restart = env.get(name, default).strip() or default
-    if restart not in RESTART_TWINS:
-        raise SettingsError(f"{name}={restart!r}: expected 'every-block' (make ab's default: tools/ab.py "
-                            "restarts both twins before each block) or 'off'")
-    return restart == "every-block"
-
-
-def _ab_design(env, name: str, default: str) -> str:
-    design = env.get(name, default).strip() or default
-    if design not in AB_DESIGNS:
-        raise SettingsError(f"{name}={design!r}: expected 'duet' (A and B loaded at the same moments) or "
-                            "'blocks' (one window of A, then one of B)")
-    return design
-
-
-def _cpu_design(env, name: str, default: str) -> str:
-    design = env.get(name, default).strip() or default
-    if design not in CPU_DESIGNS:
-        raise SettingsError(f"{name}={design!r}: expected 'rounds' (CPU per request from each round's closed-loop "
-                            "windows) or 'same-moment' (every path at one fixed rate in the same window)")
-    return design
-
-
-def _number(kind=float, minimum: float = 0.0, maximum: float | None = None):
-    """A reader of exactly one number within bounds (_one)."""
-    return partial(_one, kind=kind, minimum=minimum, maximum=maximum)
 
 
 # --- the registry: every setting of the lab, declared once ------------------
@@ -396,8 +366,6 @@ REQUEST_DEADLINE_MAX_MS = 600_000
 FUSE_MAX_OPEN_FILES_MAX = 65535
 # gridfs-fuse's deadline per MongoDB call, in seconds: config.go's floor.
 MONGO_TIMEOUT_MIN = 0.1
-
-Reader = Callable[[Mapping[str, str], str, str], Any]  # (env, name, default) -> the value, or a SettingsError
 
 
 @dataclass(frozen=True)
@@ -447,33 +415,34 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("BENCH_REPETITIONS", "6", _number(int, 1, 100), "repetitions", ("bench",)),
     Setting("BENCH_TARGET_WIDTH", "1.10", _off_or(_width), "target_width", ("bench",)),
     Setting("BENCH_BUDGET", "30m", _off_or(_seconds), "budget_s", ("bench",)),
-    Setting("BENCH_CPU_DESIGN", "rounds", _cpu_design, "cpu_design", ("bench",)),
-    Setting("BENCH_PROFILE", "standard", _profile, "profile", ("bench",), services=FOR_SEED),
+    Setting("BENCH_CPU_DESIGN", "rounds", _choice(CPU_DESIGNS), "cpu_design", ("bench",)),
+    Setting("BENCH_PROFILE", "standard", _choice(PROFILES), "profile", ("bench",), services=FOR_SEED),
     Setting("BENCH_TOOLS", "ab", _tools, "tools", ("bench",)),
     Setting("BENCH_LOADGENS", "1", _number(int, 1, 16), "loadgens", ("bench",)),
     Setting("BENCH_OPEN_LOOP", "0.5", _open_loop, None, ("bench",)),  # two fields: from_env
     Setting("BENCH_OPEN_LOOP_SECONDS", "20", _number(int, 1, 600), "open_loop_max_s", ("bench",)),
     Setting("BENCH_SWEEP", "off", _sweep, "sweep", ("bench",)),
     Setting("BENCH_SWEEP_DURATION", "1", _number(int, 1, 600), "sweep_duration", ("bench",)),
-    Setting("BENCH_WRITE", "on", _on_off, "write", ("bench",)),
+    Setting("BENCH_WRITE", "on", _choice({"on": "", "off": ""}, {"on": True, "off": False}, any_case=True), "write",
+            ("bench",)),
     Setting("WRITE_FILES", "100", _number(int, 1, 100_000), "write_files", ("bench",)),
     Setting("WRITE_SIZE", "10000000", _size, "write_size", ("bench",)),
     Setting("WRITE_THREADS", "20", _number(int, 1, 256), "write_threads", ("bench",)),
-    # an A/B run's (make ab sets them), read together by ab_from_env
+    # an A/B run's (make ab sets them), read together by change_from_env
     Setting("AB_A", check=("ab",)),
     Setting("AB_B", check=("ab",)),
-    Setting("AB_KIND", "A/B", _ab_kind, check=("ab",)),
-    Setting("AB_CHANGE"),  # what differs in B, in words: tools/ab.py sets it
+    Setting("AB_KIND", "A/B", _choice(AB_KINDS), check=("ab",)),
+    Setting("AB_CHANGE"),  # what differs in B, in words: tools/change.py sets it
     Setting("AB_BLOCKS", "12", _number(int, AB_BLOCKS_MIN, 100), check=("ab",)),
     Setting("AB_WINDOW", "3", _number(int, 1, 600), check=("ab",)),
     Setting("AB_WARMUP", "2", _number(int, 0, 600), check=("ab",)),
     Setting("AB_THRESHOLD", "5", _threshold, check=("ab",)),
     Setting("AB_FILES", "1KB 1MB", _ab_files, check=("ab",)),
     Setting("AB_CONCURRENCY", "100", _ints, check=("ab",)),
-    Setting("AB_RESTART_TWINS", "off", _restart_twins, check=("ab",)),
-    Setting("AB_DESIGN", "duet", _ab_design, check=("ab",)),
+    Setting("AB_RESTART_TWINS", "off", _choice(RESTART_TWINS, {"every-block": True, "off": False}), check=("ab",)),
+    Setting("AB_DESIGN", "duet", _choice(AB_DESIGNS), check=("ab",)),
     # where, as whom and how long: not recorded
-    Setting("BENCH_STARTUP_TIMEOUT", "180", _whole_seconds, "startup_timeout", ("bench",), recorded=False,
+    Setting("BENCH_STARTUP_TIMEOUT", "180", _number(int, 1), "startup_timeout", ("bench",), recorded=False,
             services=ONLY_BENCH),
     Setting("BENCH_ALLOW_NONCONFORMING", "0", _flag, "allow_nonconforming", ("bench",)),
     # .env's is the host's directory (compose mounts it at /results, bench's default: it is not passed)
@@ -530,7 +499,7 @@ def read(name: str, env=os.environ):
     return setting.read(env, setting.name, setting.default)
 
 
-def ab_from_env(env, targets: list[str]) -> AbSettings | None:
+def change_from_env(env, targets: list[str]) -> ChangeSettings | None:
     """The A/B settings, or None when AB_A and AB_B are empty (an ordinary
     run); the knobs are checked either way."""
     settings = dict(kind=read("AB_KIND", env), change=env.get("AB_CHANGE", "").strip(),
@@ -551,7 +520,7 @@ def ab_from_env(env, targets: list[str]) -> AbSettings | None:
         if service not in targets:
             raise SettingsError(f"{name}={service!r}: not in BENCH_TARGETS={' '.join(targets)!r}: A and B are "
                                 "verified like any path (make ab sets BENCH_TARGETS)")
-    return AbSettings(a=a, b=b, **settings)
+    return ChangeSettings(a=a, b=b, **settings)
 
 
 def from_env(env=os.environ) -> Settings:
@@ -563,7 +532,7 @@ def from_env(env=os.environ) -> Settings:
     open_loop, open_loop_curve = read("BENCH_OPEN_LOOP", env)
     settings = Settings(
         **fields, open_loop=open_loop, open_loop_curve=open_loop_curve,
-        ab=ab_from_env(env, targets), target_urls=_target_urls(env, targets),
+        ab=change_from_env(env, targets), target_urls=_target_urls(env, targets),
         link_shaping=" ".join(f"{n.removeprefix('LINK_').lower()}={env[n]}" for n in ("LINK_RATE", "LINK_DELAY",
                                                                                        "LINK_LOSS") if env.get(n)),
     )

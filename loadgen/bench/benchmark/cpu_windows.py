@@ -46,6 +46,10 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
     results.warnings += warnings
     # What each container actually ran, from Docker, not the variables' text.
     results.environment["images"] = dict(sorted(monitor.images.items()))
+    # Each path's store as its container declares it (label lab.store): the
+    # report groups by what the run recorded, so adding a path changes no bench code.
+    for target in results.targets:
+        target.store = monitor.stores.get(target.name)
     if len(hosts.clients) > 1:
         results.environment["hosts"] = hosts_of(hosts, monitor.hosts, results)
     say(f"cAdvisor at {cfg.cadvisor_url}: watching {', '.join(sorted(monitor.ids))}")

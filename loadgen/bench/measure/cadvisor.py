@@ -1,7 +1,8 @@
 """Pure parser of cAdvisor's REST JSON (GET /api/v1.3/docker/): each Docker
-container's identity (compose project and service), its CPU allowance, and
-its cumulative counters per stats entry. No I/O, so it is unit-tested on
-captured JSON; bench.measure.monitor does the fetching."""
+container's identity (compose project and service), the store a serving
+path declares, its CPU allowance, and its cumulative counters per stats
+entry. No I/O, so it is unit-tested on captured JSON; bench.measure.monitor
+does the fetching."""
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -10,6 +11,9 @@ SERVICE_LABEL = "com.docker.compose.service"
 PROJECT_LABEL = "com.docker.compose.project"
 # Compose stamps each container with the ID of the image it was created from.
 IMAGE_ID_LABEL = "com.docker.compose.image"
+# What a serving path serves its files from, declared beside it in compose.yaml
+# (disk, GridFS...): the report groups paths by it, so bench names none.
+STORE_LABEL = "lab.store"
 
 
 class CadvisorError(ValueError):
@@ -43,6 +47,7 @@ class Container:
     memory_limit_bytes: int | None
     stats: tuple[Counters, ...]  # oldest first
     host: str = ""               # the host whose cAdvisor listed it (several hosts: tools/hosts.py)
+    store: str | None = None     # its compose label lab.store; None for a container without one
 
     @property
     def latest(self) -> Counters | None:
@@ -118,6 +123,7 @@ def parse_container(info: dict) -> Container:
         service=labels.get(SERVICE_LABEL),
         image=spec.get("image") or None,
         image_id=labels.get(IMAGE_ID_LABEL),
+        store=labels.get(STORE_LABEL) or None,
         aliases=tuple(info.get("aliases") or ()),
         cpu_allowance=cpu_allowance(spec.get("cpu") or {}),
         cpuset=cpus_of_mask((spec.get("cpu") or {}).get("mask") or ""),

@@ -1,5 +1,5 @@
 """Does an A/B run's "no change" hold? N A/A runs of one path at the same
-settings (tools/ab_calibrate.py), read per case and metric. Pure, the
+settings (tools/change_calibrate.py), read per case and metric. Pure, the
 standard library only (bench's image has no scipy), but for
 calibration_for, which reads the results directory.
 
@@ -383,7 +383,7 @@ def case_metric(rows: list[tuple[str, dict]]) -> dict:
                          for v in dict.fromkeys(row.get("verdict") for _, row in rows)}}
 
 
-def summarise(ab_runs: list[dict], missing: list[dict] = ()) -> dict:
+def summarise(aa_runs: list[dict], missing: list[dict] = ()) -> dict:
     """Every statistic of a calibration from its runs' ab.json (in run
     order). `missing`: the runs that gave no ab.json ({"run_id": None,
     "why": ...}), named beside those whose ab.json cannot be read. No run
@@ -391,7 +391,7 @@ def summarise(ab_runs: list[dict], missing: list[dict] = ()) -> dict:
     measure (its error, or no blocks counted), are listed with why."""
     not_measured = [dict(m) for m in missing]
     measured: list[dict] = []
-    for ab in ab_runs:
+    for ab in aa_runs:
         why = run_unmeasured(ab, measured[0] if measured else None)
         if why:
             not_measured.append({"run_id": ab.get("run_id"), "why": why})
@@ -413,7 +413,7 @@ def summarise(ab_runs: list[dict], missing: list[dict] = ()) -> dict:
     rows_judged = sum(s["runs"] for s in stats)
     alarms = sum(s["false_alarms"]["alarms"] for s in stats)
     run_alarms = sum(1 for ab in measured if any(r.get("verdict") in ALARMS for r in ab["rows"]))
-    return {"runs": len(ab_runs) + len(missing), "measured": [ab.get("run_id") for ab in measured],
+    return {"runs": len(aa_runs) + len(missing), "measured": [ab.get("run_id") for ab in measured],
             "not_measured": not_measured, "cases_not_measured": cases_missed,
             "settings": settings_of(measured[0]) if measured else None,
             "machine": measured[0].get("machine") if measured else None,

@@ -183,6 +183,7 @@ class Monitor:
         self.memory_limits: dict[str, int | None] = {}  # role -> bytes (None: no limit)
         # role -> the image its container runs, as Docker reports it
         self.images: dict[str, dict[str, str | None]] = {}
+        self.stores: dict[str, str | None] = {}  # role -> its label lab.store (a serving path's store)
         self.hosts: dict[str, str] = {}   # role -> the host it runs on ("" on one machine)
         self.samples: dict[str, list[Counters]] = {}
         self._lock = threading.Lock()
@@ -233,6 +234,7 @@ class Monitor:
                 self.hosts[role] = c.host
                 self.memory_limits[role] = c.memory_limit_bytes
                 self.images[role] = {"image": c.image, "image_id": c.image_id}
+                self.stores[role] = c.store
 
     def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None,
                together: tuple[str, ...] = ()):

@@ -8,7 +8,7 @@ Why the geometric mean and t: a ratio is judged as "times" (a path half as
 fast and one twice as fast are equally far from 1), the per-round log
 ratios are sums of many small timing effects, and the t interval is exact
 for normal data and close for the skew seen here; the Wilcoxon signed-rank
-interval (benchmark/ab.py) needs the same 6 rounds before it exists and is
+interval (benchmark/change.py) needs the same 6 rounds before it exists and is
 wider at that count. No interval is printed below MIN_ROUNDS.
 
 Stopping on width: a row leaves the rounds once its interval is within
@@ -121,13 +121,28 @@ def ratio_of(logs: list[float], metric: str, bound: str | None = None, level: fl
     return found
 
 
+BOUND_BY = (LOADGEN_BOUND, CORE_SATURATED)  # a baseline with one of these measured the limit, not the path
+
+
 def baseline_bound(base: list[dict]) -> str | None:
     """The flag that makes the baseline's req/s a floor of its capacity (the
     load generator or a shared core was the limit in most of its rounds)."""
-    for flag in (LOADGEN_BOUND, CORE_SATURATED):
+    for flag in BOUND_BY:
         if 2 * sum(flag in (r.get("flags") or ()) for r in base) > len(base):
             return flag
     return None
+
+
+def flagged_baseline(flags) -> bool:
+    """A baseline figure (one repetition's, not the rounds') with these
+    flags measured the load generator or a shared core as much as the path:
+    a ratio over it is marked (†)."""
+    return bool(set(BOUND_BY) & set(flags))
+
+
+def apart(a: dict | None, b: dict | None) -> bool:
+    """Two ratios (Ratio.to_dict) told apart: both have intervals and they do not overlap."""
+    return bool(a and b and a.get("low") and b.get("low") and (a["low"] > b["high"] or b["low"] > a["high"]))
 
 
 def ratios(reps: list[dict], base: list[dict], target: str, baseline: str, level: float = LEVEL,

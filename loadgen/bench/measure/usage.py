@@ -134,8 +134,8 @@ def outer_edges(series: list[Counters], start_ns: int, end_ns: int) -> Edges | N
     after = [c for c in series if c.timestamp_ns >= end_ns]
     if not before or not after:
         return None
-    at = (lambda c: c.timestamp_ns)
-    return checked(Edges(max(before, key=at), min(after, key=at), False))
+    first, last = max(before, key=lambda c: c.timestamp_ns), min(after, key=lambda c: c.timestamp_ns)
+    return checked(Edges(first, last, False))
 
 
 def checked(found: Edges) -> Edges | None:

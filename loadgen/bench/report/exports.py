@@ -11,7 +11,7 @@ import io
 import json
 from pathlib import Path
 
-from .headline import BASELINE, open_loop_for, round_ratios, size_label, store_of, target_ms
+from .headline import BASELINE, open_loop_for, round_ratios, size_label, target_ms
 from ..results import Results
 
 CSV = "results.csv"
@@ -35,7 +35,7 @@ def rows(results: Results) -> list[dict]:
         base = results.run_for(BASELINE, r.file, r.concurrency)
         base = base if base is not None and base.ok else None
         loop = open_loop_for(results, r.target, r.file)
-        row = dict(target=r.target, store=store_of(r.target), size=size_label(r.file), file=r.file,
+        row = dict(target=r.target, store=results.store_of(r.target), size=size_label(r.file), file=r.file,
                    concurrency=r.concurrency, tool="ab", status=r.status, refused=r.refused, flags=" ".join(r.flags),
                    error=r.error or "")
         if r.ok:
@@ -58,7 +58,7 @@ def rows(results: Results) -> list[dict]:
         for name, tool, base_tool in ((AB_KEEPALIVE, c.ab_keepalive, base and base.ab_keepalive),
                                       ("wrk", c.wrk, base and base.wrk)):
             spread = tool.spread or {}
-            out.append(dict(target=c.target, store=store_of(c.target), size=size_label(c.file), file=c.file,
+            out.append(dict(target=c.target, store=results.store_of(c.target), size=size_label(c.file), file=c.file,
                             concurrency=c.concurrency, tool=name, status="failed" if tool.failed else "ok",
                             rps=tool.rps, rps_min=spread.get("min", tool.rps), rps_max=spread.get("max", tool.rps),
                             rps_ratio_to_nginx_static=_ratio(tool.rps, base_tool.rps if base_tool else None),

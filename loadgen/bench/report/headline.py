@@ -3,15 +3,13 @@ exports: which paths were timed, grouped by store, and the headline's rows
 and sentences as data, so every rendering states the same figures."""
 from dataclasses import dataclass
 
-from ..results import OpenLoop, Results, Run
-from ..measure.rounds import BASELINE
-from ..measure.usage import CORE_SATURATED, LOADGEN_BOUND
+from ..results import STORE_NOT_RECORDED, OpenLoop, Results, Run
+from ..measure.rounds import BASELINE, apart, flagged_baseline
 
-# What each serving path stores its files in, for grouping rows; a path not
-# listed is shown under "other".
-STORES = {"nginx-static": "disk", "httpd-static": "disk", "nginx-gridfs": "GridFS", "flask": "GridFS",
-          "node": "GridFS", "gridfs-fuse": "GridFS", "nginx-cache": "cache", "flask-postgres": "SQL"}
-STORE_ORDER = ["disk", "GridFS", "cache", "SQL", "other"]
+# The order of the stores' groups (each path's store is its compose label
+# lab.store, as the run recorded it: Results.store_of); a store not named here
+# comes after them, then the paths whose store the run did not record.
+STORE_ORDER = ["disk", "GridFS", "cache", "SQL"]
 
 
 def files(results: Results) -> list[tuple[str, int]]:
@@ -28,16 +26,23 @@ def timed_targets(results: Results) -> list[str]:
     return [t.name for t in results.targets if t.name in timed]
 
 
-def grouped(targets: list[str]) -> list[str]:
-    return sorted(targets, key=lambda t: (STORE_ORDER.index(STORES.get(t, "other")), targets.index(t)))
+def grouped(results: Results, targets: list[str]) -> list[str]:
+    """The targets grouped by store, in STORE_ORDER; in their given order within a group."""
+    def key(target: str) -> tuple:
+        store = results.store_of(target)
+        if store in STORE_ORDER:
+            return 0, STORE_ORDER.index(store), targets.index(target)
+        return (2 if store == STORE_NOT_RECORDED else 1), store, targets.index(target)
+    return sorted(targets, key=key)
+
+
+def runs_at(results: Results, file: str, c: int) -> list[Run]:
+    """One size's runs at one concurrency, grouped by store: a chart's or a table's rows."""
+    return [run for t in grouped(results, timed_targets(results)) if (run := results.run_for(t, file, c)) is not None]
 
 
 def size_label(file: str) -> str:
     return file.removesuffix(".bin")
-
-
-def store_of(target: str) -> str:
-    return STORES.get(target, "other")
 
 
 def target_ms(run: Run | None) -> float | None:
@@ -71,14 +76,11 @@ class HeadlineRow:
     baseline_flagged: bool = False  # the ratio's nginx-static figure was loadgen-bound or core-saturated
     rps: dict | None = None   # bench.measure.rounds.Ratio as a dict
     cpu: dict | None = None
+    store: str = STORE_NOT_RECORDED  # the path's, Results.store_of
 
     @property
     def target(self) -> str:
         return self.run.target
-
-    @property
-    def store(self) -> str:
-        return store_of(self.run.target)
 
     @property
     def size(self) -> str:
@@ -125,60 +127,45 @@ def cpu_condition(results: Results) -> str | None:
 
 
 def headline_rows(results: Results) -> list[HeadlineRow]:
-    c = headline_level(results)
+    """A row per timed target and size at the headline's concurrency; a
+    failed case's row holds no ratios."""
+    c, rows = headline_level(results), []
     same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
-    rows = []
-    for t in grouped(timed_targets(results)):
+    for t in grouped(results, timed_targets(results)):
         for file, _ in files(results):
             run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
             if run is None:
                 continue
-            loop = open_loop_for(results, t, file)
-            if not run.ok:
-                rows.append(HeadlineRow(run, loop))
-                continue
-            base_ok = base is not None and base.ok
-            flagged = base_ok and t != BASELINE and bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
-            found = round_ratios(results, t, file, c)
-            rps, cpu = found.get("rps"), found.get("cpu")
-            rows.append(HeadlineRow(run, loop,
-                                    rps["ratio"] if rps else _ratio(run.rps, base.rps if base_ok else None),
-                                    cpu["ratio"] if cpu else None if same_moment and t != BASELINE else _ratio(
-                                        target_ms(run), target_ms(base) if base_ok else None),
-                                    flagged, rps, cpu))
+            row = HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
+            if run.ok:
+                base = base if base is not None and base.ok else None
+                found = round_ratios(results, t, file, c)
+                row.rps, row.cpu = found.get("rps"), found.get("cpu")
+                row.rps_ratio = row.rps["ratio"] if row.rps else _ratio(run.rps, base.rps if base else None)
+                row.cpu_ratio = (row.cpu["ratio"] if row.cpu else None if same_moment and t != BASELINE
+                                 else _ratio(target_ms(run), target_ms(base)))
+                row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base.flags)
+            rows.append(row)
     return rows
 
 
-def apart(a: dict | None, b: dict | None) -> bool:
-    """Two ratios told apart: both have intervals and they do not overlap."""
-    return bool(a and b and a.get("low") and b.get("low") and (a["low"] > b["high"] or b["low"] > a["high"]))
-
-
-def fastest_sentence(results: Results, file: str, c: int, others: list[Run], base: Run) -> str:
-    """The fastest path after nginx-static at the largest size, said only as
-    far as the intervals allow; and the cheapest in its own CPU."""
-    ranked = sorted(others, key=lambda r: r.rps, reverse=True)
-    found = {r.target: round_ratios(results, r.target, file, c) for r in ranked}
+def fastest_sentence(others: list[HeadlineRow], c: int, condition: str | None = None) -> str:
+    """The fastest path after nginx-static (others: the other paths' rows at
+    one size), said only as far as the intervals allow; and the cheapest in
+    its own CPU (measured under `condition`, cpu_condition's). The headline's
+    own ratios, so the sentence and the table agree."""
+    ranked = sorted(others, key=lambda h: h.run.rps, reverse=True)
     fastest = ranked[0]
-    rps = found[fastest.target].get("rps")
-    words = (f"At {size_label(file)} and concurrency {c}, the fastest path after nginx-static was "
-             f"**{fastest.target}** ({store_of(fastest.target)}) at "
-             f"{ratio_words(rps, fastest.rps / base.rps)}× nginx-static's requests per second")
-    if len(ranked) > 1 and rps and not apart(rps, found[ranked[1].target].get("rps")):
-        words += f", not told apart from **{ranked[1].target}**'s {ratio_words(found[ranked[1].target].get('rps'))}"
-    def cpu_ratio(r: Run) -> float | None:
-        cpu = found[r.target].get("cpu")
-        return cpu["ratio"] if cpu else (target_ms(r) / target_ms(base) if target_ms(r) and target_ms(base) else None)
-
-    cheapest = min((r for r in others if cpu_ratio(r) is not None), key=cpu_ratio, default=None)
-    if cheapest:
-        condition = cpu_condition(results)
-        words += (f"; the cheapest in its own CPU per request{f' ({condition})' if condition else ''} was "
-                  f"**{cheapest.target}** at "
-                  f"{ratio_words(found[cheapest.target].get('cpu'), cpu_ratio(cheapest))}× nginx-static's.")
-    else:
-        words += "."
-    return words + (" Ratios: geometric mean over rounds [95% interval] (rounds)." if rps else "")
+    words = (f"At {size_label(fastest.run.file)} and concurrency {c}, the fastest path after nginx-static was "
+             f"**{fastest.target}** ({fastest.store}) at "
+             f"{ratio_words(fastest.rps, fastest.rps_ratio)}× nginx-static's requests per second")
+    if len(ranked) > 1 and fastest.rps and not apart(fastest.rps, ranked[1].rps):
+        words += f", not told apart from **{ranked[1].target}**'s {ratio_words(ranked[1].rps)}"
+    cheapest = min((h for h in others if h.cpu_ratio is not None), key=lambda h: h.cpu_ratio, default=None)
+    words += (f"; the cheapest in its own CPU per request{f' ({condition})' if condition else ''} was "
+              f"**{cheapest.target}** at "
+              f"{ratio_words(cheapest.cpu, cheapest.cpu_ratio)}× nginx-static's." if cheapest else ".")
+    return words + (" Ratios: geometric mean over rounds [95% interval] (rounds)." if fastest.rps else "")
 
 
 def ferretdb(results: Results) -> bool:
@@ -188,18 +175,17 @@ def ferretdb(results: Results) -> bool:
 def sentences(results: Results) -> list[str]:
     """Up to three sentences that state what the run found, from its own
     figures; **bold** marks the names a reader looks for."""
-    c = headline_level(results) if results.runs else 0
     sizes = files(results)
     if not sizes:
         return []
-    largest = sizes[-1][0]
-    base = results.run_for(BASELINE, largest, c)
-    ok = [r for r in (results.run_for(t, largest, c) for t in timed_targets(results)) if r and r.ok]
-    others = [r for r in ok if r.target != BASELINE]
+    c, largest, order = headline_level(results), sizes[-1][0], timed_targets(results)
+    ok = sorted((h for h in headline_rows(results) if h.run.file == largest and h.run.ok),
+                key=lambda h: order.index(h.target))  # in the settings' order, which breaks ties
+    others = [h for h in ok if h.target != BASELINE]
     failed = [r for r in results.runs if not r.ok]
     lines = []
-    if base and base.ok and others:
-        lines.append(fastest_sentence(results, largest, c, others, base))
+    if others and len(others) < len(ok):  # nginx-static's row is there to compare with
+        lines.append(fastest_sentence(others, c, cpu_condition(results)))
     if ferretdb(results):
         lines.append("The database is FerretDB, not MongoDB, so every GridFS row is bound by it: read those "
                      "rows by CPU per request, not by requests per second.")

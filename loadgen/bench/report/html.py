@@ -3,14 +3,14 @@ that opens offline from disk (style and charts inline, no script, nothing
 fetched), in report.md's order and words; flags are explained on hover and
 in a legend, and what is there to check rather than read first is folded.
 Also the pages of A/B, resilience and overload runs, from their own
-sections (report/ab.py, resilience.py, overload.py), and write_page, which
+sections (report/change.py, resilience.py, overload.py), and write_page, which
 picks the page."""
 import json
 import re
 from html import escape
 from pathlib import Path
 
-from .ab import ab_report
+from .change import change_report
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .overload import overload_part
 from .resilience import resilience_part
@@ -32,20 +32,23 @@ def inline(text: str) -> str:
     return out
 
 
+def _abbr(title: str, html: str) -> str:
+    """Text that explains itself on hover: a flag's mark, the dagger, a cell's note."""
+    return f'<abbr class="flag" title="{escape(title)}">{html}</abbr>'
+
+
 def _flag(name: str, with_name: bool) -> str:
     flag = FLAGS.get(name)
-    return (f'<abbr class="flag" title="{escape(flag.legend if flag else name)}">'
-            + " ".join(escape(x) for x in ((flag.mark if flag else ""), name if with_name else "") if x) + "</abbr>")
+    return _abbr(flag.legend if flag else name,
+                 " ".join(escape(x) for x in ((flag.mark if flag else ""), name if with_name else "") if x))
 
 
 def _td(cell) -> str:
     if not isinstance(cell, Cell):
         cell = Cell(cell, num=bool(_NUMBER.match(cell)))
     flags = (" " if cell.names else "").join(_flag(f, cell.names) for f in cell.flags)
-    text = inline(cell.text)
-    if cell.note:
-        text = f'<abbr class="flag" title="{escape(cell.note)}">{text}</abbr>'
-    dagger = f'<abbr class="flag" title="{escape(BASELINE_NOTE)}">{BASELINE_MARK}</abbr>' if cell.dagger else ""
+    text = _abbr(cell.note, inline(cell.text)) if cell.note else inline(cell.text)
+    dagger = _abbr(BASELINE_NOTE, BASELINE_MARK) if cell.dagger else ""
     body = (flags + text) if cell.names else text + dagger + (f" {flags}" if flags else "") + inline(cell.after)
     attrs = (' class="num"' if cell.num else "") + (f' data-col="{cell.col}"' if cell.col else "")
     return f"<td{attrs}>{body}</td>"
@@ -128,17 +131,10 @@ def _fault_docs(doc: dict) -> str:
     return "".join(_block(p, 2) for p in parts)
 
 
-def render_fault_page(doc: dict, all_runs: bool = True) -> str:
-    """The page of a resilience or overload run (tools/resilience.py,
-    tools/overload.py): their report.md's tables, which is all they hold."""
-    return _page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}", ["report.md", "results.json"],
-                 all_runs, _fault_docs(doc))
-
-
-def render_ab_page(results: Results, all_runs: bool = True) -> str:
+def render_change_page(results: Results, all_runs: bool = True) -> str:
     """An A/B run's page: its ab.md's sections (verdicts, the table, every
     block) and a chart of the paired changes per case."""
-    report = ab_report(results)
+    report = change_report(results)
     return _page(f"GridFS Serving Lab: {escape(report.title)}", ["ab.md", "ab.json", "results.json"], all_runs,
                  f"<h1>{escape(report.title)}</h1>" + "".join(_block(b, 2) for b in report.head)
                  + _sections(report.sections))
@@ -153,10 +149,11 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     if all_runs is None:
         all_runs = (run_dir.parent / PAGE).exists()
     path = run_dir / PAGE
-    if "runs" not in doc and ("resilience" in doc or "overload" in doc):
-        path.write_text(render_fault_page(doc, all_runs))
+    if "runs" not in doc and ("resilience" in doc or "overload" in doc):  # their report.md's tables are all they hold
+        path.write_text(_page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}",
+                              ["report.md", "results.json"], all_runs, _fault_docs(doc)))
     elif doc.get("ab"):
-        path.write_text(render_ab_page(results or Results.from_dict(doc), all_runs))
+        path.write_text(render_change_page(results or Results.from_dict(doc), all_runs))
     else:
         path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
     return path

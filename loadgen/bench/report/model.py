@@ -1,6 +1,6 @@
 """The report as data: sections of paragraphs, tables of typed cells, legends
 and figures, built once from a Results (report/sections.py; an A/B run's in
-report/ab.py, a resilience or overload run's in report/resilience.py and
+report/change.py, a resilience or overload run's in report/resilience.py and
 overload.py) and written by two small backends, report.md (report/markdown.py)
 and index.html (report/html.py), so both list the same sections in one order
 and wording.

@@ -8,18 +8,19 @@ every case, the settings). A failed case reads "failed" in every table, never
 a number."""
 import json
 
-from . import seed000, seed002
-from .headline import (BASELINE, STORES, concurrencies, cpu_condition, ferretdb, files, grouped, headline_level,
-                       headline_rows, open_loop_for, ratio_words, sentences, size_label as _size, timed_targets)
+from . import study000, study002
+from .headline import (BASELINE, concurrencies, cpu_condition, ferretdb, files, grouped, headline_level,
+                       headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size,
+                       timed_targets)
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
-from ..measure.flags import CORE_SATURATED, LOADGEN_BOUND
+from ..measure.flags import BASELINE_MARK
 from ..measure.latency import nines, percentile_curve
-from ..measure.rounds import mean_positions
+from ..measure.rounds import flagged_baseline, mean_positions
 from ..measure.stats import TOOLS_DISAGREE
 from ..measure.usage import LOADGEN, SENT_RATE_KEPT
-from ..results import Results, Run, StorePass
+from ..results import Results, StorePass
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 FAILED_CASES_SHOWN = 30  # per target; results.json keeps every case
@@ -28,18 +29,61 @@ BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided from its flags and C
                    "none: the path waited with CPU to spare).")
 
 
-def _legend(flags: set, baseline: bool = False) -> list:
+def _legend(shown, baseline: bool = False) -> list:
+    """The legend of the flags the cells in `shown` (rows, tables, parts)
+    show, and of † when a ratio rests on a flagged baseline: read off the
+    cells, so it explains every mark the reader sees and no other."""
+    cells = _cells(shown)
+    flags, baseline = {f for c in cells for f in c.flags}, baseline or any(c.dagger for c in cells)
     return [Legend(flags, baseline)] if flags or baseline else []
+
+
+def _cells(shown) -> list[Cell]:
+    """Every Cell within: a part's tables, a table's rows, a row's (or a list's) cells; plain text marks nothing."""
+    if isinstance(shown, Cell):
+        return [shown]
+    inner = {Part: "blocks", Table: "rows", Row: "cells"}.get(type(shown))
+    found = getattr(shown, inner) if inner else shown if isinstance(shown, list) else []
+    return [c for x in found for c in _cells(x)]
+
+
+def _spread(spread: dict | None, count: int) -> str:
+    """' ±12%': half the repetitions' (or passes') range, when there are two or more."""
+    half = (spread or {}).get("half_range")
+    return f" ±{half:.0%}" if half is not None and count > 1 else ""
+
+
+def _names(flags) -> Cell:
+    """A flags column: each flag by its name."""
+    return Cell("", tuple(flags), names=True)
+
+
+def _case(item) -> list[str]:
+    """The cells that name a case: its target, size and concurrency."""
+    return [item.target, _size(item.file), str(item.concurrency)]
+
+
+def _failed(figures: int) -> list[str]:
+    """A failed item's figures: "failed" where the first would be and "-" for the rest, never a number."""
+    return ["failed", *["-"] * (figures - 1)]
 
 
 def _size_by_target(results: Results, cell) -> list:
     """A part per concurrency level: a row per file size, a column per timed
     target (grouped by store), each cell cell(run or None, target, file, c)."""
-    targets = grouped(timed_targets(results))
-    header = ["File size", *(f"{t} ({STORES.get(t, 'other')})" for t in targets)]
+    targets = grouped(results, timed_targets(results))
+    header = ["File size", *(f"{t} ({results.store_of(t)})" for t in targets)]
     return [Part(f"Concurrency {c}", [Table(header, [[_size(f), *(cell(results.run_for(t, f, c), t, f, c)
                                                                    for t in targets)] for f, _ in files(results)])])
             for c in concurrencies(results)]
+
+
+def _series(points) -> dict[str, list[tuple[float, float]]]:
+    """A line chart's series from (line, x, y) triples, each line's points in their order."""
+    series: dict[str, list] = {}
+    for line, x, y in points:
+        series.setdefault(line, []).append((x, y))
+    return series
 
 
 def _each_case(results: Results, chart) -> list[Figure]:
@@ -97,19 +141,18 @@ def head(results: Results) -> list:
 
 # --- the headline --------------------------------------------------------------
 def _headline(results: Results) -> list:
-    c, rows, seen = headline_level(results), [], set()
+    c, rows = headline_level(results), []
     for h in headline_rows(results):
         run, loop = h.run, h.loop
+        cells = [h.target, results.store_of(h.target), h.size]
         key = {"target": h.target, "file": run.file, "concurrency": c}
         if not run.ok:
-            rows.append(Row([h.target, h.store, h.size, Cell("failed", col="rps"), "failed", "-", "-", "-",
-                             run.error or ""], key, failed=True))
+            rows.append(Row([*cells, Cell("failed", col="rps"), *_failed(4), run.error or ""], key, failed=True))
             continue
-        seen |= set(run.flags) | (set(loop.flags) if loop else set())
         p99 = (Cell("failed") if loop and not loop.ok else
                Cell(f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s", tuple(loop.flags)) if loop else Cell("-"))
         p99.col, p99.num = "p99", True
-        rows.append(Row([h.target, h.store, h.size, Cell(f"{run.rps:.0f}", num=True, col="rps"),
+        rows.append(Row([*cells, Cell(f"{run.rps:.0f}", num=True, col="rps"),
                          Cell(ratio_words(h.rps, h.rps_ratio), dagger=h.baseline_flagged, num=True, col="rps-ratio"),
                          Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged, num=True, col="cpu-ratio"),
                          p99, Cell(run.bottleneck or "-", col="bottleneck", note=BOTTLENECK_NOTE),
@@ -123,8 +166,7 @@ def _headline(results: Results) -> list:
         Para(f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
              f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
              f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
-             f"time, not queueing. {BOTTLENECK_NOTE}"),
-        *_legend(seen, any(h.baseline_flagged for h in headline_rows(results)))]
+             f"time, not queueing. {BOTTLENECK_NOTE}"), *_legend(rows)]
 
 
 def _rounds(results: Results) -> list:
@@ -142,12 +184,9 @@ def _rounds(results: Results) -> list:
         return [ratio_words(ratio), f"x/÷{ratio['width']:.3f}" if ratio.get("width") else "-",
                 f"{ratio['sd']:.3f}" if ratio.get("sd") is not None else "-"]
 
-    def state(r: dict) -> str:
-        if r.get("converged_at"):
-            return f"within at round {r['converged_at']}"
-        return f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
-
-    table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]), state(r)]
+    not_within = f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
+    table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]),
+              f"within at round {r['converged_at']}" if r.get("converged_at") else not_within]
              for r in sorted(rows, key=lambda r: (r["file"], r["target"]))]
     positions = mean_positions({k: v for k, v in (results.schedule.get("orders") or {}).items()
                                 if k.endswith(f"c={rows[0]['concurrency']}")})
@@ -168,45 +207,29 @@ def _cpu_heading(results: Results, words: str) -> str:
 
 
 # --- requests per second, CPU, latency ---------------------------------------------
-def _half_range(run) -> str:
-    if not run.spread or len(run.repetitions) < 2:
-        return ""
-    return f" ±{run.spread['half_range']:.0%}"
-
-
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
-    rows = []
-    for t in grouped(timed_targets(results)):
-        run = results.run_for(t, file, c)
-        if run is None:
-            continue
-        reps = [Point(r["rps"], "repetition", f"{t} {_size(file)} c={c}, repetition {i + 1}: {r['rps']:.0f} req/s")
-                for i, r in enumerate(run.repetitions) if r.get("rps")]
-        rows.append(ChartRow(t, reps, run.rps if run.ok else None, f"{t}: median {run.rps:.0f} req/s",
-                             "" if run.ok else "failed"))
+    rows = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target} {_size(file)} c={c}, repetition {i + 1}: "
+                                      f"{x['rps']:.0f} req/s") for i, x in enumerate(r.repetitions) if x.get("rps")],
+                     r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s", "" if r.ok else "failed")
+            for r in runs_at(results, file, c)]
     return Figure(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
                   "one repetition.", strip_chart(f"Requests per second, {_size(file)}, c={c}", rows,
                                                  {"repetition": PALETTE[0]}, "requests per second"))
 
 
 def _requests_per_second(results: Results) -> list:
-    seen, flagged_base = set(), False
+    flagged = []  # the ratios' flagged baselines: their dagger is in the cell's text, not its own
 
     def cell(run, target, file, c):
-        nonlocal flagged_base
         if run is None or not run.ok:
             return "-" if run is None else "failed"
-        seen.update(run.flags)
-        base = results.run_for(BASELINE, file, c)
-        ratio, dagger = "", False
+        base, published = results.run_for(BASELINE, file, c), study000.time_per_request_ms(target, file)
+        after = f" [{1000 / published:.0f}]" if published else ""
         if base and base.ok and base.rps and target != BASELINE:
-            dagger = bool({LOADGEN_BOUND, CORE_SATURATED} & set(base.flags))
-            flagged_base |= dagger
-            ratio = f"{run.rps / base.rps:.3f}"
-        published = seed000.time_per_request_ms(target, file)
-        after = (f" ({ratio}{'†' if dagger else ''})" if ratio else "") + (f" [{1000 / published:.0f}]"
-                                                                          if published else "")
-        return Cell(f"{run.rps:.0f}{_half_range(run)}", tuple(run.flags), num=True, after=after)
+            flagged.append(flagged_baseline(base.flags))
+            after = f" ({run.rps / base.rps:.3f}{BASELINE_MARK if flagged[-1] else ''})" + after
+        return Cell(f"{run.rps:.0f}{_spread(run.spread, len(run.repetitions))}", tuple(run.flags), num=True,
+                    after=after)
 
     tables = _size_by_target(results, cell)
     return [Charts(_each_case(results, lambda f, c: _rps_chart(results, f, c))),
@@ -215,20 +238,12 @@ def _requests_per_second(results: Results) -> list:
                  "(1000 / its time per request: 2013, EC2 m1.medium over a real network, ab -c 100 per its README, "
                  "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
                  "figure of every repetition is in results.json. Seed 000's columns: "
-                 + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in seed000.COLUMNS.items()) + "."),
-            *tables, *_legend(seen, flagged_base)]
+                 + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in study000.COLUMNS.items()) + "."),
+            *tables, *_legend(tables, any(flagged))]
 
 
 def _ms(usage: dict | None) -> str:
     return f"{usage['cpu_ms_per_request']:.3f}" if usage and usage.get("cpu_ms_per_request") is not None else "-"
-
-
-def _role_kind(role: str, run: Run, upstream: str | None) -> str:
-    if role == run.target:
-        return "path"
-    if role == LOADGEN:
-        return "load generator"
-    return "upstream" if role == upstream else "database"
 
 
 CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
@@ -237,14 +252,12 @@ CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2],
 def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
     upstream = (results.parameters.get("CACHE_UPSTREAM") or "").split(":")[0] or None
     rows = []
-    for t in grouped(timed_targets(results)):
-        run = results.run_for(t, file, c)
-        if run is None or not run.ok or not run.cpu:
-            continue
-        segs = [(_role_kind(role, run, upstream), used["cpu_ms_per_request"],
-                 f"{t}: {role} ({_role_kind(role, run, upstream)}) {used['cpu_ms_per_request']:.3f} ms")
-                for role, used in run.cpu.items() if used.get("cpu_ms_per_request")]
-        rows.append((t, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
+    for run in (r for r in runs_at(results, file, c) if r.ok and r.cpu):
+        # a later key wins: the row's own path is "path" even when it is another row's upstream
+        kinds = {upstream: "upstream", LOADGEN: "load generator", run.target: "path"}
+        segs = [(kind, ms, f"{run.target}: {role} ({kind}) {ms:.3f} ms") for role, used in run.cpu.items()
+                if (ms := used.get("cpu_ms_per_request")) for kind in [kinds.get(role, "database")]]
+        rows.append((run.target, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
     return Figure(f"{_size(file)} at concurrency {c}: each container's CPU time per request in the row's repetition "
                   "(hover a segment for the container).",
                   stacked_bars(f"CPU ms per request by container, {_size(file)}, c={c}", rows, CPU_KINDS,
@@ -279,14 +292,11 @@ def _cores(usage: dict | None) -> str:
 
 def _cpu_by_case(results: Results) -> Part:
     rows = []
-    for r in results.runs:
-        if not r.ok or not r.cpu:
-            continue
+    for r in (r for r in results.runs if r.ok and r.cpu):
         busy = (r.cpu_window or {}).get("busy_shares") or {}
-        cores = ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu")
-        rows.append([r.target, _size(r.file), str(r.concurrency), _cores(r.cpu.get(r.target)),
-                     _cores(r.cpu.get(r.database_role)), _cores(r.cpu.get(LOADGEN)), cores,
-                     Cell("", tuple(r.flags), names=True)])
+        rows.append([*_case(r), *(_cores(r.cpu.get(role)) for role in (r.target, r.database_role, LOADGEN)),
+                     ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu"),
+                     _names(r.flags)])
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
         Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
              "/proc/stat), which is what `core-saturated` reads for the cores the case's containers share."),
@@ -303,15 +313,13 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
     with several shares (BENCH_OPEN_LOOP), p99 against the share of capacity."""
     kinds = {"p50": PALETTE[2], "p90": PALETTE[1], "p99": PALETTE[5], "max": PALETTE[7]}
     share, rows, curves = results.timing.get("open_loop_share", 0.5), [], {}
-    for t in grouped(timed_targets(results)):
-        o = open_loop_for(results, t, file)
-        if o is None:
-            continue
-        pts = [] if not o.ok else [Point(getattr(o, f"{k}_ms"), k, f"{t} {_size(file)} at {o.rate:.0f}/s: "
-                                         f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds]
-        rows.append(ChartRow(t, pts, note="" if o.ok else "failed"))
+    targets = grouped(results, timed_targets(results))
+    for o in [o for t in targets if (o := open_loop_for(results, t, file)) is not None]:
+        pts = [Point(getattr(o, f"{k}_ms"), k, f"{o.target} {_size(file)} at {o.rate:.0f}/s: "
+                     f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds] if o.ok else []
+        rows.append(ChartRow(o.target, pts, note="" if o.ok else "failed"))
         if o.ok and o.latency_histogram:
-            curves[t] = percentile_curve(o.latency_histogram)
+            curves[o.target] = percentile_curve(o.latency_histogram)
     figures = [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
                       strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True))]
     if curves:
@@ -322,11 +330,8 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
                               "slowest answer).", line_chart(f"Latency distribution, {_size(file)}", curves,
                                                              "percentile", "milliseconds", x_log=False, y_log=True,
                                                              x_ticks=ticks)))
-    series = {}
-    for o in results.open_loop:
-        if o.file == file and o.ok and o.share:
-            series.setdefault(o.target, []).append((o.share * 100, o.p99_ms))
-    series = {t: pts for t, pts in series.items() if len(pts) > 1}
+    series = {t: pts for t, pts in _series((o.target, o.share * 100, o.p99_ms) for o in results.open_loop
+                                           if o.file == file and o.ok and o.share).items() if len(pts) > 1}
     if series:
         figures.append(Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
                               line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
@@ -339,18 +344,14 @@ def _open_loop(results: Results) -> list:
         return []
     rows = []
     for o in results.open_loop:
-        if not o.ok:
-            rows.append([o.target, _size(o.file), f"{o.rate:g}", "failed", "-", "-", "-", "-", "-", "-",
-                         o.error or ""])
-            continue
         low, high = o.p99_interval_ms or (None, None)
-        interval = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else (
-            f"{low:.2f}–?" if low is not None else "-")
-        rows.append([o.target, _size(o.file), f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})"
-                                                               if o.capacity_from else "")
-                     + (f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else ""),
-                     f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
-                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", Cell("", tuple(o.flags), names=True)])
+        interval = "-" if low is None else f"{low:.2f}–" + ("?" if high is None else f"{high:.2f}")
+        rate = f"{o.rate:g}" + (f" of {o.capacity:g} ({o.capacity_from})" if o.capacity_from else "") + (
+            f", {o.share:.0%}" if o.share and results.timing.get("open_loop_curve") else "")
+        figures = ([rate, f"{o.sent_rate:g}", f"{o.requests:,}", f"{o.p50_ms:.2f}", f"{o.p99_ms:.2f}", interval,
+                    f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", _names(o.flags)] if o.ok
+                   else [f"{o.rate:g}", *_failed(7), o.error or ""])
+        rows.append([o.target, _size(o.file), *figures])
     return [Charts([f for file, _ in files(results) for f in _latency_charts(results, file)]),
             Para("Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow "
                  "answer delays no later request (no coordinated omission): these percentiles are response times. "
@@ -373,23 +374,16 @@ def _sweep(results: Results) -> list:
     order = timed_targets(results)
     keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
                   key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[3]))
-    rows = []
-    for target, _, file, tool in keys:
-        row = [target, _size(file), tool]
-        for level in levels:
-            p = next((p for p in results.sweep if (p.target, p.file, p.tool, p.concurrency)
-                      == (target, file, tool, level)), None)
-            row.append("-" if p is None else Cell(f"{p.rps:.0f}", tuple(p.flags), num=True,
-                                                  after=f" ({p.failed} failed)" if p.failed else ""))
-        rows.append(row)
+    found = {(p.target, p.file, p.tool, p.concurrency): p for p in reversed(results.sweep)}  # the first of any twice
+    cells = {key: Cell(f"{p.rps:.0f}", tuple(p.flags), num=True, after=f" ({p.failed} failed)" if p.failed else "")
+             for key, p in found.items()}
+    rows = [[target, _size(file), tool, *(cells.get((target, file, tool, c), "-") for c in levels)]
+            for target, _, file, tool in keys]
     figures = []
     # a chart per size and tool: eight paths are as many lines as the palette tells apart
     for (file, _), tool in sorted({((p.file, p.size_bytes), p.tool) for p in results.sweep},
                                   key=lambda k: (k[0][1], k[1])):
-        series: dict[str, list] = {}
-        for p in results.sweep:
-            if (p.file, p.tool) == (file, tool):
-                series.setdefault(p.target, []).append((p.concurrency, p.rps))
+        series = _series((p.target, p.concurrency, p.rps) for p in results.sweep if (p.file, p.tool) == (file, tool))
         figures.append(Figure(f"{_size(file)} by {tool}: requests per second at each concurrency, one short run "
                               "each.", line_chart(f"Concurrency sweep, {_size(file)}, {tool}", series, "concurrency",
                                                   "requests per second")))
@@ -398,8 +392,7 @@ def _sweep(results: Results) -> list:
                               for t in order if t in results.sweep_charts]),
             Para(f"One run per level{f' of {seconds:g} s' if seconds else ''}, after the timed cases warmed every "
                  "path: a shape to read, not a figure to quote."),
-            Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows),
-            *_legend({f for p in results.sweep for f in p.flags})]
+            Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows), *_legend(rows)]
 
 
 # --- the working set over HTTP and the stores ----------------------------------
@@ -409,23 +402,18 @@ def _working_set(results: Results) -> list:
         return []
     hot_file = files(results)[0][0] if results.runs else None
     base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
-    runs = sorted(ws.runs, key=lambda r: grouped([x.target for x in ws.runs]).index(r.target))
-    rows, seen = [], set()
+    runs = sorted(ws.runs, key=lambda r: grouped(results, [x.target for x in ws.runs]).index(r.target))
+    rows = []
     for r in runs:
         hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
-        if not r.ok:
-            rows.append([r.target, STORES.get(r.target, "other"), "failed", "-", hot_cell, "-", "-", "-",
-                         r.error or ""])
-            continue
-        seen.update(r.flags)
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
-        db = r.database_role
-        cpu = f"{_ms((r.cpu or {}).get(r.target))} / {_ms((r.cpu or {}).get(db))}" if r.cpu else "-"
+        cpu = f"{_ms(r.cpu.get(r.target))} / {_ms(r.cpu.get(r.database_role))}" if r.cpu else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
-        rows.append([r.target, STORES.get(r.target, "other"), Cell(f"{r.rps:.0f}{_half_range(r)}", tuple(r.flags),
-                                                                   num=True),
-                     ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""])
+        rps = Cell(f"{r.rps:.0f}{_spread(r.spread, len(r.repetitions))}", tuple(r.flags), num=True)
+        figures = ([rps, ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""] if r.ok
+                   else [*_failed(2), hot_cell, "-", "-", "-", r.error or ""])
+        rows.append([r.target, results.store_of(r.target), *figures])
     chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
                                  for x in r.repetitions if x.get("rps")], r.rps if r.ok else None,
                       f"{r.target}: {r.rps:.0f} req/s", "" if r.ok else "failed") for r in runs]
@@ -441,7 +429,7 @@ def _working_set(results: Results) -> list:
                  "the set fits in memory decides much of it: the set against each container's memory limit (MiB): "
                  f"{limits or 'not read'}" + (f"; nginx-cache's cache tmpfs {cache}" if cache else "") + "."),
             Table(["target", "store", "req/s", "ratio to nginx-static", "hot-file req/s", "CPU ms/request "
-                   "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(seen)]
+                   "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(rows)]
 
 
 def _store_name(results: Results, store: str) -> str:
@@ -457,10 +445,10 @@ def _per_gb(row: StorePass) -> str:
     return " / ".join("-" if v is None else f"{v:.2f}" for v in (row.cpu_s_per_gb.get(LOADGEN), store))
 
 
-def _seed002_cell(row: StorePass, same: bool) -> str:
+def _study002_cell(row: StorePass, same: bool) -> str:
     if row.operation != "write":
         return "-"
-    seconds, rate = seed002.write_seconds(row.store, row.threads), seed002.write_mb_per_s(row.store, row.threads)
+    seconds, rate = study002.write_seconds(row.store, row.threads), study002.write_mb_per_s(row.store, row.threads)
     if seconds is None:
         return "-"
     return f"{seconds:.0f} s ({rate:.1f} MB/s)" if same else f"({rate:.1f} MB/s)"
@@ -477,19 +465,14 @@ def _stores(results: Results) -> list:
         return []
     setup = results.store_setup
     files_, size = setup.get("files", passes[0].files), setup.get("file_bytes", passes[0].file_bytes)
-    same = seed002.same_setting(files_, size)
-    rows, seen = [], set()
+    same = study002.same_setting(files_, size)
+    rows = []
     for r in passes:
-        head_ = [_store_name(results, r.store), r.operation, str(r.threads), r.order]
-        if not r.ok:
-            rows.append([*head_, "failed", "-", "-", "-", "-", _seed002_cell(r, same), r.error or ""])
-            continue
-        seen.update(r.flags)
-        spread = f" ±{r.spread['half_range']:.0%}" if r.spread and len(r.passes) > 1 else ""
-        rows.append([*head_, f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", Cell(f"{r.mb_per_s:.1f}{spread}",
-                                                                             tuple(r.flags), num=True),
-                     _per_gb(r), f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}",
-                     _seed002_cell(r, same), ""])
+        mb_per_s = Cell(f"{r.mb_per_s:.1f}{_spread(r.spread, len(r.passes))}", tuple(r.flags), num=True)
+        figures = ([f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", mb_per_s, _per_gb(r),
+                    f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}"] if r.ok else _failed(5))
+        rows.append([_store_name(results, r.store), r.operation, str(r.threads), r.order, *figures,
+                     _study002_cell(r, same), "" if r.ok else r.error or ""])
     chart = [ChartRow(f"{p.store} {p.operation} {p.threads}t", [Point(
         x["rps"] * p.file_bytes / 1e6, "pass", f"{p.store} {p.operation}, {p.threads} threads: "
         f"{x['rps'] * p.file_bytes / 1e6:.1f} MB/s") for x in p.passes if x.get("rps")],
@@ -511,18 +494,14 @@ def _stores(results: Results) -> list:
                  "pass; the databases' own caches go only with a restart, so their cold rows are not measured "
                  "(store_setup.cold_reads says so per store). Sizes are read after a checkpoint or fsync."),
             Table(["store", "operation", "threads", "order", "seconds", "files/s", "MB/s", "CPU s/GB bench / store",
-                   "ms per file p50 / p99", "seed 002", "error"], rows), *_legend(seen),
+                   "ms per file p50 / p99", "seed 002", "error"], rows), *_legend(rows),
             *_disk(results), *_durability(results)]
 
 
 def _disk(results: Results) -> list:
-    rows = []
-    for r in results.writes:
-        if r.disk:
-            published = seed002.disk_ratio(r.store)
-            rows.append([_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
-                         f"{r.disk['ratio']:.3f}", f"{published:.2f}" if published else "-",
-                         "yes" if r.verified else "**no**"])
+    rows = [[_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
+             f"{r.disk['ratio']:.3f}", f"{published:.2f}" if (published := study002.disk_ratio(r.store)) else "-",
+             "yes" if r.verified else "**no**"] for r in results.writes if r.disk]
     return [Part("Storage used", [
         Para("What each store used for the files just written, against their bytes (GridFS: the collections' "
              "storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its tables, TOAST and "
@@ -553,9 +532,7 @@ def _durability(results: Results) -> list:
 
 # --- ab -k against wrk, the checks, every case, the settings ----------------------
 def _tool_cell(tool) -> Cell:
-    spread = (tool.spread or {}).get("half_range")
-    return Cell(f"{tool.rps:.0f}" + (f" ±{spread:.0%}" if spread is not None and len(tool.repetitions) > 1 else ""),
-                tuple(tool.flags), num=True)
+    return Cell(f"{tool.rps:.0f}{_spread(tool.spread, len(tool.repetitions))}", tuple(tool.flags), num=True)
 
 
 def _agreement(results: Results) -> list:
@@ -563,12 +540,11 @@ def _agreement(results: Results) -> list:
         return []
     rows = []
     for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
-        a, w = c.ab_keepalive, c.wrk
-        verdict = f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}"
-        rows.append([c.target, _size(c.file), str(c.concurrency), _tool_cell(a), _tool_cell(w), verdict,
-                     f"{a.p50_ms:.2f} / {a.p90_ms:.2f} / {a.p99_ms:.2f} / {a.max_ms:.0f}",
-                     f"{w.p50_ms:.2f} / {w.p90_ms:.2f} / {w.p99_ms:.2f} / {w.max_ms:.0f}",
-                     str(a.failed + w.failed), str(a.refused + w.refused)])
+        tools = (c.ab_keepalive, c.wrk)
+        rows.append([*_case(c), *map(_tool_cell, tools), f"**{c.difference:.1%} differ**" if c.disagree
+                     else f"{c.difference:.1%}", *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / "
+                                                  f"{t.max_ms:.0f}" for t in tools),
+                     str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))])
     free = [c for c in results.comparisons if not c.bound]
     agree_free = sum(not c.disagree for c in free)
     return [Para("Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
@@ -579,7 +555,7 @@ def _agreement(results: Results) -> list:
                    "wrk latency ms", "failed", "refused"], rows),
             Para(f"{agree_free} of {len(free)} cases with neither tool at its CPU limit agree within "
                  f"{TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit."),
-            *_legend({f for c in results.comparisons for t in (c.ab_keepalive, c.wrk) for f in t.flags})]
+            *_legend(rows)]
 
 
 def _checks(results: Results) -> list:
@@ -611,15 +587,11 @@ def _refused(refused: int, answers: int) -> str:
 def _every_case(results: Results) -> list:
     rows = []
     for r in results.runs:
-        if not r.ok:
-            rows.append([r.target, _size(r.file), str(r.concurrency), "failed", "-", "-", "-", "-", "-",
-                         str(r.failed), _refused(r.refused, r.answers), r.error or ""])
-            continue
         rps = r.spread or {}
-        rows.append([r.target, _size(r.file), str(r.concurrency), f"{r.rps:.0f}",
-                     f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
-                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}", str(r.failed),
-                     _refused(r.refused, r.answers), Cell("", tuple(r.flags), names=True)])
+        figures = ([f"{r.rps:.0f}", f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
+                    f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}"] if r.ok else _failed(6))
+        rows.append([*_case(r), *figures, str(r.failed), _refused(r.refused, r.answers),
+                     _names(r.flags) if r.ok else r.error or ""])
     return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
                  "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
                  "`refused` the answers that were not 2xx, with their share of all answers."),
@@ -629,9 +601,8 @@ def _every_case(results: Results) -> list:
 
 def _cache(results: Results) -> list:
     cached = [r for r in results.runs if r.cache]
-    rows = [[r.target, _size(r.file), str(r.concurrency), str(r.cache["hits"]), str(r.cache["misses"]),
-             str(sum(r.cache["other"].values())), f"{r.cache['hit_ratio']:.4f}" if r.cache["hit_ratio"] is not None
-             else "-"] for r in cached]
+    rows = [[*_case(r), str(r.cache["hits"]), str(r.cache["misses"]), str(sum(r.cache["other"].values())),
+             "-" if r.cache["hit_ratio"] is None else f"{r.cache['hit_ratio']:.4f}"] for r in cached]
     return [Part("Cache hits", [
         Para("What a caching path's own log says of each case's counted requests (warm-up excluded); below 0.99 the "
              "row is flagged `cache-missed`: it measures the upstream too."),
@@ -659,15 +630,13 @@ def _settings(results: Results) -> list:
                                         "ab_version", "wrk_version", "vegeta_version", "loadgen_allowance_cores",
                                         "duration_seconds") if env.get(k) is not None]
     blocks.append(Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]))
-    hosts = env.get("hosts") or []
-    if hosts:
-        link, measured = env.get("link"), []
-        if link:
-            retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
-            shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
-            measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, "
-                             f"{link['seconds']:g} s): **{link['bits_per_second'] / 1e6:.1f} Mbit/s** received"
-                             f"{retransmits}; a row moving 90% of it is `link-bound`.")]
+    if hosts := env.get("hosts"):
+        link = env.get("link") or {}
+        retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
+        shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
+        measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, "
+                         f"{link['seconds']:g} s): **{link['bits_per_second'] / 1e6:.1f} Mbit/s** received"
+                         f"{retransmits}; a row moving 90% of it is `link-bound`.")] if link else []
         blocks.append(Part("Hosts", [
             Para("One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its own "
                  "host."),
@@ -675,8 +644,7 @@ def _settings(results: Results) -> list:
                   [[f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
                     f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "?",
                     ", ".join(h.get("containers") or []) or "none watched"] for h in hosts]), *measured]))
-    images = env.get("images") or {}
-    if images:
+    if images := env.get("images"):
         blocks.append(Part("Images", [
             Para("What each container ran, from Docker (cAdvisor's container spec and Compose's image label): a "
                  "swapped variable shows here as another image ID."),

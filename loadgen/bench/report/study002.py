@@ -3,7 +3,8 @@ MongoDB 2.6.7 GridFS, SQL Server Express 2012 through Entity Framework, and
 NTFS through .NET's FileInfo, on Windows 7, an Athlon II X2 and a 10,000 rpm
 disk; the machine restarted and the stores emptied before each test): 1000
 files of 10,000,000 bytes, the mean of 5 runs, in seconds. Its read figures
-are only in a picture, not in the text, so none are given here."""
+are only in a picture, not in the text, so none are given here. Named
+study002, as study000.py is (seed 002: ../shared/seeds/002_*)."""
 
 FILES, FILE_BYTES = 1000, 10_000_000
 

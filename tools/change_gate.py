@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The pull-request gate: did the change make a serving path slower? For
-each path the change touches, one A/B run on this machine (tools/ab.py): A
+each path the change touches, one A/B run on this machine (tools/change.py): A
 built from the lab at BASE_REF, B from this checkout, timed in interleaved
 blocks. The gate fails only where a pre-chosen metric's 95% interval lies
 entirely beyond AB_THRESHOLD on B's worse side: "slower by more than 5%,
@@ -9,13 +9,13 @@ of it on that side (B shown no worse than 5%). Two runs on different
 machines or at different times are never compared (tests/test_compose_e2e.py
 runs it).
 
-usage: tools/ab_gate.py BASE_REF [SERVICE ...]
+usage: tools/change_gate.py BASE_REF [SERVICE ...]
   SERVICE: the paths to gate; none: those whose folders the change touches
   (git diff BASE_REF...HEAD), or AB_GATE_DEFAULT when it touches machinery
   every path shares (bench, the seed, compose.yaml, .env, local images).
 Environment: AB_GATE_METRICS (default "rps": requests per second; "rps
 cpu_path" adds the path's CPU per request), AB_GATE_DEFAULT (default
-"nginx-gridfs flask"), and tools/ab.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
+"nginx-gridfs flask"), and tools/change.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
 B_CPUS... for a known change). Prints a Markdown summary. Exits, over all
 the paths gated (the worst): 0 shown within the threshold; 1 slower beyond
 it; 3 inconclusive, not shown safe (the workflow shows it as neutral unless
@@ -60,8 +60,10 @@ def changed_files(base: str) -> list[str]:
     return done.stdout.split()
 
 
-def newest_ab(results: Path, before: set[str]) -> Path | None:
-    made = sorted(p for p in results.glob("*/ab.json") if p.parent.name not in before)
+def newest_result(results: Path, before: set[str]) -> Path | None:
+    """The ab.json of the run folder made since `before`; not through
+    results/latest, a link to it whose name sorts after every run id."""
+    made = sorted(p for p in results.glob("*/ab.json") if p.parent.name not in before and not p.parent.is_symlink())
     return made[-1] if made else None
 
 
@@ -149,16 +151,16 @@ def main(argv: list[str]) -> int:
     codes = []
     for service in services:
         before = {p.parent.name for p in results.glob("*/ab.json")}
-        # tools/ab.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
+        # tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
         deadline = float(env.get("AB_TIMEOUT", "3600")) + 1800
         try:
-            exited = subprocess.run([sys.executable, str(ROOT / "tools" / "ab.py")], cwd=ROOT,
+            exited = subprocess.run([sys.executable, str(ROOT / "tools" / "change.py")], cwd=ROOT,
                                     env={**env, "SERVICE": service, "A_REF": base}, timeout=deadline).returncode
         except subprocess.TimeoutExpired:
             exited = f"no end within {deadline:.0f} s"
-        found = newest_ab(results, before)
+        found = newest_result(results, before)
         if found is None:
-            code, why = NOT_MEASURED, [f"no A/B result (tools/ab.py exited {exited})"]
+            code, why = NOT_MEASURED, [f"no A/B result (tools/change.py exited {exited})"]
             lines += [f"## {service}", ""]
         else:
             ab = json.loads(found.read_text())

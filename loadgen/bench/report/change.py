@@ -1,6 +1,7 @@
 """An A/B run's page (ab.md, also its report.md) and where its verdicts'
 false-alarm rate comes from: the last A/A run on the same machine. Pure
-but for last_calibration, which reads the results directory."""
+but for last_calibration, which reads the results directory. The run is
+bench/benchmark/change.py's; compare.py is the other page, two separate runs."""
 import json
 import math
 from pathlib import Path
@@ -215,7 +216,7 @@ def _blocks(ab: dict, case: dict) -> list:
                    "B refused, failed", "flags"], rows, align="rrrrrrrrl")]
 
 
-def ab_report(results: Results) -> Report:
+def change_report(results: Results) -> Report:
     """An A/B run's report (ab.md and its page): what ran and how it is
     judged, the verdicts, a chart of the paired changes per case (on the
     page), every block."""
@@ -248,6 +249,6 @@ def ab_report(results: Results) -> Report:
     return Report(f"{ab.get('kind', 'A/B')} report: run {results.run_id}", head, parts)
 
 
-def render_ab(results: Results) -> str:
+def render_change(results: Results) -> str:
     """ab.md: the A/B report's Markdown (its page: report/html.py)."""
-    return render_report(ab_report(results))
+    return render_report(change_report(results))

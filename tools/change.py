@@ -3,7 +3,7 @@
 faster or slower? A twin of SERVICE (<SERVICE>-b) with the change runs
 beside it in the same compose project (same core, memory limit, database
 and files; compose `extends`), and bench times A and B in interleaved blocks
-(bench/benchmark/ab.py), then writes results/<run>/ab.md and ab.json.
+(bench/benchmark/change.py), then writes results/<run>/ab.md and ab.json.
 
 The change, one of (environment variables, as make passes them):
   B_IMAGE=python:3.13-slim   the base image B is built from (its one build
@@ -17,7 +17,7 @@ The change, one of (environment variables, as make passes them):
 None of them: an A/A run (B is A unchanged), to measure how often an
 unchanged B gets a verdict on this machine. A_REF=REF builds A from the lab
 at a git ref instead (the pull-request gate: A = the base branch's path, B =
-this checkout's; tools/ab_gate.py).
+this checkout's; tools/change_gate.py).
 
 AB_ENV_FILE (default local.env), AB_PROJECT (default gridfs-lab, the lab's
 own project: its seeded volumes are reused), and every AB_* knob of .env.
@@ -25,7 +25,8 @@ While bench runs, this restarts both twins before each block when bench
 asks (AB_RESTART_TWINS=every-block, the default here; bench has no Docker
 socket: bench/benchmark/twins.py), and no other service.
 It writes .lab/ab/compose.ab.yaml and prints the plain compose command that
-runs the same A/B."""
+runs the same A/B. Named change, not ab (ApacheBench here); `bench compare`
+sets two separate runs side by side instead."""
 import json
 import os
 import shlex

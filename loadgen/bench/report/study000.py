@@ -1,7 +1,10 @@
 """Seed 000's published figures (EC2 m1.medium, Ubuntu 12.04, 2013; MongoDB
 of that time, nginx-gridfs on the legacy C driver, Flask+pymongo 2.6+gevent,
 Node 0.10+mongodb 1.3): ab "Time per request" in ms, mean across all
-concurrent requests. Its README says `ab -c 100 -n 500`; its scripts ran -c 5."""
+concurrent requests. Its README says `ab -c 100 -n 500`; its scripts ran -c 5.
+Named "study", not "seed": seed 000 is one of the earlier studies
+(../shared/seeds/000_*), and here "seed" is the loader and the schedule's
+random seed."""
 
 # serving path in this lab -> the column of seed 000's table
 COLUMNS = {

@@ -17,7 +17,11 @@ the path's own CPU per request, and the total CPU per request of what
 serves it (the path, its databases, its upstream). Pairing
 within a block cancels what drifts over the run (the machine, its
 neighbours, the database's caches), which is what a test on two separate
-runs mistakes for a change. The statistics are bench.measure.paired's."""
+runs mistakes for a change. The statistics are bench.measure.paired's.
+
+"change", not "ab" (ApacheBench here, clients/ab_output.py): one change
+timed against its base in one run; `bench compare` (report/compare.py) sets
+two separate runs side by side and never judges a change significant."""
 import math
 import time
 from types import SimpleNamespace
@@ -40,7 +44,7 @@ from .twins import Restarter, TwinRestartError
 # At 4, flask's A/A at two sizes took 10m03s here (1 MB windows of 12 s, the
 # stand-in serving about 20 whole answers a second); at 3 its 1 MB windows of
 # 9 s still hold about 180, and one A/B of a path at two sizes fits 10 minutes.
-AB_STRETCH = 3
+WINDOW_STRETCH = 3
 # Both twins restarted and answering /health again, here: flask's 1.9-4.0 s
 # (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
 # this much per block.
@@ -68,11 +72,11 @@ def metrics_of(design: str) -> tuple:
 def case_window_seconds(cfg, sizing: list[Rate | None], concurrency: int) -> float:
     """The one length of every window of a case, A's and B's alike: what the
     slower side needs to hold its requests (cases.case_seconds, from a sizing
-    run of each side), at most AB_STRETCH x AB_WINDOW. One length, because a
+    run of each side), at most WINDOW_STRETCH x AB_WINDOW. One length, because a
     window's start reads low (every client starts at once, the first answers
     come a round later): a side given shorter windows would read lower for
     it, a bias no pairing removes. `sizing` None: not sized (BENCH_MIN_REQUESTS 0)."""
-    return max(min(case_seconds(cfg, rate, concurrency), cfg.duration * AB_STRETCH) for rate in sizing)
+    return max(min(case_seconds(cfg, rate, concurrency), cfg.duration * WINDOW_STRETCH) for rate in sizing)
 
 
 def upstream_of(service: str, env_upstream: str) -> str | None:
@@ -102,7 +106,7 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
             "whole": whole_answers(requests, failed, refused), "answers": requests}
 
 
-class AbRun:
+class ChangeRun:
     """Times A against B for every case of cfg.ab and judges the table."""
 
     def __init__(self, cfg, timer, results: Results, cache_upstream: str = ""):

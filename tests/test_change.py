@@ -13,22 +13,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.benchmark.ab import AB_STRETCH, blocks, case_window_seconds, judge, upstream_of, window_metrics
-from bench.check_settings import ab_errors
+from bench.benchmark.change import WINDOW_STRETCH, blocks, case_window_seconds, judge, upstream_of, window_metrics
+from bench.check_settings import change_errors
 from bench.clients.timing import served_rate
-from bench.report.ab import SHEDDING, last_calibration, render_ab
+from bench.report.change import SHEDDING, last_calibration, render_change
 from bench.results import Results, TargetResult
 from bench.settings import SettingsError, from_env
 
-import ab as ab_tool
-import ab_gate
+import change as change_tool
+import change_gate
 
 REPO = Path(__file__).resolve().parent.parent
 
 TARGETS = "nginx-static flask flask-b"
 
 
-def test_an_ab_run_is_read_from_its_variables():
+def test_a_change_run_is_read_from_its_variables():
     cfg = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "10",
                     "AB_THRESHOLD": "3%", "AB_FILES": "1KB", "AB_CONCURRENCY": "5 100", "AB_CHANGE": "x",
                     "AB_WINDOW": "3", "AB_WARMUP": "0", "BENCH_DURATION": "9", "BENCH_WARMUP": "9"})
@@ -38,7 +38,7 @@ def test_an_ab_run_is_read_from_its_variables():
     assert (cfg.ab.window, cfg.ab.warmup, cfg.duration, cfg.warmup) == (3, 0, 9, 9)
     defaults = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}).ab
     assert (defaults.blocks, defaults.window, defaults.warmup) == (12, 3, 2)
-    # plain compose: nobody restarts the twins unless make ab (tools/ab.py) is there to
+    # plain compose: nobody restarts the twins unless make ab (tools/change.py) is there to
     assert defaults.restart_twins is False
     assert from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b",
                      "AB_RESTART_TWINS": "every-block"}).ab.restart_twins is True
@@ -56,11 +56,11 @@ def test_an_ab_run_is_read_from_its_variables():
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_THRESHOLD": "0"}, "AB_THRESHOLD"),
     ({"AB_A": "flask", "AB_B": "flask-b", "AB_KIND": "B/A"}, "AB_KIND"),
 ])
-def test_a_bad_ab_setting_is_named_before_anything_starts(env, named):
+def test_a_bad_change_setting_is_named_before_anything_starts(env, named):
     full = {"BENCH_TARGETS": TARGETS, **env}
     with pytest.raises(SettingsError, match=named):
         from_env(full)
-    assert list(ab_errors(full)) == [named]
+    assert list(change_errors(full)) == [named]
 
 
 def rep(block: int, rps: float, own: float, db: float, flags=()) -> dict:
@@ -109,14 +109,14 @@ class Sized:
 
 def test_every_window_of_a_case_is_as_long_as_the_slower_side_needs():
     env = {"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}
-    cfg = replace(from_env(env), duration=3)  # as time_ab runs it: windows of AB_WINDOW
+    cfg = replace(from_env(env), duration=3)  # as time_change runs it: windows of AB_WINDOW
     fast, holds = Sized(6000, 3), Sized(cfg.min_requests, 3)
     assert case_window_seconds(cfg, [fast, fast], 100) == 3
     # five rounds of c=100 (usage.ROUNDS_WANTED) at 100/s: 5 s, for A too
     assert case_window_seconds(cfg, [fast, Sized(300, 3)], 100) == 5
     assert case_window_seconds(cfg, [Sized(300, 3), fast], 100) == 5
-    # the stand-in's 1 MB: about 20 a second would need 25 s; at most AB_STRETCH windows
-    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * AB_STRETCH == 9
+    # the stand-in's 1 MB: about 20 a second would need 25 s; at most WINDOW_STRETCH windows
+    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * WINDOW_STRETCH == 9
     assert case_window_seconds(cfg, [Sized(0, 3), holds], 5) == 9  # nothing answered: slower than any rate
     assert case_window_seconds(replace(cfg, min_requests=0), [Sized(61, 3), None], 100) == 3
 
@@ -154,15 +154,15 @@ def test_a_case_that_sheds_most_of_its_answers_says_so_beside_its_verdicts():
     rows = judge([case, case_of([1000.0] * 8, [1000.0] * 8)], 0.05)
     assert sorted(counts)[4] / 400 == max(r["shed"] for r in rows[:3]) > SHEDDING
     assert all(r["shed"] == 0 for r in rows[3:])
-    results = ab_results("20261125T130000Z", "A/B", rows, {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"})
-    lines = [line for line in render_ab(results).splitlines() if line.startswith("- **1MB c=100")]
+    results = change_results("20261125T130000Z", "A/B", rows, {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"})
+    lines = [line for line in render_change(results).splitlines() if line.startswith("- **1MB c=100")]
     assert len(lines) == 3 and all("its answers, so a verdict here may be this run's twins" in x for x in lines)
-    assert "sheds" not in "\n".join(x for x in render_ab(results).splitlines() if x.startswith("- **1KB"))
-    assert "**Twins kept for the whole run** (AB_RESTART_TWINS=off)" in render_ab(results)
+    assert "sheds" not in "\n".join(x for x in render_change(results).splitlines() if x.startswith("- **1KB"))
+    assert "**Twins kept for the whole run** (AB_RESTART_TWINS=off)" in render_change(results)
     # twins restarted before each block: what they keep is drawn anew, the note says only what is shed
     results.ab.update(restart_twins=True, cases=[{**case, "restarts": [{"block": 1, "seconds": 1.2},
                                                                        {"block": 2, "seconds": 2.31}]}])
-    page = render_ab(results)
+    page = render_change(results)
     assert "**Both twins restarted before each block** (2 restarts, 1.2-2.3 s each)" in page
     lines = [line for line in page.splitlines() if line.startswith("- **1MB c=100")]
     assert all(x.endswith("its answers: read it beside the blocks' failures") for x in lines)
@@ -173,7 +173,7 @@ def test_too_few_blocks_say_why_there_is_no_interval():
     assert all(r["verdict"] == "inconclusive" and "at least 6 needed" in r["headline"] for r in rows)
 
 
-def ab_results(run_id: str, kind: str, rows: list[dict], machine: dict) -> Results:
+def change_results(run_id: str, kind: str, rows: list[dict], machine: dict) -> Results:
     env = {"cpu_model": machine["cpu_model"], "host_cores": machine["host_cores"], "kernel": machine["kernel"],
            "server": {"product": "FerretDB", "version": "1.24.2"}}
     return Results(run_id=run_id, started_at="s", environment=env,
@@ -181,7 +181,7 @@ def ab_results(run_id: str, kind: str, rows: list[dict], machine: dict) -> Resul
                        "machine": machine, "cases": [], "rows": rows})
 
 
-def test_an_ab_report_quotes_the_last_aa_of_the_same_machine(tmp_path):
+def test_a_change_report_quotes_the_last_aa_of_the_same_machine(tmp_path):
     here = {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"}
     elsewhere = {**here, "cpu_model": "cpu Y"}
     rng = random.Random(3)
@@ -190,24 +190,24 @@ def test_an_ab_report_quotes_the_last_aa_of_the_same_machine(tmp_path):
     for run_id, machine in (("20261125T100000Z", here), ("20261125T110000Z", elsewhere)):
         (tmp_path / run_id).mkdir()
         (tmp_path / run_id / "ab.json").write_text(json.dumps(
-            {"run_id": run_id, **ab_results(run_id, "A/A", rows, machine).ab}))
-    results = ab_results("20261125T120000Z", "A/B", rows, here)
+            {"run_id": run_id, **change_results(run_id, "A/A", rows, machine).ab}))
+    results = change_results("20261125T120000Z", "A/B", rows, here)
     found = last_calibration(tmp_path, results)
     assert found == {"run_id": "20261125T100000Z", "alarms": 0, "rows": 3, "rate": 0.0}
     results.ab["calibration"] = found
-    page = render_ab(results)
+    page = render_change(results)
     assert "the last A/A (run 20261125T100000Z) gave a verdict to 0 of 3 case-metrics" in page
     assert "FerretDB" in page and "| 1KB c=100 | requests per second |" in page
-    assert last_calibration(tmp_path, ab_results("20261125T090000Z", "A/B", rows, here)) is None
-    aa = render_ab(ab_results("20261125T130000Z", "A/A", rows, here))
+    assert last_calibration(tmp_path, change_results("20261125T090000Z", "A/B", rows, here)) is None
+    aa = render_change(change_results("20261125T130000Z", "A/A", rows, here))
     assert "every \"better\" or \"worse\" verdict below is a false alarm: **0 of 3**" in aa
-    none = render_ab(ab_results("20261125T130000Z", "A/B", rows, elsewhere))
+    none = render_change(change_results("20261125T130000Z", "A/B", rows, elsewhere))
     assert "False alarms on this machine: not measured." in none
-    sized = ab_results("20261125T130000Z", "A/B", rows, here)
+    sized = change_results("20261125T130000Z", "A/B", rows, here)
     sized.ab["cases"] = [{**case_of(a, a), "window_s": 9.0,
                           "sizing": {"flask": {"requests": 61, "rps": 20.3}, "flask-b": {"requests": 80, "rps": 26.7}}}]
     assert ("Every window 9 s, A's and B's alike (sized on the slower side: flask 20.3 req/s; flask-b 26.7 req/s)."
-            in render_ab(sized))
+            in render_change(sized))
 
 
 def compose_config(override: Path) -> dict:
@@ -231,9 +231,9 @@ def test_the_twin_is_its_service_with_one_change_as_compose_reads_it(tmp_path, s
     """Same core, memory limit, database, volumes and hardening as A; only
     the change differs; bench waits for it."""
     base = ["docker", "compose", "--env-file", str(REPO / "local.env")]
-    services = ab_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
-    definition, changed = ab_tool.twin(service, services[service], change)
-    (tmp_path / "ab.yaml").write_text(ab_tool.override(service, definition))
+    services = change_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
+    definition, changed = change_tool.twin(service, services[service], change)
+    (tmp_path / "ab.yaml").write_text(change_tool.override(service, definition))
     config = compose_config(tmp_path / "ab.yaml")
     a, b = config[service], config[f"{service}-b"]
     assert check(b) and (changed != []) == bool(change)
@@ -247,12 +247,12 @@ def test_the_twin_is_its_service_with_one_change_as_compose_reads_it(tmp_path, s
 @pytest.mark.lab
 def test_a_path_with_several_build_arguments_asks_which_one(tmp_path):
     base = ["docker", "compose", "--env-file", str(REPO / "local.env")]
-    services = ab_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
-    with pytest.raises(ab_tool.LabError, match="B_ARG=NAME"):
-        ab_tool.twin("gridfs-fuse", services["gridfs-fuse"], {"B_IMAGE": "x"})
-    definition, _ = ab_tool.twin("gridfs-fuse", services["gridfs-fuse"], {"B_IMAGE": "x", "B_ARG": "GO_IMAGE"})
+    services = change_tool.compose_services(base, {**os.environ, "RESULTS_OWNER": "1000:1000"})
+    with pytest.raises(change_tool.LabError, match="B_ARG=NAME"):
+        change_tool.twin("gridfs-fuse", services["gridfs-fuse"], {"B_IMAGE": "x"})
+    definition, _ = change_tool.twin("gridfs-fuse", services["gridfs-fuse"], {"B_IMAGE": "x", "B_ARG": "GO_IMAGE"})
     assert definition["build"]["args"] == {"GO_IMAGE": "x"}
-    assert ab_tool.targets_for("nginx-cache", {"CACHE_UPSTREAM": "nginx-gridfs:8080"}, services) == [
+    assert change_tool.targets_for("nginx-cache", {"CACHE_UPSTREAM": "nginx-gridfs:8080"}, services) == [
         "nginx-static", "nginx-cache", "nginx-cache-b", "nginx-gridfs"]
 
 
@@ -268,7 +268,7 @@ PATHS = ["nginx-static", "httpd-static", "nginx-gridfs", "flask", "node", "gridf
     (["README.md", "results/example/index.png"], []),
 ])
 def test_the_gate_measures_the_paths_a_change_touches(changed, gated):
-    assert ab_gate.touched_paths(changed, PATHS, ["nginx-gridfs", "flask"]) == gated
+    assert change_gate.touched_paths(changed, PATHS, ["nginx-gridfs", "flask"]) == gated
 
 
 def gated(cases: list[dict], blocks_planned: int = 8, **ab) -> dict:
@@ -277,20 +277,34 @@ def gated(cases: list[dict], blocks_planned: int = 8, **ab) -> dict:
             "threshold": 0.05, "cases": cases, "rows": judge(cases, 0.05), **ab}
 
 
+def test_the_run_just_made_is_found_by_its_own_folder_not_through_latest(tmp_path):
+    """results/latest links to the newest run and sorts after every run id:
+    a calibration once recorded its first run as "latest"."""
+    (tmp_path / "20261129T000000Z").mkdir()
+    (tmp_path / "20261129T000000Z" / "ab.json").write_text("{}")
+    before = {p.name for p in tmp_path.iterdir()}
+    (tmp_path / "20261129T010000Z").mkdir()
+    (tmp_path / "20261129T010000Z" / "ab.json").write_text("{}")
+    (tmp_path / "latest").symlink_to("20261129T010000Z")
+    assert change_gate.newest_result(tmp_path, before) == tmp_path / "20261129T010000Z" / "ab.json"
+    assert change_gate.newest_result(tmp_path, before | {"20261129T010000Z"}) is None
+
+
 def test_the_gate_fails_only_on_the_chosen_metric_beyond_the_threshold():
     rng = random.Random(4)
     a = [1000 * rng.uniform(0.98, 1.02) for _ in range(8)]
-    code, why = ab_gate.judge_gate(gated([case_of(a, [x * 0.7 for x in a])]), ["rps"])
-    assert code == ab_gate.SLOWER == 1 and len(why) == 1 and "B slower by" in why[0]
+    code, why = change_gate.judge_gate(gated([case_of(a, [x * 0.7 for x in a])]), ["rps"])
+    assert code == change_gate.SLOWER == 1 and len(why) == 1 and "B slower by" in why[0]
     # shown within the threshold on every gated metric: passes
-    assert ab_gate.judge_gate(gated([case_of(a, a[1:] + a[:1])]), ["rps", "cpu_path"]) == (0, [])
+    assert change_gate.judge_gate(gated([case_of(a, a[1:] + a[:1])]), ["rps", "cpu_path"]) == (0, [])
     # B faster: shown no worse, passes too
-    assert ab_gate.judge_gate(gated([case_of(a, [x * 1.3 for x in a])]), ["rps"])[0] == 0
+    assert change_gate.judge_gate(gated([case_of(a, [x * 1.3 for x in a])]), ["rps"])[0] == 0
     # an interval that reaches past the threshold on the worse side, not all of it: not shown safe
     wide = [x * f for x, f in zip(a, (0.88, 1.06, 0.9, 1.08, 0.93, 1.02, 0.87, 1.05))]
-    code, why = ab_gate.judge_gate(gated([case_of(a, wide)]), ["rps"])
-    assert code == ab_gate.INCONCLUSIVE == 3 and "inconclusive" in why[0]
-    assert ab_gate.overall([0, 3, 1, 0]) == 1 and ab_gate.overall([3, 2, 1]) == 2 and ab_gate.overall([]) == 0
+    code, why = change_gate.judge_gate(gated([case_of(a, wide)]), ["rps"])
+    assert code == change_gate.INCONCLUSIVE == 3 and "inconclusive" in why[0]
+    assert change_gate.overall([0, 3, 1, 0]) == 1 and change_gate.overall([3, 2, 1]) == 2
+    assert change_gate.overall([]) == 0
 
 
 WRK = REPO / "tests" / "fixtures" / "wrk"
@@ -305,36 +319,36 @@ def wrk_rep(fixture: str, block: int, cpu: dict) -> dict:
 
 def test_a_b_that_was_not_measured_never_passes_the_gate(tmp_path):
     """Exit 2 from the real code that writes what the gate reads: B not
-    timed (AbRun.run with B unverified), a case error, B dying mid-run (a
+    timed (ChangeRun.run with B unverified), a case error, B dying mid-run (a
     captured wrk window whose server stopped: socket errors), blocks lost."""
-    from bench.benchmark.ab import AbRun
+    from bench.benchmark.change import ChangeRun
     cfg = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b", "AB_BLOCKS": "8"})
     results = Results(run_id="r", started_at="s", environment={},
                       targets=[TargetResult("flask", "http://flask:8080", True),
                                TargetResult("flask-b", "http://flask-b:8080", False, "connection refused")])
-    AbRun(cfg, SimpleNamespace(run_dir=tmp_path), results).run([{"name": "1KB.bin", "size": 1024}])
-    code, why = ab_gate.judge_gate({"status": "complete", **results.ab}, ["rps"])
-    assert code == ab_gate.NOT_MEASURED == 2 and why == ["not timed: flask-b: connection refused"]
+    ChangeRun(cfg, SimpleNamespace(run_dir=tmp_path), results).run([{"name": "1KB.bin", "size": 1024}])
+    code, why = change_gate.judge_gate({"status": "complete", **results.ab}, ["rps"])
+    assert code == change_gate.NOT_MEASURED == 2 and why == ["not timed: flask-b: connection refused"]
 
     a = [1000.0 + i for i in range(8)]
     broken = case_of(a, a)
     broken["error"] = "block 5: wrk exited with 1: connection refused"
-    assert ab_gate.judge_gate(gated([broken]), ["rps"])[0] == 2
+    assert change_gate.judge_gate(gated([broken]), ["rps"])[0] == 2
     # B stopped answering in block 4: a window of socket errors, whatever its rate reads
     cpu = {"flask": {"cpu_ms_per_request": 0.1}, "flask-b": {"cpu_ms_per_request": 0.1}}
     died = case_of(a, a)
     died["blocks"] = blocks([wrk_rep("nginx-1KB-c5.txt", i, cpu) for i in range(1, 9)],
                             [wrk_rep("nginx-stopped-midway.txt" if i == 4 else "nginx-1KB-c5.txt", i, cpu)
                              for i in range(1, 9)], "flask", "flask-b", [])
-    code, why = ab_gate.judge_gate(gated([died]), ["rps"])
+    code, why = change_gate.judge_gate(gated([died]), ["rps"])
     assert code == 2 and why == ["1KB c=100: flask-b failed 70802 requests (no answer, or one cut short)"]
     # two of 8 blocks disturbed and not run again: 6 counted, an interval, but not the run planned
     short = case_of(a, a)
     for blk in short["blocks"][:2]:
         blk["counted"] = False
-    code, why = ab_gate.judge_gate(gated([short]), ["rps"])
+    code, why = change_gate.judge_gate(gated([short]), ["rps"])
     assert code == 2 and why == ["1KB c=100: 6 blocks counted of 8 planned"]
-    assert ab_gate.judge_gate(gated([case_of(a, a)], status="interrupted"), ["rps"])[0] == 2
+    assert change_gate.judge_gate(gated([case_of(a, a)], status="interrupted"), ["rps"])[0] == 2
 
 
 def test_cpu_per_request_is_divided_by_the_whole_answers_once():
@@ -365,15 +379,15 @@ def test_cpu_per_request_is_divided_by_the_whole_answers_once():
         assert metrics["rps"] == pytest.approx(m.whole_rps) and metrics["shed"] == pytest.approx(300 / 695, abs=1e-4)
 
 
-def test_an_ab_page_charts_every_case_and_metric_with_its_interval():
-    from bench.report.html import render_ab_page
+def test_a_change_page_charts_every_case_and_metric_with_its_interval():
+    from bench.report.html import render_change_page
     here = {"cpu_model": "cpu X", "host_cores": 2, "kernel": "6.1"}
     rng = random.Random(6)
     a = [1000 * rng.uniform(0.97, 1.03) for _ in range(8)]
     cases = [case_of(a, [x * 0.8 for x in a])]
-    results = ab_results("20261125T120000Z", "A/B", judge(cases, 0.05), here)
+    results = change_results("20261125T120000Z", "A/B", judge(cases, 0.05), here)
     results.ab["cases"] = cases
-    page = render_ab_page(results, all_runs=False)
+    page = render_change_page(results, all_runs=False)
     assert page.count('<svg class="chart"') == 1 and page.count("<circle") == 3 * 8
     assert "B slower by 20.0%" in page and "Paired changes per block" in page and "<script" not in page
 
@@ -403,7 +417,7 @@ def test_a_b_image_that_cannot_be_had_fails_at_once_naming_it():
     30 s (on this machine docker pull finds no registry; elsewhere, no such
     repository)."""
     began = time.monotonic()
-    with pytest.raises(ab_tool.LabError, match=r"B_IMAGE=gridfs-lab-local/no-such-image:0: not on this engine"):
-        ab_tool.image_to_be_had("gridfs-lab-local/no-such-image:0")
+    with pytest.raises(change_tool.LabError, match=r"B_IMAGE=gridfs-lab-local/no-such-image:0: not on this engine"):
+        change_tool.image_to_be_had("gridfs-lab-local/no-such-image:0")
     assert time.monotonic() - began < 30
-    ab_tool.image_to_be_had("gridfs-lab-local/debian:bookworm")  # a local image is there already
+    change_tool.image_to_be_had("gridfs-lab-local/debian:bookworm")  # a local image is there already

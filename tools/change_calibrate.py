@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make ab-calibrate SERVICE=<path> [AB_CALIBRATION_RUNS=20]: how far can
 an A/B run's verdicts be trusted on this machine? N A/A runs of the path
-(tools/ab.py with B unchanged, one after the other, at the A/B's own
+(tools/change.py with B unchanged, one after the other, at the A/B's own
 settings), read together per case and metric (bench/measure/calibration.py):
 whether the signed-rank p-values of an unchanged B are uniform (a
 Kolmogorov-Smirnov p and a QQ table), whether runs differ by more than each
@@ -16,8 +16,8 @@ calibration cut short keeps what it measured. A run that gives no ab.json,
 or one whose ab.json has an error, is listed as not measured, with why.
 
 Environment: SERVICE (required), AB_CALIBRATION_RUNS (default 20),
-AB_TIMEOUT (seconds per run, as tools/ab.py reads it; this adds 30 minutes
-for its build and teardown, as tools/ab_gate.py does), and tools/ab.py's
+AB_TIMEOUT (seconds per run, as tools/change.py reads it; this adds 30 minutes
+for its build and teardown, as tools/change_gate.py does), and tools/change.py's
 own (AB_ENV_FILE, AB_PROJECT, AB_FILES, AB_BLOCKS...). A change to B
 (B_IMAGE, B_CONTEXT, B_REF, B_CPUS, B_ENV, B_ARG) or A_REF is refused:
 this is an A/A. Exits 0 when every case-metric's KS p is at least 0.01
@@ -31,17 +31,17 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ab import CHANGES
-from ab_gate import newest_ab
+from change import CHANGES
+from change_gate import NOT_MEASURED, VERDICTS, judge_gate, newest_result
 from lab_compose import ROOT, LabError, number, results_base, results_dir, settings_in
 from bench.measure import calibration
 
 # Whatever makes B differ from A: refused, since an A/A is what is measured
 REFUSED = (*CHANGES, "B_ARG", "A_REF")
-# The A/B settings a calibration holds, with bench's defaults (bench/settings.py; tools/ab.py's for the restarts)
+# The A/B settings a calibration holds, with bench's defaults (bench/settings.py; tools/change.py's for the restarts)
 SETTINGS = {"AB_FILES": "1KB 1MB", "AB_CONCURRENCY": "100", "AB_BLOCKS": "12", "AB_DESIGN": "duet",
             "AB_WINDOW": "3", "AB_WARMUP": "2", "AB_THRESHOLD": "5", "AB_RESTART_TWINS": "every-block"}
-# tools/ab.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown), as ab_gate does
+# tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown), as the gate does
 SLACK_S = 1800
 STAMP = "%Y%m%dT%H%M%SZ"
 
@@ -51,7 +51,7 @@ def refused_changes(env: dict) -> list[str]:
     return [name for name in REFUSED if env.get(name, "").strip()]
 
 
-def ab_settings(env: dict, lab: dict) -> dict:
+def change_settings(env: dict, lab: dict) -> dict:
     """Pure: the A/B settings as the run reads them: the shell's value where
     it sets one (Compose lets the shell override the env file), else the env
     file's, else bench's default (an empty value is the default too)."""
@@ -59,7 +59,7 @@ def ab_settings(env: dict, lab: dict) -> dict:
     for name, default in SETTINGS.items():
         value = env[name] if name in env else lab.get(name, "")
         found[name] = value.strip() or default
-    # tools/ab.py passes bench its own choice: the shell's, else every-block (the env file's is not read)
+    # tools/change.py passes bench its own choice: the shell's, else every-block (the env file's is not read)
     found["AB_RESTART_TWINS"] = env.get("AB_RESTART_TWINS", "").strip() or SETTINGS["AB_RESTART_TWINS"]
     return found
 
@@ -121,6 +121,11 @@ def render(doc: dict) -> str:
                      f"**{found['alarms']} of {found['rows']} case-metrics** ({_pct(found['rate'])}; 95% interval "
                      f"{_pct(found['low'])}-{_pct(found['high'])}); runs with any: {runs['alarms']} of "
                      f"{runs['rows']} (95% interval {_pct(runs['low'])}-{_pct(runs['high'])}).")
+    gate = doc.get("gate")
+    if gate and gate["runs"]:
+        counts = ", ".join(f"{gate['exits'].count(c)} exit {c} ({VERDICTS[c]})" for c in sorted(set(gate["exits"])))
+        lines.append(f"- The pull-request gate (`AB_GATE_METRICS={' '.join(gate['metrics'])}`) passes an unchanged B "
+                     f"(exit 0 or 3) in **{gate['passes']} of {gate['runs']} runs**: {counts}.")
     missed = stats["not_measured"] + stats["cases_not_measured"]
     if missed:
         lines += ["", "## Not measured", ""]
@@ -162,11 +167,22 @@ def write(out: Path, doc: dict) -> None:
     (out / "calibration.md").write_text(render(doc))
 
 
+def gate_tally(attempts: list[dict], aa_runs: list[dict], metrics: list[str]) -> dict:
+    """Pure: what the pull-request gate (tools/change_gate.py, on `metrics`)
+    would have answered each A/A: it passes an unchanged B when it exits 0
+    (shown within the threshold) or 3 (inconclusive, not a failure by
+    default); a run with no ab.json counts as not measured (2)."""
+    exits = {ab.get("run_id"): judge_gate(ab, metrics)[0] for ab in aa_runs}
+    codes = [exits.get(a.get("run_id"), NOT_MEASURED) for a in attempts]
+    return {"metrics": metrics, "exits": codes, "runs": len(codes),
+            "passes": sum(code in (0, 3) for code in codes)}
+
+
 def document(calibration_id: str, service: str, variables: dict, planned: int, attempts: list[dict],
-             ab_runs: list[dict], started: str, complete: bool) -> dict:
+             aa_runs: list[dict], started: str, complete: bool, gate_metrics: tuple[str, ...] = ("rps",)) -> dict:
     """Pure: calibration.json's content from the runs so far."""
     missing = [{"attempt": a["attempt"], "run_id": None, "why": a["why"]} for a in attempts if a.get("why")]
-    stats = calibration.summarise(ab_runs, missing)
+    stats = calibration.summarise(aa_runs, missing)
     settings = settings_record(service, variables)
     if stats["settings"]:  # what the runs themselves say, where ab.json says it
         settings.update({k: v for k, v in stats["settings"].items() if v is not None})
@@ -175,25 +191,27 @@ def document(calibration_id: str, service: str, variables: dict, planned: int, a
             "status": "complete" if complete else "incomplete", "started_at": started,
             "finished_at": datetime.now(timezone.utc).strftime(STAMP), "planned_runs": planned,
             "settings": settings, "variables": variables, "machine": stats["machine"], "attempts": attempts,
-            "run_ids": stats["measured"], "statistics": stats, "verdict": {"exit": code, "why": why}}
+            "run_ids": stats["measured"], "statistics": stats, "verdict": {"exit": code, "why": why},
+            "gate": gate_tally(attempts, aa_runs, list(gate_metrics))}
 
 
-def run_ab(env: dict, service: str, deadline: float) -> int | str:
-    """One A/A run by tools/ab.py, attached (bench's plan and time left show)."""
+def run_change(env: dict, service: str, deadline: float) -> int | str:
+    """One A/A run by tools/change.py, attached (bench's plan and time left show)."""
     try:
-        return subprocess.run([sys.executable, str(ROOT / "tools" / "ab.py")], cwd=ROOT,
+        return subprocess.run([sys.executable, str(ROOT / "tools" / "change.py")], cwd=ROOT,
                               env={**env, "SERVICE": service}, timeout=deadline).returncode
     except subprocess.TimeoutExpired:
         return f"no end within {deadline:.0f} s"
 
 
 def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, variables: dict,
-              run_one=run_ab) -> dict:
+              run_one=run_change) -> dict:
     """The N runs, one after another, and calibration.json and .md after each."""
+    gate_metrics = tuple(env.get("AB_GATE_METRICS", "rps").split())
     deadline = float(env.get("AB_TIMEOUT", "3600")) + SLACK_S
     started = datetime.now(timezone.utc).strftime(STAMP)
     attempts: list[dict] = []
-    ab_runs: list[dict] = []
+    aa_runs: list[dict] = []
     took: list[float] = []
     for k in range(1, planned + 1):
         left = f"; about {duration(sum(took) / len(took) * (planned - k + 1))} left" if took else ""
@@ -203,19 +221,19 @@ def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, v
         exited = run_one(env, service, deadline)
         took.append(time.monotonic() - began)
         attempt = {"attempt": k, "exit": exited, "seconds": round(took[-1], 1)}
-        found = newest_ab(results, before)
+        found = newest_result(results, before)
         if found is None:
-            attempt.update(run_id=None, why=f"no ab.json (tools/ab.py exited {exited})")
+            attempt.update(run_id=None, why=f"no ab.json (tools/change.py exited {exited})")
         else:
             attempt["run_id"] = found.parent.name
             try:
                 ab = json.loads(found.read_text())
                 ab.setdefault("run_id", found.parent.name)
-                ab_runs.append(ab)
+                aa_runs.append(ab)
             except (OSError, ValueError) as e:
                 attempt["why"] = f"{found}: not readable ({e})"
         attempts.append(attempt)
-        doc = document(out.name, service, variables, planned, attempts, ab_runs, started, k == planned)
+        doc = document(out.name, service, variables, planned, attempts, aa_runs, started, k == planned, gate_metrics)
         write(out, doc)
         named = attempt.get("why") or next((m["why"] for m in doc["statistics"]["not_measured"]
                                             if attempt["run_id"] and m.get("run_id") == attempt["run_id"]), "")
@@ -244,7 +262,7 @@ def main() -> int:
         if service not in paths:
             raise LabError(f"SERVICE={service!r}: expected one of the serving paths in BENCH_TARGETS: "
                            f"{' '.join(paths)}")
-        variables = ab_settings(env, lab)
+        variables = change_settings(env, lab)
         settings_record(service, variables)  # a value bench would refuse fails here, before hours of runs
         results = results_base(env, lab)
         _, out = results_dir(env, lab, f"calibration-{service}")
