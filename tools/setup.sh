@@ -79,8 +79,12 @@ elif docker info >/dev/null 2>&1; then
 elif dockerd=$(command -v dockerd); then
   pkg=$(owner "$dockerd")
   engine="Docker engine found ($dockerd, package ${pkg:-unknown}), not answering: started here, otherwise left alone"
-elif command -v docker >/dev/null; then
-  die "a docker client is installed ($(command -v docker)) but no engine answers and no dockerd is here: install the engine that goes with it (e.g. docker-ce), or set DOCKER_HOST"
+elif client=$(command -v docker) && [ "$(owner "$client")" = docker-ce-cli ]; then
+  die "docker-ce's client is installed ($client) but no engine answers and no dockerd is here: install docker-ce (Debian's docker.io conflicts with it), or set DOCKER_HOST"
+elif client=$(command -v docker); then
+  # A client alone (some images ship one): Debian's engine beside it; the
+  # client negotiates the engine's API version down.
+  engine="a Docker client only ($client): Debian's docker.io installed for its dockerd, and started"; engine_missing=1
 else
   engine="no Docker engine: Debian's docker.io installed and dockerd started"; engine_missing=1
 fi
