@@ -145,7 +145,7 @@ def scope(targets: int, files: int) -> Scope:
 
 def test_the_plan_of_a_run_counts_every_tool_run():
     cfg = from_env({"BENCH_TARGETS": "a b", "BENCH_DURATION": "4", "BENCH_WARMUP": "2", "BENCH_REPETITIONS": "3",
-                    "BENCH_PROFILE": "full",
+                    "BENCH_PROFILE": "full", "BENCH_CPU_DESIGN": "rounds",
                     "BENCH_TOOLS": "ab wrk", "BENCH_CONCURRENCY": "5 100", "BENCH_SWEEP": "off",
                     "BENCH_OPEN_LOOP": "0.5", "BENCH_OPEN_LOOP_SECONDS": "5"})
     # per target and file: 2 levels x (2 + 3 rounds x (1 + 4)) + ab -k and wrk 3 x (2 + 2 x 4) + open loop at

@@ -69,10 +69,10 @@ def test_the_rate_is_a_quarter_of_the_slowest_rounded_down_and_at_least_one():
     assert same_moment.window_rate([]) is None and same_moment.window_rate([0.0]) is None
 
 
-def test_the_window_holds_two_cadvisor_readings_and_twenty_requests():
-    assert same_moment.window_seconds(68) == same_moment.MIN_WINDOW_S == 3.0
-    assert same_moment.window_seconds(7) == 3.0  # 20 / 7 -> 3 s
-    assert same_moment.window_seconds(5) == 4.0
+def test_the_window_holds_five_cadvisor_readings_and_twenty_requests():
+    assert same_moment.window_seconds(68) == same_moment.MIN_WINDOW_S == 6.0
+    assert same_moment.window_seconds(5) == 6.0  # 20 / 5 -> 4 s, under the shortest
+    assert same_moment.window_seconds(3) == 7.0  # 20 / 3 -> 6.7, whole seconds up
     assert same_moment.window_seconds(2) == 10.0  # 1 MB at 2/s
     assert same_moment.window_seconds(1) == 20.0
     for rate in (1, 2, 3, 7, 50):
@@ -157,15 +157,16 @@ def test_the_cpu_ratio_takes_its_rounds_from_the_windows_when_given():
 BASE_ENV = {"BENCH_TARGETS": "nginx-static flask"}
 
 
-def test_the_setting_defaults_to_the_rounds_and_reads_same_moment():
-    assert from_env(BASE_ENV).cpu_design == "rounds"
-    assert from_env({**BASE_ENV, "BENCH_CPU_DESIGN": " "}).cpu_design == "rounds"
-    assert from_env({**BASE_ENV, "BENCH_CPU_DESIGN": "same-moment"}).cpu_design == "same-moment"
-    assert not same_moment_run.in_use(from_env(BASE_ENV))
+def test_the_setting_defaults_to_same_moment_and_reads_rounds():
+    assert from_env(BASE_ENV).cpu_design == "same-moment"
+    assert from_env({**BASE_ENV, "BENCH_CPU_DESIGN": " "}).cpu_design == "same-moment"
+    assert from_env({**BASE_ENV, "BENCH_CPU_DESIGN": "rounds"}).cpu_design == "rounds"
+    assert same_moment_run.in_use(from_env(BASE_ENV))
+    assert not same_moment_run.in_use(from_env({**BASE_ENV, "BENCH_CPU_DESIGN": "rounds"}))
 
 
 def test_the_plan_holds_a_window_per_file_and_round():
-    rounds = from_env(BASE_ENV)
+    rounds = from_env({**BASE_ENV, "BENCH_CPU_DESIGN": "rounds"})
     same = replace(rounds, cpu_design="same-moment")
     window = same_moment.MIN_WINDOW_S + MEASURED_OVERHEAD_S
     assert rounds_seconds(same, 8, 3) - rounds_seconds(rounds, 8, 3) == pytest.approx(3 * window)
@@ -179,7 +180,7 @@ def test_the_plan_holds_a_window_per_file_and_round():
 
 
 def test_the_record_adds_the_windows_only_for_same_moment():
-    rounds = from_env(BASE_ENV)
+    rounds = from_env({**BASE_ENV, "BENCH_CPU_DESIGN": "rounds"})
     same = replace(rounds, cpu_design="same-moment")
     case = CaseRounds({"name": FILE, "size": 1024}, 100, f"{FILE} c=100", True)
     case.cpu_rate = 50
@@ -228,11 +229,11 @@ def test_a_round_runs_one_window_at_the_first_rounds_rate_and_judges_cpu_from_it
     for n in names:
         case.reps[n] = [{**recorded[n][0], "round": 1}]
     case.same_moment_window(StandInTimer(same), targets, 1)
-    assert asked == [(names, 68, 3.0)] and case.cpu_rate == 68  # node's 274.6/s in round 1, a quarter
+    assert asked == [(names, 68, 6.0)] and case.cpu_rate == 68  # node's 274.6/s in round 1, a quarter
     window = case.cpu_windows[0]
-    assert (window["round"], window["rate"], window["seconds"]) == (1, 68, 3.0)
+    assert (window["round"], window["rate"], window["seconds"]) == (1, 68, 6.0)
     assert window["targets"]["node"]["excluded"] == same_moment.BEHIND
-    assert window["targets"]["flask"]["whole"] == 204 and window["targets"]["flask"]["excluded"] is None
+    assert window["targets"]["flask"]["whole"] == 68 * 6 and window["targets"]["flask"]["excluded"] is None
     case.judge(same, 1)
     assert case.ratios["flask"]["cpu"]["ratio"] == pytest.approx(3.0)
     assert "cpu" not in case.ratios["node"]  # its only window fell behind

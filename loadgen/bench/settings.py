@@ -415,7 +415,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("BENCH_REPETITIONS", "6", _number(int, 1, 100), "repetitions", ("bench",)),
     Setting("BENCH_TARGET_WIDTH", "1.10", _off_or(_width), "target_width", ("bench",)),
     Setting("BENCH_BUDGET", "30m", _off_or(_seconds), "budget_s", ("bench",)),
-    Setting("BENCH_CPU_DESIGN", "rounds", _choice(CPU_DESIGNS), "cpu_design", ("bench",)),
+    Setting("BENCH_CPU_DESIGN", "same-moment", _choice(CPU_DESIGNS), "cpu_design", ("bench",)),
     Setting("BENCH_PROFILE", "standard", _choice(PROFILES), "profile", ("bench",), services=FOR_SEED),
     Setting("BENCH_TOOLS", "ab", _tools, "tools", ("bench",)),
     Setting("BENCH_LOADGENS", "1", _number(int, 1, 16), "loadgens", ("bench",)),

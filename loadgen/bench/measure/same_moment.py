@@ -16,9 +16,11 @@ import math
 # capacity to spare (its CPU per request is then its cost, not queueing)
 RATE_SHARE = 0.25
 MIN_RATE = 1  # vegeta's whole requests a second; no window runs slower
-# cAdvisor reads every second: 3 s holds at least two readings inside the
-# window (a CPU rate over an inner stretch, not over its edges)
-MIN_WINDOW_S = 3.0
+# cAdvisor reads every second: 3 s would hold two readings inside the window
+# (a CPU rate over an inner stretch, not over its edges); 6 s holds five, so
+# that a path's idle work (httpd's threads) and one slow reading weigh less
+# (at 3 s gridfs-fuse's 100 KB ratio was x/÷1.61 after 6 rounds)
+MIN_WINDOW_S = 6.0
 # Requests per path a window's CPU per request is divided over, at least:
 # fewer make one slow answer's CPU a visible share (1 MB at 2/s: 10 s)
 MIN_WINDOW_REQUESTS = 20
