@@ -46,6 +46,46 @@ def test_the_bottleneck_of_each_kind():
     assert bottleneck([], {TARGET: used([1], 0.99, inner=False)}, TARGET) == LATENCY
 
 
+# cpus-2.env's pins: the target on core 1, the databases and bench on core 0.
+# Figures of results/evidence/20261128T230850Z, nginx-static 1KB c=100, its
+# slowest repetition (4,672/s, the others 5,357-7,454/s and loadgen-bound):
+# ab used 0.83 of core 0 while /proc/stat read it 93% busy, 0.19 of a core
+# outside every container; nginx-static used 0.44 of its own core.
+STARVED_AB = {"nginx-static": used([1], 0.4421), "mongo": used([0], 0.0038), "postgres": used([0], 0.0),
+              LOADGEN: used([0], 0.831)}
+STARVED_BUSY = {"cpu": 0.7573, "cpu0": 0.9305, "cpu1": 0.5929}
+
+
+def test_a_load_generator_crowded_out_of_its_core_is_loadgen_bound():
+    # below 90% of its allowance by its own CPU and its container's, but its
+    # core had no more to give: work outside the case's containers took the rest
+    found = flags(STARVED_AB, "nginx-static", 0.8298, 1, STARVED_BUSY)
+    assert found == [LOADGEN_BOUND]
+    assert bottleneck(found, STARVED_AB, "nginx-static") == LOADGEN_CPU  # not "none (latency-bound)"
+    # the same tool with a tenth of its core idle could have had more
+    assert flags(STARVED_AB, "nginx-static", 0.8298, 1, {**STARVED_BUSY, "cpu0": 0.85}) == []
+    # without /proc/stat's figures nothing says the core was full
+    assert flags(STARVED_AB, "nginx-static", 0.8298, 1, {}) == []
+    # no cAdvisor figure of bench's container: the whole machine's busy share stands for its cores
+    alone = {"nginx-static": used([1], 0.4421)}
+    assert flags(alone, "nginx-static", 0.8298, 1, {"cpu": 0.95, "cpu0": 0.99, "cpu1": 0.91}) == [LOADGEN_BOUND]
+    assert flags(alone, "nginx-static", 0.8298, 1, STARVED_BUSY) == []
+
+
+def test_a_full_core_the_case_shares_stays_core_saturated_and_an_idle_tool_competed_with_nobody():
+    # 20261128T115120Z, nginx-gridfs 1MB: mongo used 0.95 of core 0, 99.6% busy;
+    # ab, waiting on the answers, 0.02 of it: the database's core, not the tool's
+    idle_tool = {TARGET: used([1], 0.0905), "mongo": used([0], 0.9465), "postgres": used([0], 0.0003),
+                 LOADGEN: used([0], 0.0185)}
+    busy = {"cpu": 0.5603, "cpu0": 0.9963, "cpu1": 0.1179}
+    assert flags(idle_tool, TARGET, 0.0155, 1, busy) == []
+    assert bottleneck([], idle_tool, TARGET) == DATABASE_CORE
+    # both at work on the full core: they competed, as before (shared core, not the tool alone)
+    both = {**idle_tool, LOADGEN: used([0], 0.45), "mongo": used([0], 0.52)}
+    found = flags(both, TARGET, 0.45, 1, busy)
+    assert found == [CORE_SATURATED] and bottleneck(found, both, TARGET) == SHARED_CORE
+
+
 def rep(rps, flags=(), cpu=None):
     return {"rps": rps, "requests": int(rps * 4), "failed": 0, "seconds": 4.0, "time_per_request_ms": 1000 / rps,
             "transfer_kbps": 1.0, "p50_ms": 1.0, "p90_ms": 1.0, "p99_ms": 2.0, "raw_output": None,

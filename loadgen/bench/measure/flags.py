@@ -38,8 +38,10 @@ class Flag:
 # In the order marks and legends are shown.
 FLAGS = {f.name: f for f in [
     Flag("loadgen-bound", "⚑", f"the load generator used at least {LOADGEN_BOUND_SHARE:.0%} of its CPU allowance "
-         "(its own CPU time over the run, or its container's): the figure is partly the tool's speed, a floor for "
-         "the server's", ANY),
+         f"(its own CPU time over the run, or its container's), or its cores were at least {LOADGEN_BOUND_SHARE:.0%} "
+         "busy with it and work outside the case's containers (the kernel's network processing, another program): "
+         "it could get no more CPU, so the figure is partly the tool's speed, a floor for the server's, and a client "
+         "timeout there is the tool reading late, not the path failing", ANY),
     Flag("core-saturated", "▲", f"a CPU core shared by two of this case's containers (by their cpusets) was over "
          f"{CORE_SATURATED_SHARE:.0%} busy: they competed for it", ANY),
     Flag("noisy", "~", f"the repetitions do not pin its requests per second to within x/÷{NOISY_WIDTH:.2f}: the "

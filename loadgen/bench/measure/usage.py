@@ -279,19 +279,48 @@ def shared_cpus(cpu: dict, together: tuple[str, ...] = ()) -> set[int]:
     return {c for c, n in seen.items() if n > 1}
 
 
+def loadgen_cores_busy(cpu: dict, busy: dict[str, float], loadgen: str = LOADGEN) -> float | None:
+    """How busy the load generator's cores were over the window, whoever kept
+    them so (it, the kernel's network processing, cAdvisor, another program):
+    the mean busy share of its cpuset's CPUs, or of the machine's without one
+    (None without /proc/stat's figures for them)."""
+    cpus = (cpu.get(loadgen) or {}).get("cpuset") or ()
+    shares = [busy.get(f"cpu{c}") for c in cpus] if cpus else [busy.get("cpu")]
+    return None if None in shares else sum(shares) / len(shares)
+
+
+def crowded_out(cpu: dict, tool_cores: float | None, busy: dict[str, float], saturated_shared: set[int],
+                loadgen: str = LOADGEN) -> bool:
+    """The load generator worked on cores at least LOADGEN_BOUND_SHARE busy,
+    no other container of the case saturating them beside it: what the tool
+    did not use went to work outside the case's containers, so it could
+    have had no more CPU than it got, whatever its own share (the scheduler
+    leaves no core idle while a task on it waits to run). A starved tool
+    reads its answers late: a client timeout there is the tool's, not the
+    path's. Cores the case's containers saturated together are
+    core-saturated's."""
+    bench = cpu.get(loadgen) or {}
+    working = active(bench) or (tool_cores or 0.0) > ACTIVE_CORES
+    share = loadgen_cores_busy(cpu, busy, loadgen)
+    return (working and share is not None and share >= LOADGEN_BOUND_SHARE
+            and not set(bench.get("cpuset") or ()) & saturated_shared)
+
+
 def flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | None,
           busy: dict[str, float], loadgen: str = LOADGEN, together: tuple[str, ...] = ()) -> list[str]:
     """The flags of one timed run. tool_cores: the tool's own CPU over its
     wall time; tool_limit: what it could use (its threads, within bench's
-    allowance); together: the targets loaded with this one at once."""
+    allowance); busy: /proc/stat's busy share of each CPU over the run;
+    together: the targets loaded with this one at once."""
     found = []
     bench = cpu.get(loadgen) or {}
     container_bound = (bench.get("inner_window") and bench.get("allowance_cores")
                        and bench["cores"] >= LOADGEN_BOUND_SHARE * bench["allowance_cores"])
     tool_bound = tool_cores is not None and tool_limit and tool_cores >= LOADGEN_BOUND_SHARE * tool_limit
-    if container_bound or tool_bound:
+    saturated_shared = {c for c in shared_cpus(cpu, together) if busy.get(f"cpu{c}", 0.0) > CORE_SATURATED_SHARE}
+    if container_bound or tool_bound or crowded_out(cpu, tool_cores, busy, saturated_shared, loadgen):
         found.append(LOADGEN_BOUND)
-    if any(busy.get(f"cpu{c}", 0.0) > CORE_SATURATED_SHARE for c in shared_cpus(cpu, together)):
+    if saturated_shared:
         found.append(CORE_SATURATED)
     if (cpu.get(target) or {}).get("throttled_periods", 0) > 0:
         found.append(THROTTLED)
