@@ -147,6 +147,48 @@ def test_window_flags_are_the_labs_own():
     assert flags == [LOADGEN_BOUND, BEHIND_SCHEDULE] and bound == LOADGEN_CPU
 
 
+def test_a_starved_load_generators_client_timeouts_are_not_the_paths():
+    """nginx-static answers from page cache on core 1 (0.31 of it); vegeta on
+    core 0 kept its schedule, but work outside the lab's containers (a busy
+    machine) filled that core: 0.58 of it vegeta's own, 97% busy in all. It
+    read its answers late and timed out on them (2,196 over the three windows,
+    as in a full test suite's make overload). Capacity as kept in
+    results/evidence/overload-20261128T234415Z: 1,241/s at c=32."""
+    def used(cores, cpus):
+        return {"cores": cores, "inner_window": True, "allowance_cores": float(len(cpus)), "cpuset": list(cpus),
+                "throttled_periods": 0}
+    cpu = {"bench": {**used(0.62, [0]), "tool_cores": 0.58}, "nginx-static": used(0.31, [1])}
+    busy = {"cpu": 0.74, "cpu0": 0.97, "cpu1": 0.51}
+    flags, bound = window_flags(cpu, "nginx-static", 0.58, 1.0, busy, 3724, 3711)
+    assert flags == [LOADGEN_BOUND] and bound == LOADGEN_CPU
+    # a tenth of its core idle: vegeta could have read sooner, so its timeouts are the path's
+    assert window_flags(cpu, "nginx-static", 0.58, 1.0, {**busy, "cpu0": 0.8}, 3724, 3711) == ([], LATENCY)
+
+    late = Window(rate=3724, workers=10000, seconds=10.0, sent=37240, sent_rate=3711.0, whole=34800,
+                  whole_rate=1160.0, refused=0, failures={"client timeout": 732}, refused_p50_ms=None,
+                  refused_p99_ms=None, admitted_p99_ms=9650.0, first_sent=0.0, last_done=20.0)
+    windows = [Measured("nginx-static", 3, r, late, flags, bound, cpu, busy) for r in (1, 2, 3)]
+    capacity = [Measured("nginx-static", 0, 1, window(0, 1241.23, None, workers=32), [], LATENCY)]
+    row = goodput_row("nginx-static", capacity, windows, RUNNING)
+    assert row.failures == {} and row.verdict == "3x not judged: every window's load generator or shared core saturated"
+    assert row.conditions[0]["not_judged"] == ["3x #1: load generator", "3x #2: load generator",
+                                               "3x #3: load generator"]
+    # the figures the flags were decided on are kept, and the report says why in words
+    kept = [m.to_dict() for m in capacity + windows]
+    assert Measured.from_dict(kept[1]) == windows[0]
+    doc = {"run_id": "overload-x", "env_file": "local.env", "started": "a", "finished": "b",
+           "settings": {"clients": 1000, "file": "1MB", "seconds": 30, "large_file": "100MB", "large_clients": 50,
+                        "large_mem": "256m", "concurrencies": [1, 2, 4, 8, 16, 32], "window_seconds": 10},
+           "goodput": [row.to_dict()], "goodput_windows": kept, "overload": [], "failed": []}
+    text = render(doc)
+    assert ("nginx-static 3x #1: loadgen-bound (the load generator's cores 97% busy, 0.58 cores of it its own) "
+            "(not judged)") in text
+    assert "a starved client reads its answers late and times out on answers the path sent" in text
+    # a run from before the figures were kept reads as it did
+    old = {k: v for k, v in kept[1].items() if k not in ("cpu", "busy_shares")}
+    assert "nginx-static 3x #1: loadgen-bound (not judged)" in render({**doc, "goodput_windows": [old]})
+
+
 def test_the_report_gives_each_condition_and_verdict():
     windows = overload({3: [0.9, 0.85, 0.95], 10: [0.3, 0.2, 0.4]})
     row = goodput_row("flask", steps(100), windows, RUNNING)

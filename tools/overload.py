@@ -300,10 +300,13 @@ class Goodput:
                 if used:
                     cpu[role] = used
         wall = (end - start) / 1e9
+        tool_cores = found["load_cpu_seconds"] / wall if wall > 0 else None
+        if "bench" in cpu and tool_cores is not None:
+            cpu["bench"]["tool_cores"] = round(tool_cores, 4)
         limit = usage.tool_limit(found["threads"], self.meta["bench"][0])
-        flags, bound = window_flags(cpu, path, found["load_cpu_seconds"] / wall if wall > 0 else None, limit,
-                                    self.sampler.busy(start, end), rate, w.sent_rate)
-        m = Measured(path, multiple, round_, w, flags, bound)
+        busy = self.sampler.busy(start, end)
+        flags, bound = window_flags(cpu, path, tool_cores, limit, busy, rate, w.sent_rate)
+        m = Measured(path, multiple, round_, w, flags, bound, cpu, busy)
         say(f"{path} {m.name}: {w.whole_rate:g} whole/s, {w.refused} refused, sent {w.sent_rate:g}/s"
             f"{', failures ' + str(w.failures) if w.failures else ''}"
             f"{'' if m.judged else ', not judged: ' + bound}")

@@ -252,13 +252,17 @@ def window_flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: f
 
 @dataclass(frozen=True)
 class Measured:
-    """One window as make overload ran it: which, and how far to trust it."""
+    """One window as make overload ran it: which, and how far to trust it,
+    with the figures its flags were decided on (a timed row's cpu and
+    busy_shares; none in runs before they were kept)."""
     path: str
     multiple: int            # 0: a capacity step (closed loop)
     round: int
     window: Window
     flags: list[str] = field(default_factory=list)
     bottleneck: str = ""
+    cpu: dict = field(default_factory=dict)          # role -> usage.container_usage, bench's with its tool_cores
+    busy_shares: dict = field(default_factory=dict)  # /proc/stat's busy share of each CPU over the window
 
     @property
     def judged(self) -> bool:
@@ -271,11 +275,13 @@ class Measured:
 
     def to_dict(self) -> dict:
         return {"path": self.path, "multiple": self.multiple, "round": self.round, "window": self.window.to_dict(),
-                "flags": self.flags, "bottleneck": self.bottleneck, "judged": self.judged}
+                "flags": self.flags, "bottleneck": self.bottleneck, "judged": self.judged, "cpu": self.cpu,
+                "busy_shares": self.busy_shares}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Measured":
-        return cls(d["path"], d["multiple"], d["round"], Window.from_dict(d["window"]), d["flags"], d["bottleneck"])
+        return cls(d["path"], d["multiple"], d["round"], Window.from_dict(d["window"]), d["flags"], d["bottleneck"],
+                   d.get("cpu") or {}, d.get("busy_shares") or {})
 
 
 def capacity(steps: list[Measured]) -> Measured | None:

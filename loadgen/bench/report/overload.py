@@ -4,6 +4,8 @@ both render. Pure."""
 from .markdown import block_lines
 from .model import Para, Part, Table
 from ..faults.overload import HOLDS_SHARE, MULTIPLES, REFUSAL_P99_MS, WINDOWS, GoodputRow, Measured, OverloadRow
+from ..measure.flags import LOADGEN_BOUND_SHARE
+from ..measure.usage import BEHIND_SCHEDULE, LOADGEN, LOADGEN_BOUND, loadgen_cores_busy
 
 TITLE = "Overload: goodput past capacity, far more clients, and a file far larger than the memory limit"
 
@@ -28,6 +30,18 @@ def _share(c: dict) -> str:
         return "not judged"
     spread = f" [{c['share_low']:.0%}-{c['share_high']:.0%}]" if c["judged"] > 1 else ""
     return f"{c['share']:.0%}{spread}, {c['judged']} of {c['windows']}"
+
+
+def _flagged(m: Measured) -> str:
+    """A flagged window in words: its flags, and for a load generator that
+    could get no more CPU, how busy its cores were and how much of them it
+    used (runs that kept the window's figures)."""
+    why = ", ".join(m.flags)
+    share = loadgen_cores_busy(m.cpu, m.busy_shares)
+    own = (m.cpu.get(LOADGEN) or {}).get("tool_cores")
+    if {LOADGEN_BOUND, BEHIND_SCHEDULE} & set(m.flags) and share is not None and own is not None:
+        why += f" (the load generator's cores {share:.0%} busy, {own:.2f} cores of it its own)"
+    return f"{m.path} {m.name}: {why}{'' if m.judged else ' (not judged)'}"
 
 
 def goodput(doc: dict) -> list:
@@ -55,8 +69,11 @@ def goodput(doc: dict) -> list:
              f"{' '.join(map(str, s.get('concurrencies', [])))}, climbing while the rate rose; then {WINDOWS} windows "
              f"of {s.get('window_seconds', '?'):g} s per path and multiple, vegeta at a fixed rate, every path's "
              f"windows interleaved. Goodput share: whole answers per second over capacity, the median of the judged "
-             f"windows [their range]; a window whose load generator or shared core saturated is named and not "
-             f"judged. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
+             f"windows [their range]. A window is named and not judged when its load generator could get no more "
+             f"CPU (it used {LOADGEN_BOUND_SHARE:.0%} of its allowance, or its cores were {LOADGEN_BOUND_SHARE:.0%} "
+             f"busy with it and work outside the lab's containers: a starved client reads its answers late and times "
+             f"out on answers the path sent) or fell behind its schedule, or when a core two of the path's containers "
+             f"share saturated. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
              f"{REFUSAL_P99_MS:.0f} ms at p99, no failure (a cut, a client timeout, any other status), no OOM kill. "
              "Admitted: the whole answers."),
         Table(["path", "capacity, whole/s", "offered, req/s", "sent, req/s", "whole/s", "goodput share, judged windows",
@@ -64,9 +81,7 @@ def goodput(doc: dict) -> list:
               align="lrrrrlrrrl"),
         Table(["path", "capacity climbed", "failures", "OOM kills", "container after", "verdict"], verdicts,
               align="lllrll"),
-        *([Para("Flagged windows: " + "; ".join(f"{m.path} {m.name}: {', '.join(m.flags)}"
-                                                f"{'' if m.judged else ' (not judged)'}" for m in flagged))]
-          if flagged else [])])]
+        *([Para("Flagged windows: " + "; ".join(_flagged(m) for m in flagged))] if flagged else [])])]
 
 
 def overload_part(doc: dict) -> Part:
