@@ -72,8 +72,8 @@ def goodput(doc: dict) -> list:
              f"windows [their range]. A window is named and not judged when its load generator could get no more "
              f"CPU (it used {LOADGEN_BOUND_SHARE:.0%} of its allowance, or its cores were {LOADGEN_BOUND_SHARE:.0%} "
              f"busy with it and work outside the lab's containers: a starved client reads its answers late and times "
-             f"out on answers the path sent) or fell behind its schedule, or when a core two of the path's containers "
-             f"share saturated. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
+             f"out on answers the path sent) or fell behind its schedule, or when a core two of the window's "
+             f"containers share saturated. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
              f"{REFUSAL_P99_MS:.0f} ms at p99, no failure (a cut, a client timeout, any other status), no OOM kill. "
              "Admitted: the whole answers."),
         Table(["path", "capacity, whole/s", "offered, req/s", "sent, req/s", "whole/s", "goodput share, judged windows",
