@@ -20,9 +20,8 @@ BENCHER = "bencher.json"
 BIGGER, SMALLER = "github-benchmark-bigger.json", "github-benchmark-smaller.json"
 COLUMNS = ["target", "store", "size", "file", "concurrency", "tool", "status", "rps", "rps_min", "rps_max",
            "rps_ratio_to_nginx_static", "rps_ratio_low", "rps_ratio_high", "cpu_ms_per_request",
-           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "cpu_design", "ratio_rounds", "p50_ms",
-           "p99_ms",
-           "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
+           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "cpu_design", "ratio_rounds",
+           "p50_ms", "p99_ms", "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
 AB_KEEPALIVE = "ab-k"
 
 
@@ -33,8 +32,8 @@ def _ratio(value, base):
 def cpu_design(results: Results, found: dict) -> str:
     """Pure: the windows a rounds row's CPU ratio came from: the run's
     design (results.rounds.cpu_design; the rounds' before it was recorded)
-    for a headline case, which is all BENCH_CPU_DESIGN=same-moment times,
-    else the rounds' own; '' where the row has no CPU ratio of the rounds."""
+    for a headline case, the only kind same-moment windows time, else the
+    rounds' own; '' where the row has no CPU ratio from the rounds."""
     if not found.get("cpu"):
         return ""
     return ((results.rounds or {}).get("cpu_design") or "rounds") if found.get("headline", True) else "rounds"
