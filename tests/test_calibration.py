@@ -17,6 +17,7 @@ from bench.measure import calibration as cal
 from bench.measure.paired import signed_rank_p
 
 import change_calibrate
+import change_gate
 
 MACHINE = {"cpu_model": "Test CPU", "host_cores": 2, "kernel": "6.1.0"}
 
@@ -172,13 +173,15 @@ def test_randomised_p_values_of_an_unchanged_b_are_uniform_where_the_raw_ones_ar
 def row(case: str, metric: str, p: float, ratio: float, low: float | None, high: float | None,
         verdict: str = "inconclusive", n: int = 12) -> dict:
     return {"case": case, "metric": metric, "what": metric, "n": n, "p": p, "ratio": ratio, "low": low,
-            "high": high, "verdict": verdict}
+            "high": high, "verdict": verdict, "headline": verdict}
 
 
 def aa(run_id: str, rows: list[dict], **over) -> dict:
-    """An A/A ab.json as bench writes it, with only what a calibration reads."""
-    cases = [{"file": "1KB.bin", "concurrency": 100, "error": ""}, {"file": "1MB.bin", "concurrency": 100,
-                                                                    "error": ""}]
+    """An A/A ab.json as bench writes it, with only what a calibration reads:
+    each case's 12 blocks counted, as planned."""
+    cases = [{"file": f, "concurrency": 100, "error": "", "blocks": [
+        {"block": i, "a": {}, "b": {}, "flags": [], "counted": True} for i in range(1, 13)]}
+        for f in ("1KB.bin", "1MB.bin")]
     return {"run_id": run_id, "status": "complete", "kind": "A/A", "a": "flask", "b": "flask-b", "change": "",
             "blocks": 12, "threshold": 0.05, "design": "duet", "restart_twins": True, "machine": MACHINE,
             "cases": cases, "rows": rows, **over}
@@ -270,6 +273,39 @@ def test_a_run_of_other_settings_or_a_change_is_not_read_as_one_of_the_calibrati
         "settings differ from the first run's: blocks 16 (not 12)",
         "not an A/A run (kind 'A/B': a CPU quota of 0.8 cores)",
         f"another machine: {({**MACHINE, 'host_cores': 4})}"]
+
+
+def test_a_case_that_counted_fewer_blocks_than_planned_is_left_out_as_the_gate_leaves_it():
+    """Two of 12 blocks disturbed and not run again: the case has an
+    interval, but the gate calls the run not measured (exit 2); the
+    calibration leaves that case of that run out for the same reason, and
+    its page says how many case-runs went so."""
+    runs = hand_runs()
+    short = runs[1]
+    for blk in short["cases"][0]["blocks"][:2]:
+        blk["counted"] = False
+    summary = cal.summarise(runs)
+    assert len(summary["measured"]) == 5  # the run's other case was measured
+    assert summary["cases_not_measured"] == [{"run_id": short["run_id"], "case": "1KB c=100", "metric": "rps",
+                                              "why": "10 blocks counted of 12 planned"}]
+    assert summary["cases_short_of_blocks"] == 1
+    by_case = {s["case"]: s for s in summary["case_metrics"]}
+    assert by_case["1KB c=100"]["runs"] == 4 and short["run_id"] not in by_case["1KB c=100"]["run_ids"]
+    assert by_case["1MB c=100"]["runs"] == 5
+    # the gate's word on the same run, for the same reason
+    assert change_gate.judge_gate(short, ["rps"]) == (change_gate.NOT_MEASURED,
+                                                      ["1KB c=100: 10 blocks counted of 12 planned"])
+    attempts = [{"attempt": k, "run_id": ab["run_id"]} for k, ab in enumerate(runs, 1)]
+    doc = change_calibrate.document("calibration-flask-20990101T000000Z", "flask",
+                                    change_calibrate.change_settings({}, {}), 5, attempts, runs, "20990101T000000Z",
+                                    True)
+    page = change_calibrate.render(doc)
+    assert ("- 1 case-run left out: fewer blocks counted than planned (what the gate calls not measured, "
+            "exit 2).") in page
+    assert f"- {short['run_id']} 1KB c=100 rps: 10 blocks counted of 12 planned" in page
+    assert "- 0 case-runs left out" in change_calibrate.render(
+        change_calibrate.document("c", "flask", change_calibrate.change_settings({}, {}), 5, attempts[:1],
+                                  hand_runs()[:1], "20990101T000000Z", False))
 
 
 def blocks_of(rng: random.Random, n: int, sd: float) -> list[dict]:

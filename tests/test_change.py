@@ -2,10 +2,13 @@
 table and its page, the calibration lookup, and make ab's twin as compose
 itself reads it (docker compose config). The whole A/B runs in
 tests/test_compose_e2e.py."""
+import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -421,3 +424,49 @@ def test_a_b_image_that_cannot_be_had_fails_at_once_naming_it():
         change_tool.image_to_be_had("gridfs-lab-local/no-such-image:0")
     assert time.monotonic() - began < 30
     change_tool.image_to_be_had("gridfs-lab-local/debian:bookworm")  # a local image is there already
+
+
+# tools/change.py's run, as main runs it, with stand-ins for compose up and down: real processes, a real SIGTERM
+SIGTERMED = """
+import sys
+import change
+change.stop_on_sigterm()
+up = [sys.executable, "-c", "import os, pathlib, sys, time; "
+      "pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(60)", sys.argv[1]]
+down = [sys.executable, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('down')", sys.argv[2]]
+try:
+    change.up_then_down(up, down, {}, 120)
+except KeyboardInterrupt:
+    print("interrupted, as by Ctrl-C", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_sigterm_takes_the_project_down_as_ctrl_c_does(tmp_path):
+    """make ab stopped by SIGTERM (a CI job cancelled, timeout(1)) takes
+    Ctrl-C's path: the attached `up` is ended and `down` runs, so no
+    compose project is left running."""
+    started, down, out, err = (tmp_path / name for name in ("up-started", "down-ran", "out", "err"))
+    # files, not pipes: an `up` left running would hold a pipe open past its parent's end
+    with out.open("w") as stdout, err.open("w") as stderr:
+        run = subprocess.Popen([sys.executable, "-c", SIGTERMED, str(started), str(down)], cwd=REPO,
+                               env={**os.environ, "PYTHONPATH": str(REPO / "tools")}, stdout=stdout, stderr=stderr)
+    up = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (started.exists() and started.read_text()) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists() and started.read_text(), err.read_text()
+        up = int(started.read_text())
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=30)
+        assert (run.returncode, out.read_text()) == (130, "interrupted, as by Ctrl-C\n"), err.read_text()
+        assert down.read_text() == "down"
+        with pytest.raises(ProcessLookupError):  # `up` ended (and reaped) before its parent's end
+            os.kill(up, 0)
+        up = None
+    finally:
+        run.kill()
+        if up is not None:  # left running when the test failed: not past this test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(up, signal.SIGKILL)

@@ -2,6 +2,7 @@
 from results/example/results.json and parsed back: names, units and values
 against results.json itself."""
 import csv
+import gzip
 import json
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from bench.report.exports import BENCHER, BIGGER, CSV, SMALLER, write_exports
 from bench.results import Results
 
 EXAMPLE = Path(__file__).parent.parent / "results" / "example" / "results.json"
+# a BENCH_CPU_DESIGN=same-moment run as kept (docs/methodology.md cites it): the example's is the rounds design
+SAME_MOMENT = Path(__file__).parent.parent / "results" / "evidence" / "20261129T051316Z" / "results.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +126,36 @@ def test_a_failed_case_is_a_csv_row_and_no_metric(tmp_path):
     name = f"{run.target}/{run.file.removesuffix('.bin')}/c={run.concurrency}/ab"
     assert name not in json.loads((tmp_path / BENCHER).read_text())
     assert not [e for e in json.loads((tmp_path / BIGGER).read_text()) if e["name"].startswith(name + " ")]
+
+
+@pytest.mark.parametrize("source, design", [(EXAMPLE, "rounds"), (SAME_MOMENT, "same-moment")],
+                         ids=["rounds", "same-moment"])
+def test_the_cpu_ratio_says_which_design_gave_it(tmp_path, source, design):
+    """results.csv's cpu_design: the windows a row's CPU ratio came from,
+    rounds.cpu_design's (the rounds' when results.json names none) for a
+    headline case, the rounds' own for any other; empty where the ratio is
+    no rounds' (nginx-static's 1.0). Bencher gets the same-moment ratio
+    under a measure of its own, never one series across two designs."""
+    raw = json.loads(gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_text())
+    assert (raw["rounds"].get("cpu_design") or "rounds") == design
+    raw["rounds"]["rows"][0]["headline"] = False  # a case at another concurrency: its CPU from the rounds' windows
+    write_exports(Results.from_dict(raw), tmp_path)
+    with (tmp_path / CSV).open(newline="") as f:
+        rows = {(r["target"], r["file"], int(r["concurrency"])): r for r in csv.DictReader(f) if r["tool"] == "ab"}
+    bmf = json.loads((tmp_path / BENCHER).read_text())
+    rounds = {(r["target"], r["file"], r["concurrency"]): r for r in raw["rounds"]["rows"]}
+    designs = set()
+    for case, row in rows.items():
+        found = rounds.get(case)
+        if row["status"] != "ok" or not (found and found.get("cpu")):
+            assert row["cpu_design"] == "", case
+            continue
+        expected = design if found["headline"] else "rounds"
+        designs.add(expected)
+        assert (row["cpu_design"], float(row["cpu_ratio_to_nginx_static"])) == (expected, found["cpu"]["ratio"])
+        measures = bmf[f"{case[0]}/{case[1].removesuffix('.bin')}/c={case[2]}/ab"]
+        name = "cpu-ratio-to-nginx-static" + ("-same-moment" if expected == "same-moment" else "")
+        assert measures[name]["value"] == found["cpu"]["ratio"]
+        assert [m for m in measures if m.startswith("cpu-ratio")] == [name]
+    assert designs == {design, "rounds"}
+    assert rows[("nginx-static", "1KB.bin", 100)]["cpu_design"] == ""

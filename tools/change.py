@@ -23,13 +23,16 @@ AB_ENV_FILE (default local.env), AB_PROJECT (default gridfs-lab, the lab's
 own project: its seeded volumes are reused), and every AB_* knob of .env.
 While bench runs, this restarts both twins before each block when bench
 asks (AB_RESTART_TWINS=every-block, the default here; bench has no Docker
-socket: bench/benchmark/twins.py), and no other service.
+socket: bench/benchmark/twins.py), and no other service. Its end, AB_TIMEOUT,
+Ctrl-C or SIGTERM: the project's containers are taken down (compose down).
 It writes .lab/ab/compose.ab.yaml and prints the plain compose command that
 runs the same A/B. Named change, not ab (ApacheBench here); `bench compare`
 sets two separate runs side by side instead."""
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -236,7 +239,32 @@ class TwinRestarts:
         return {"started_at": dict(zip(services, started)), "seconds": round(time.monotonic() - began, 2)}
 
 
+def _interrupted(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, timeout(1), kill) takes Ctrl-C's path:
+    a KeyboardInterrupt, so up_then_down's `down` runs. Python's default
+    ends the process at once, the compose project left running."""
+    signal.signal(signal.SIGTERM, _interrupted)
+
+
+def up_then_down(up: list[str], down: list[str], env: dict, timeout: float,
+                 during: contextlib.AbstractContextManager = contextlib.nullcontext()) -> int:
+    """Runs `up` attached (bench's plan and time left show as it goes) with
+    `during` open, then `down` whatever happened: its end, the timeout
+    (subprocess.TimeoutExpired, raised on), Ctrl-C or SIGTERM
+    (stop_on_sigterm); subprocess.run ends `up` first on either."""
+    try:
+        with during:
+            return subprocess.run(up, cwd=ROOT, env=env, timeout=timeout).returncode
+    finally:
+        subprocess.run(down, cwd=ROOT, env=env, capture_output=True, timeout=300)
+
+
 def main() -> int:
+    stop_on_sigterm()
     env = dict(os.environ)
     service = env.get("SERVICE", "").strip()
     try:
@@ -286,18 +314,15 @@ def main() -> int:
         print(f"ab: error: {e}", file=sys.stderr)
         return 2
     try:
-        # attached: bench's plan and time left show as it goes
-        with TwinRestarts(base, run_env, results_base(env, lab), [service, twin_name(service)]):
-            return subprocess.run(base + ["up", "--build", "--exit-code-from", "bench", "bench"], cwd=ROOT,
-                                  env=run_env, timeout=float(env.get("AB_TIMEOUT", "3600"))).returncode
+        # down: the containers go (the twin too: it is in this override), the
+        # lab's seeded volumes stay for the next run; idle paths would be
+        # noise for whatever runs next on the machine. The restarts stop first.
+        return up_then_down(base + ["up", "--build", "--exit-code-from", "bench", "bench"], base + ["down", "-t", "5"],
+                            run_env, float(env.get("AB_TIMEOUT", "3600")),
+                            TwinRestarts(base, run_env, results_base(env, lab), [service, twin_name(service)]))
     except subprocess.TimeoutExpired:
         print(f"ab: error: no end within AB_TIMEOUT={env.get('AB_TIMEOUT', '3600')} s", file=sys.stderr)
         return 2
-    finally:
-        # the containers go (the twin too: it is in this override), the lab's
-        # seeded volumes stay for the next run; idle paths would be noise for
-        # whatever runs next on the machine
-        subprocess.run(base + ["down", "-t", "5"], cwd=ROOT, env=run_env, capture_output=True, timeout=300)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ calibration: 0 false alarms of 6 still allows 46%.
 Writes results/calibration-<SERVICE>-<UTC time>/calibration.json and
 calibration.md, after every run (status "incomplete" until the last), so a
 calibration cut short keeps what it measured. A run that gives no ab.json,
-or one whose ab.json has an error, is listed as not measured, with why.
+or one whose ab.json has an error, is listed as not measured, with why; so
+is a case that counted fewer blocks than planned, which the gate calls not
+measured too (bench.measure.calibration.blocks_short, the rule both read).
 
 Environment: SERVICE (required), AB_CALIBRATION_RUNS (default 20),
 AB_TIMEOUT (seconds per run, as tools/change.py reads it; this adds 30 minutes
@@ -121,6 +123,9 @@ def render(doc: dict) -> str:
                      f"**{found['alarms']} of {found['rows']} case-metrics** ({_pct(found['rate'])}; 95% interval "
                      f"{_pct(found['low'])}-{_pct(found['high'])}); runs with any: {runs['alarms']} of "
                      f"{runs['rows']} (95% interval {_pct(runs['low'])}-{_pct(runs['high'])}).")
+    short = stats.get("cases_short_of_blocks", 0)
+    lines.append(f"- {short} case-run{'' if short == 1 else 's'} left out: fewer blocks counted than planned "
+                 "(what the gate calls not measured, exit 2).")
     gate = doc.get("gate")
     if gate and gate["runs"]:
         counts = ", ".join(f"{gate['exits'].count(c)} exit {c} ({VERDICTS[c]})" for c in sorted(set(gate["exits"])))

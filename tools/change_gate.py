@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from lab_compose import ROOT, LabError, settings_in
+from bench.measure.calibration import blocks_short  # the one rule: a calibration leaves such a case out too
 
 SHARED = ("loadgen/", "seed/", "compose.yaml", ".env", "cpus-2.env", "local-images/", "monitoring/")
 # Folders that build more than one path.
@@ -93,9 +94,9 @@ def not_measured(ab: dict, metrics: list[str]) -> list[str]:
         if case.get("error"):
             why.append(f"{name}: {case['error']}")
             continue
+        if short := blocks_short(ab, case):
+            why.append(f"{name}: {short}")
         counted = [blk for blk in case.get("blocks", []) if blk.get("counted", True)]
-        if len(counted) < ab.get("blocks", 0):
-            why.append(f"{name}: {len(counted)} blocks counted of {ab['blocks']} planned")
         lost = {side: sum(blk[key].get("failed") or 0 for blk in counted)
                 for side, key in ((ab.get("a", "A"), "a"), (ab.get("b", "B"), "b"))}
         why += [f"{name}: {side} failed {n} requests (no answer, or one cut short)" for side, n in lost.items() if n]

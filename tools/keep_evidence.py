@@ -4,10 +4,12 @@ ab.json and ab.md, another run's results.json and report.md, each JSON
 gzipped, without the raw tool output, the per-request completions, the
 conformance cases and the cAdvisor samples (about 30 KB a run), so a table in docs/ can
 be checked against what it quotes long after the machine that made it is
-gone. tests/test_evidence.py checks that every run id docs/*.md and
-README.md name is kept here.
+gone; a make ab-calibrate calibration (calibration-<path>-<id>) gets its
+calibration.json and calibration.md as they are. tests/test_evidence.py
+checks that every run id docs/*.md and README.md name is kept here.
 
-usage: tools/keep_evidence.py RUN_ID [RUN_ID ...]   (from RESULTS_DIR, ./results)"""
+usage: tools/keep_evidence.py RUN_ID [RUN_ID ...]   (from RESULTS_DIR, ./results;
+       a calibration's RUN_ID is its folder's name, calibration-<path>-<id>)"""
 import gzip
 import json
 import os
@@ -21,6 +23,8 @@ EVIDENCE = ROOT / "results" / "evidence"
 DROPPED = ("raw_output", "completions", "latency_histogram", "workers", "conformance")
 COPIED = ("ab.md", "report.md", "calibration.json", "calibration.md")
 SLIMMED = ("ab.json", "results.json")
+# What a kept folder holds: an A/B run's, another run's, a calibration's (tests/test_evidence.py checks it)
+KEPT = ({"ab.json.gz", "ab.md"}, {"results.json.gz", "report.md"}, {"calibration.json", "calibration.md"})
 
 
 def slimmed(node):
@@ -34,9 +38,12 @@ def slimmed(node):
 
 def keep(run: Path, into: Path) -> Path:
     """One run's evidence: an A/B run's ab.json and ab.md (its results.json
-    and report.md say the same again), else results.json and report.md."""
+    and report.md say the same again), else results.json and report.md; a
+    calibration's calibration.json and calibration.md."""
     if not run.is_dir():
         raise FileNotFoundError(f"{run}: no such run folder")
+    if not any((run / name).is_file() for name in (*SLIMMED, "calibration.json")):
+        raise ValueError(f"{run}: no ab.json, results.json or calibration.json: nothing a doc could quote")
     out = into / run.name
     out.mkdir(parents=True, exist_ok=True)
     ab = (run / "ab.json").is_file()

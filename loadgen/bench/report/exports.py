@@ -5,7 +5,8 @@ Metric Format (bencher.json) and github-action-benchmark's custom formats
 (github-benchmark-bigger.json, github-benchmark-smaller.json). Failed cases
 have no number: a row in the CSV with its error, nothing in the JSONs. A
 ratio to nginx-static from the rounds carries its 95% interval (low, high)
-and its round count wherever it goes."""
+and its round count wherever it goes; the CPU ratio, the design that gave
+it too (cpu_design: same-moment or rounds, BENCH_CPU_DESIGN's words)."""
 import csv
 import io
 import json
@@ -19,13 +20,23 @@ BENCHER = "bencher.json"
 BIGGER, SMALLER = "github-benchmark-bigger.json", "github-benchmark-smaller.json"
 COLUMNS = ["target", "store", "size", "file", "concurrency", "tool", "status", "rps", "rps_min", "rps_max",
            "rps_ratio_to_nginx_static", "rps_ratio_low", "rps_ratio_high", "cpu_ms_per_request",
-           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "ratio_rounds", "p50_ms", "p99_ms",
-           "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
+           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "cpu_design", "ratio_rounds",
+           "p50_ms", "p99_ms", "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
 AB_KEEPALIVE = "ab-k"
 
 
 def _ratio(value, base):
     return round(value / base, 4) if value is not None and base else None
+
+
+def cpu_design(results: Results, found: dict) -> str:
+    """Pure: the windows a rounds row's CPU ratio came from: the run's
+    design (results.rounds.cpu_design; the rounds' before it was recorded)
+    for a headline case, the only kind same-moment windows time, else the
+    rounds' own; '' where the row has no CPU ratio from the rounds."""
+    if not found.get("cpu"):
+        return ""
+    return ((results.rounds or {}).get("cpu_design") or "rounds") if found.get("headline", True) else "rounds"
 
 
 def rows(results: Results) -> list[dict]:
@@ -51,6 +62,7 @@ def rows(results: Results) -> list[dict]:
                 if found.get(metric):
                     row |= {f"{column}_to_nginx_static": found[metric]["ratio"], f"{column}_low": found[metric]["low"],
                             f"{column}_high": found[metric]["high"], "ratio_rounds": found[metric]["rounds"]}
+            row["cpu_design"] = cpu_design(results, found)
         out.append(row)
     for c in results.comparisons:
         base = next((b for b in results.comparisons if (b.target, b.file, b.concurrency)
@@ -84,7 +96,11 @@ def bencher(results: Results) -> dict:
     """BMF: benchmark -> measure -> {value, lower_value, upper_value}.
     throughput is Bencher's built-in (operations/s: requests/s here),
     latency its built-in in nanoseconds (the open-loop p99, response time
-    rather than queueing); cpu-ms-per-request is ours."""
+    rather than queueing); cpu-ms-per-request is ours, and so is the CPU
+    ratio: cpu-ratio-to-nginx-static from the rounds' windows,
+    cpu-ratio-to-nginx-static-same-moment from same-moment ones (BMF holds
+    numbers only, so the design is in the name: the two designs' ratios
+    differ, and one series across both would read the switch as a change)."""
     out: dict[str, dict] = {}
     for row in rows(results):
         if row["status"] != "ok":
@@ -92,7 +108,8 @@ def bencher(results: Results) -> dict:
         measures = {"throughput": {"value": row["rps"], "lower_value": row["rps_min"], "upper_value": row["rps_max"]}}
         if row.get("cpu_ms_per_request") is not None:
             measures["cpu-ms-per-request"] = {"value": row["cpu_ms_per_request"]}
-        for column, measure in (("rps_ratio", "ratio-to-nginx-static"), ("cpu_ratio", "cpu-ratio-to-nginx-static")):
+        cpu_measure = "cpu-ratio-to-nginx-static" + ("-same-moment" if row.get("cpu_design") == "same-moment" else "")
+        for column, measure in (("rps_ratio", "ratio-to-nginx-static"), ("cpu_ratio", cpu_measure)):
             if row.get(f"{column}_low") is not None:
                 measures[measure] = {"value": row[f"{column}_to_nginx_static"], "lower_value": row[f"{column}_low"],
                                      "upper_value": row[f"{column}_high"]}
