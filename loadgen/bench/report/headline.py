@@ -26,8 +26,11 @@ def timed_targets(results: Results) -> list[str]:
     return [t.name for t in results.targets if t.name in timed]
 
 
-def grouped(results: Results, targets: list[str]) -> list[str]:
-    """The targets grouped by store, in STORE_ORDER; in their given order within a group."""
+def grouped(results: Results, targets: list[str] | None = None) -> list[str]:
+    """The targets (the timed ones by default) grouped by store, in
+    STORE_ORDER; in their given order within a group."""
+    targets = timed_targets(results) if targets is None else targets
+
     def key(target: str) -> tuple:
         store = results.store_of(target)
         if store in STORE_ORDER:
@@ -38,7 +41,7 @@ def grouped(results: Results, targets: list[str]) -> list[str]:
 
 def runs_at(results: Results, file: str, c: int) -> list[Run]:
     """One size's runs at one concurrency, grouped by store: a chart's or a table's rows."""
-    return [run for t in grouped(results, timed_targets(results)) if (run := results.run_for(t, file, c)) is not None]
+    return [run for t in grouped(results) if (run := results.run_for(t, file, c)) is not None]
 
 
 def size_label(file: str) -> str:
@@ -131,7 +134,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
     failed case's row holds no ratios."""
     c, rows = headline_level(results), []
     same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
-    for t in grouped(results, timed_targets(results)):
+    for t in grouped(results):
         for file, _ in files(results):
             run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
             if run is None:
