@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 
 from .change import change_report
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Report, Row, Table
 from .overload import overload_part
 from .resilience import resilience_part
 from .sections import head, sections
@@ -61,11 +61,8 @@ def _tr(row) -> str:
     return f"<tr{attrs}>{''.join(_td(c) for c in row.cells)}</tr>"
 
 
-def table(header: list[str], rows: list, id: str = "") -> str:
-    """A table in a scrolling box: wide tables scroll, the page does not."""
-    head_ = "".join(f"<th>{inline(h)}</th>" for h in header)
-    return (f'<div class="table"><table{f" id={chr(34)}{id}{chr(34)}" if id else ""}><thead><tr>{head_}</tr></thead>'
-            f"<tbody>{''.join(_tr(r) for r in rows)}</tbody></table></div>")
+def _blocks(blocks: list, level: int) -> str:
+    return "".join(_block(b, level) for b in blocks)
 
 
 def _block(block, level: int) -> str:
@@ -75,19 +72,19 @@ def _block(block, level: int) -> str:
         return f'<p{" class=answer" if block.answer else ""}>{inline(block.text)}</p>'
     if isinstance(block, Bullets):
         return f"<ul>{''.join(f'<li>{inline(item)}</li>' for item in block.items)}</ul>"
-    if isinstance(block, Table):
-        return table(block.header, block.rows, block.id)
+    if isinstance(block, Table):  # in a scrolling box: wide tables scroll, the page does not
+        head_, id_ = "".join(f"<th>{inline(h)}</th>" for h in block.header), f' id="{block.id}"' if block.id else ""
+        return (f'<div class="table"><table{id_}><thead><tr>{head_}</tr></thead>'
+                f"<tbody>{''.join(_tr(r) for r in block.rows)}</tbody></table></div>")
     if isinstance(block, Legend):
         items = [f"<li>{_flag(f.name, True)}: {escape(f.legend)}</li>" for f in shown(block.flags)]
         items += [f"<li>{BASELINE_MARK} {escape(BASELINE_NOTE)}</li>"] if block.baseline else []
         return f'<p>Flags:</p><ul class="legend">{"".join(items)}</ul>'
     if isinstance(block, Charts):
-        figures = "".join(_block(f, level) for f in block.figures)
-        return f'<div class="charts">{figures}</div>' if figures else ""
+        return f'<div class="charts">{figures}</div>' if (figures := _blocks(block.figures, level)) else ""
     if isinstance(block, Figure):  # report.md's PNGs stay beside it: the page draws its own charts
         return f"<figure>{block.svg}<figcaption>{escape(block.caption)}</figcaption></figure>" if block.svg else ""
-    body = "".join(_block(b, level + 1) for b in block.blocks)
-    if not body:
+    if not (body := _blocks(block.blocks, level + 1)):
         return ""
     if block.folded:
         return f"<details><summary>{inline(block.title)}</summary>{body}</details>"
@@ -104,8 +101,11 @@ def _page(title: str, links: list[str], all_runs: bool, body: str) -> str:
 LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
 
 
-def _sections(found: list[Part]) -> str:
-    return "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in found)
+def _report(report: Report, nav: bool = False) -> str:
+    """What a reader must know first, a table of contents (nav), then each section under its anchor."""
+    toc = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in report.sections) if nav else ""
+    return (_blocks(report.head, 2) + (f"<nav>{toc}</nav>" if nav else "")
+            + "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in report.sections))
 
 
 def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:
@@ -114,21 +114,17 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
     link; all_runs: link results/index.html."""
     failed = results.status != "complete" or results.failed
     status = "complete, with failures" if results.status == "complete" and failed else results.status
-    found = sections(results)
-    nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in found)
-    return _page(f"GridFS Serving Lab: run {escape(results.run_id)}", list(linked), all_runs,
-                 f"<h1>GridFS Serving Lab: run {escape(results.run_id)} "
-                 f'<span class="status{" bad" if failed else ""}">{escape(status)}</span></h1>'
-                 + "".join(_block(b, 2) for b in head(results))
-                 + f"<nav>{nav}</nav>{_sections(found)}{_fault_docs(doc or {})}")
+    title = f"GridFS Serving Lab: run {escape(results.run_id)}"
+    return _page(title, list(linked), all_runs, f'<h1>{title} <span class="status{" bad" if failed else ""}">'
+                 f"{escape(status)}</span></h1>{_report(Report(title, head(results), sections(results)), nav=True)}"
+                 + _fault_docs(doc or {}))
 
 
 def _fault_docs(doc: dict) -> str:
     """resilience and overload sections, when the run's results.json has them
     (their own runs' documents, or a bench run's should it carry them)."""
-    parts = [part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
-             if doc.get(key) is not None]
-    return "".join(_block(p, 2) for p in parts)
+    return _blocks([part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
+                    if doc.get(key) is not None], 2)
 
 
 def render_change_page(results: Results, all_runs: bool = True) -> str:
@@ -136,8 +132,7 @@ def render_change_page(results: Results, all_runs: bool = True) -> str:
     block) and a chart of the paired changes per case."""
     report = change_report(results)
     return _page(f"GridFS Serving Lab: {escape(report.title)}", ["ab.md", "ab.json", "results.json"], all_runs,
-                 f"<h1>{escape(report.title)}</h1>" + "".join(_block(b, 2) for b in report.head)
-                 + _sections(report.sections))
+                 f"<h1>{escape(report.title)}</h1>{_report(report)}")
 
 
 def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:

@@ -30,22 +30,13 @@ BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided from its flags and C
 CASE = ["target", "size", "concurrency"]  # the columns of a case's name (_case)
 
 
-def _legend(shown, baseline: bool = False) -> list:
-    """The legend of the flags the cells in `shown` (rows, tables, parts)
-    show, and of † when a ratio rests on a flagged baseline: read off the
-    cells, so it explains every mark the reader sees and no other."""
-    cells = _cells(shown)
+def _legend(rows: list, baseline: bool = False) -> list:
+    """The legend of the flags the rows' cells show, and of † when a ratio
+    rests on a flagged baseline: read off the cells, so it explains every
+    mark the reader sees and no other."""
+    cells = [c for r in rows for c in (r.cells if isinstance(r, Row) else r) if isinstance(c, Cell)]
     flags, baseline = {f for c in cells for f in c.flags}, baseline or any(c.dagger for c in cells)
     return [Legend(flags, baseline)] if flags or baseline else []
-
-
-def _cells(shown) -> list[Cell]:
-    """Every Cell within: a part's tables, a table's rows, a row's (or a list's) cells; plain text marks nothing."""
-    if isinstance(shown, Cell):
-        return [shown]
-    inner = {Part: "blocks", Table: "rows", Row: "cells"}.get(type(shown))
-    found = getattr(shown, inner) if inner else shown if isinstance(shown, list) else []
-    return [c for x in found for c in _cells(x)]
 
 
 def _spread(spread: dict | None, count: int) -> str:
@@ -118,11 +109,9 @@ def _strip(caption: str, title: str, kind: str, unit: str, rows: list) -> Figure
 
 # Each service's own base variable and the shared one it defaults to.
 SERVICE_IMAGE_DEFAULTS = {
-    "SEED_IMAGE": "PYTHON_IMAGE", "BENCH_IMAGE": "PYTHON_IMAGE", "FLASK_IMAGE": "PYTHON_IMAGE",
-    "FLASK_POSTGRES_IMAGE": "PYTHON_IMAGE", "NGINX_STATIC_IMAGE": "NGINX_BASE_IMAGE",
-    "NGINX_GRIDFS_IMAGE": "NGINX_BASE_IMAGE", "NGINX_CACHE_IMAGE": "NGINX_BASE_IMAGE",
-    "GRIDFS_FUSE_IMAGE": "NGINX_BASE_IMAGE",
-}
+    **dict.fromkeys(("SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE"), "PYTHON_IMAGE"),
+    **dict.fromkeys(("NGINX_STATIC_IMAGE", "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE"),
+                    "NGINX_BASE_IMAGE")}
 
 
 def _shown_image_variables(params: dict) -> list[str]:
@@ -254,7 +243,7 @@ def _requests_per_second(results: Results) -> list:
                  "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
                  "figure of every repetition is in results.json. Seed 000's columns: "
                  + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in study000.COLUMNS.items()) + "."),
-            *tables, *_legend(tables, any(flagged))]
+            *tables, *_legend([row for part in tables for row in part.blocks[0].rows], any(flagged))]
 
 
 CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
