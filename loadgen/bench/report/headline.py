@@ -33,9 +33,8 @@ def grouped(results: Results, targets: list[str] | None = None) -> list[str]:
 
     def key(target: str) -> tuple:
         store = results.store_of(target)
-        if store in STORE_ORDER:
-            return 0, STORE_ORDER.index(store), targets.index(target)
-        return (2 if store == STORE_NOT_RECORDED else 1), store, targets.index(target)
+        rank = STORE_ORDER.index(store) if store in STORE_ORDER else len(STORE_ORDER) + (store == STORE_NOT_RECORDED)
+        return rank, store, targets.index(target)
     return sorted(targets, key=key)
 
 
@@ -132,23 +131,19 @@ def cpu_condition(results: Results) -> str | None:
 def headline_rows(results: Results) -> list[HeadlineRow]:
     """A row per timed target and size at the headline's concurrency; a
     failed case's row holds no ratios."""
-    c, rows = headline_level(results), []
+    c = headline_level(results)
     same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
-    for t in grouped(results):
-        for file, _ in files(results):
-            run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
-            if run is None:
-                continue
-            row = HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
-            if run.ok:
-                base = base if base is not None and base.ok else None
-                found = round_ratios(results, t, file, c)
-                row.rps, row.cpu = found.get("rps"), found.get("cpu")
-                row.rps_ratio = row.rps["ratio"] if row.rps else _ratio(run.rps, base.rps if base else None)
-                row.cpu_ratio = (row.cpu["ratio"] if row.cpu else None if same_moment and t != BASELINE
-                                 else _ratio(target_ms(run), target_ms(base)))
-                row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base.flags)
-            rows.append(row)
+    rows = [HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
+            for t in grouped(results) for file, _ in files(results) if (run := results.run_for(t, file, c))]
+    for row in (row for row in rows if row.run.ok):
+        run, t, base = row.run, row.target, results.run_for(BASELINE, row.run.file, c)
+        base = base if base is not None and base.ok else None
+        found = round_ratios(results, t, run.file, c)
+        row.rps, row.cpu = found.get("rps"), found.get("cpu")
+        row.rps_ratio = row.rps["ratio"] if row.rps else _ratio(run.rps, base.rps if base else None)
+        row.cpu_ratio = (row.cpu["ratio"] if row.cpu else None if same_moment and t != BASELINE
+                         else _ratio(target_ms(run), target_ms(base)))
+        row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base.flags)
     return rows
 
 

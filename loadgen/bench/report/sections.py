@@ -1,11 +1,8 @@
 """The report's sections, built once from a Results in the one order both
 report.md and index.html show them (report/model.py says what a section
-holds). First the headline: one row per target and size, with the sentences
-that say what the run found; then the details (rounds, requests per second
-beside seed 000's figures, CPU per request and cores, latency at a fixed
-rate, the sweep, the working set, the stores, ab -k against wrk, the checks,
-every case, the settings). A failed case reads "failed" in every table, never
-a number."""
+holds): first the headline, one row per target and size with the sentences
+that say what the run found, then the details (sections() lists them). A
+failed case reads "failed" in every table, never a number."""
 import json
 
 from . import study000, study002
@@ -313,23 +310,19 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
         rows.append(ChartRow(o.target, pts, note="" if o.ok else "failed"))
         if o.ok and o.latency_histogram:
             curves[o.target] = percentile_curve(o.latency_histogram)
-    figures = [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
-                      strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True))]
-    if curves:
-        deepest = max(x for pts in curves.values() for x, _ in pts)
-        ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
-        figures.append(Figure(f"{_size(file)}: every request's response time at {share:.0%} of capacity, as a "
-                              "percentile curve (from the histogram kept in results.json; the last point is the "
-                              "slowest answer).", line_chart(f"Latency distribution, {_size(file)}", curves,
-                                                             "percentile", "milliseconds", x_log=False, y_log=True,
-                                                             x_ticks=ticks)))
+    deepest = max((x for pts in curves.values() for x, _ in pts), default=0)
+    ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
     series = {t: pts for t, pts in _series((o.target, o.share * 100, o.p99_ms) for o in results.open_loop
                                            if o.file == file and o.ok and o.share).items() if len(pts) > 1}
-    if series:
-        figures.append(Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
-                              line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
-                                         "p99 milliseconds", x_log=False, y_log=True)))
-    return figures
+    return [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
+                   strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True)),
+            *([Figure(f"{_size(file)}: every request's response time at {share:.0%} of capacity, as a percentile "
+                      "curve (from the histogram kept in results.json; the last point is the slowest answer).",
+                      line_chart(f"Latency distribution, {_size(file)}", curves, "percentile", "milliseconds",
+                                 x_log=False, y_log=True, x_ticks=ticks))] if curves else []),
+            *([Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
+                      line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
+                                 "p99 milliseconds", x_log=False, y_log=True))] if series else [])]
 
 
 def _open_loop(results: Results) -> list:
