@@ -20,16 +20,13 @@ from ..results import Results
 
 PAGE = "index.html"
 CSS = (Path(__file__).parent / "page.css").read_text()  # the page's style, inline in every page
-_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
+_STRONG, _CODE = re.compile(r"\*\*(.+?)\*\*"), re.compile(r"`([^`]+)`")
 _NUMBER = re.compile(r"^[-+]?[\d,.]+( ±\d+%)?$")
 
 
 def inline(text: str) -> str:
     """The model's two inline marks, **strong** and `code`, as HTML."""
-    out = escape(text, quote=False)
-    for pattern, repl in _INLINE:
-        out = pattern.sub(repl, out)
-    return out
+    return _CODE.sub(r"<code>\1</code>", _STRONG.sub(r"<strong>\1</strong>", escape(text, quote=False)))
 
 
 def _abbr(title: str, html: str) -> str:
@@ -141,14 +138,13 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     there and, when there is one (or all_runs), results/index.html."""
     doc = results.to_dict() if results else json.loads((run_dir / "results.json").read_text())
     linked = tuple(name for name in LINKED if (run_dir / name).exists())
-    if all_runs is None:
-        all_runs = (run_dir.parent / PAGE).exists()
-    path = run_dir / PAGE
+    all_runs = (run_dir.parent / PAGE).exists() if all_runs is None else all_runs
     if "runs" not in doc and ("resilience" in doc or "overload" in doc):  # their report.md's tables are all they hold
-        path.write_text(_page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}",
-                              ["report.md", "results.json"], all_runs, _fault_docs(doc)))
+        page = _page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}", ["report.md", "results.json"],
+                     all_runs, _fault_docs(doc))
     elif doc.get("ab"):
-        path.write_text(render_change_page(results or Results.from_dict(doc), all_runs))
+        page = render_change_page(results or Results.from_dict(doc), all_runs)
     else:
-        path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
-    return path
+        page = render_html(results or Results.from_dict(doc), doc, linked, all_runs)
+    (run_dir / PAGE).write_text(page)
+    return run_dir / PAGE

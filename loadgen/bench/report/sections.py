@@ -506,13 +506,12 @@ def _durability(results: Results) -> list:
 def _agreement(results: Results) -> list:
     if not results.comparisons:
         return []
-    rows = []
-    for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
-        tools = (c.ab_keepalive, c.wrk)
-        rows.append([*_case(c), *map(_rps_cell, tools), f"**{c.difference:.1%} differ**" if c.disagree
-                     else f"{c.difference:.1%}", *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / "
-                                                  f"{t.max_ms:.0f}" for t in tools),
-                     str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))])
+    rows = [[*_case(c), *map(_rps_cell, tools),
+             f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}",
+             *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / {t.max_ms:.0f}" for t in tools),
+             str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))]
+            for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes))
+            for tools in [(c.ab_keepalive, c.wrk)]]
     free = [c for c in results.comparisons if not c.bound]
     return [Para("Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
                  "at the same connection count and for the same seconds, repetitions interleaved, the tool going "
