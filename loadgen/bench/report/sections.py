@@ -589,6 +589,8 @@ def _settings(results: Results) -> list:
                      f"**{link['bits_per_second'] / 1e6:.1f} Mbit/s** received{retransmits}; a row moving 90% of it "
                      "is `link-bound`.")] if link and env.get("hosts") else []
     planned, actual = timing.get("planned_seconds"), timing.get("actual_seconds")
+    took = (f"The timed phases were expected to take {planned:.0f} s from the settings and took {actual:.0f} s "
+            "(slow cases run longer to hold their minimum of requests)." if planned and actual else "")
     return [
         Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]),
         *_part("Hosts", "One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its "
@@ -606,9 +608,7 @@ def _settings(results: Results) -> list:
         Part("Timing as applied", [Table(["knob", "value"], [[k, f"`{json.dumps(v)}`"] for k, v in timing.items()])],
              folded=True),
         *_part("What this run cost (wall seconds)", "The seed's time is its own (from manifest.json); the rest is "
-               "bench's, phase by phase. " + (f"The timed phases were expected to take {planned:.0f} s from the "
-                                              f"settings and took {actual:.0f} s (slow cases run longer to hold "
-                                              "their minimum of requests)." if planned and actual else ""),
+               f"bench's, phase by phase. {took}",
                Table(["phase", "seconds"], [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()]))]
 
 
