@@ -135,7 +135,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
     same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
     rows = [HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
             for t in grouped(results) for file, _ in files(results) if (run := results.run_for(t, file, c))]
-    for row in (row for row in rows if row.run.ok):
+    for row in [r for r in rows if r.run.ok]:
         run, t, base = row.run, row.target, results.run_for(BASELINE, row.run.file, c)
         base = base if base is not None and base.ok else None
         found = round_ratios(results, t, run.file, c)

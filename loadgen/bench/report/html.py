@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 
 from .change import change_report
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Report, Row, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
 from .overload import overload_part
 from .resilience import resilience_part
 from .sections import head, sections
@@ -98,11 +98,11 @@ def _page(title: str, links: list[str], all_runs: bool, body: str) -> str:
 LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
 
 
-def _report(report: Report, nav: bool = False) -> str:
+def _body(first: list, parts: list[Part], nav: bool = False) -> str:
     """What a reader must know first, a table of contents (nav), then each section under its anchor."""
-    toc = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in report.sections) if nav else ""
-    return (_blocks(report.head, 2) + (f"<nav>{toc}</nav>" if nav else "")
-            + "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in report.sections))
+    toc = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in parts) if nav else ""
+    return (_blocks(first, 2) + (f"<nav>{toc}</nav>" if nav else "")
+            + "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in parts))
 
 
 def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:
@@ -113,7 +113,7 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
     status = "complete, with failures" if results.status == "complete" and failed else results.status
     title = f"GridFS Serving Lab: run {escape(results.run_id)}"
     return _page(title, list(linked), all_runs, f'<h1>{title} <span class="status{" bad" if failed else ""}">'
-                 f"{escape(status)}</span></h1>{_report(Report(title, head(results), sections(results)), nav=True)}"
+                 f"{escape(status)}</span></h1>{_body(head(results), sections(results), nav=True)}"
                  + _fault_docs(doc or {}))
 
 
@@ -129,7 +129,7 @@ def render_change_page(results: Results, all_runs: bool = True) -> str:
     block) and a chart of the paired changes per case."""
     report = change_report(results)
     return _page(f"GridFS Serving Lab: {escape(report.title)}", ["ab.md", "ab.json", "results.json"], all_runs,
-                 f"<h1>{escape(report.title)}</h1>{_report(report)}")
+                 f"<h1>{escape(report.title)}</h1>{_body(report.head, report.sections)}")
 
 
 def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:
