@@ -546,11 +546,11 @@ def _checks(results: Results) -> list:
 def _every_case(results: Results) -> list:
     rows = []
     for r in results.runs:
-        rps, refused = r.spread or {}, r.refused
+        rps = r.spread or {}
         figures = ([f"{r.rps:.0f}", f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}"] if r.ok else _failed(6))
         rows.append([*_case(r), *figures, str(r.failed),
-                     f"{refused} ({refused / r.answers:.0%})" if refused and r.answers else str(refused),
+                     f"{r.refused} ({r.refused / r.answers:.0%})" if r.refused and r.answers else str(r.refused),
                      _names(r.flags) if r.ok else r.error or ""])
     return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
                  "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
@@ -572,10 +572,10 @@ def _peak_memory(results: Results) -> list:
     for r in results.runs:
         for role, usage in (r.cpu or {}).items():
             peaks[role] = max(peaks.get(role, 0), usage.get("peak_memory_bytes") or 0)
+    rows = [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())]
     return _part("Peak memory per container (MiB)", "cgroup v1: the container's lifetime peak of memory usage (page "
                  "cache included); cgroup v2: the highest working set seen in the timed windows.",
-                 Table(["container", "peak MiB"], [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())
-                                                   ]), folded=True)
+                 Table(["container", "peak MiB"], rows), folded=True)
 
 
 def _settings(results: Results) -> list:
