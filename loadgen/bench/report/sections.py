@@ -111,13 +111,6 @@ SERVICE_IMAGE_DEFAULTS = {
                     "NGINX_BASE_IMAGE")}
 
 
-def _shown_image_variables(params: dict) -> list[str]:
-    """The shared bases, then any service's own base that was swapped."""
-    shared = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
-    swapped = [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
-    return shared + swapped
-
-
 def head(results: Results) -> list:
     """What ran, where and for how long, and what a reader must know first."""
     env, params, timing = results.environment, results.parameters, results.timing
@@ -128,6 +121,9 @@ def head(results: Results) -> list:
             f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`"
             + (f"; ab as {timing['loadgens']} processes sharing each case's connections (BENCH_LOADGENS), merged"
                if timing.get("loadgens", 1) > 1 else ""))
+    # the images: the shared bases, then any service's own base that was swapped
+    images = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
+    images += [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
     first = [f"**This run is {results.status.split(':')[0]}**: {results.status}. The tables hold what was measured "
              "before it stopped."] if results.status not in ("complete", "running") else []
     first += ["The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB where no mongo image "
@@ -136,7 +132,7 @@ def head(results: Results) -> list:
               "well as by requests per second."] if ferretdb(results) else []
     return [Bullets([
         f"Database: **{server_label(env)}** from image `{params.get('MONGO_IMAGE', '?')}`",
-        "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in _shown_image_variables(params)),
+        "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in images),
         f"CPU: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} cores; pins: "
         f"target `{params.get('TARGET_CPUS')}`, mongo `{params.get('MONGO_CPUS')}`, "
         f"load generator `{params.get('LOADGEN_CPUS')}`; memory: target {params.get('TARGET_MEM')}, "
