@@ -9,7 +9,7 @@ from ..results import Results
 
 
 def legend_lines(flags, baseline: bool = False) -> list[str]:
-    """The flags' meanings as a list (report.md, bench compare, ab.md)."""
+    """The flags' meanings as a list (report.md, ab.md)."""
     lines = [f"- {f.mark} `{f.name}`: {f.legend}" if f.mark else f"- `{f.name}`" for f in shown(flags)]
     lines += [f"- {BASELINE_MARK} {BASELINE_NOTE}"] if baseline else []
     return ["Flags:", "", *lines, ""] if lines else []
