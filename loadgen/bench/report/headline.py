@@ -26,19 +26,21 @@ def timed_targets(results: Results) -> list[str]:
     return [t.name for t in results.targets if t.name in timed]
 
 
-def grouped(results: Results, targets: list[str]) -> list[str]:
-    """The targets grouped by store, in STORE_ORDER; in their given order within a group."""
+def grouped(results: Results, targets: list[str] | None = None) -> list[str]:
+    """The targets (the timed ones by default) grouped by store, in
+    STORE_ORDER; in their given order within a group."""
+    targets = timed_targets(results) if targets is None else targets
+
     def key(target: str) -> tuple:
         store = results.store_of(target)
-        if store in STORE_ORDER:
-            return 0, STORE_ORDER.index(store), targets.index(target)
-        return (2 if store == STORE_NOT_RECORDED else 1), store, targets.index(target)
+        rank = STORE_ORDER.index(store) if store in STORE_ORDER else len(STORE_ORDER) + (store == STORE_NOT_RECORDED)
+        return rank, store, targets.index(target)
     return sorted(targets, key=key)
 
 
 def runs_at(results: Results, file: str, c: int) -> list[Run]:
     """One size's runs at one concurrency, grouped by store: a chart's or a table's rows."""
-    return [run for t in grouped(results, timed_targets(results)) if (run := results.run_for(t, file, c)) is not None]
+    return [run for t in grouped(results) if (run := results.run_for(t, file, c)) is not None]
 
 
 def size_label(file: str) -> str:
@@ -129,23 +131,19 @@ def cpu_condition(results: Results) -> str | None:
 def headline_rows(results: Results) -> list[HeadlineRow]:
     """A row per timed target and size at the headline's concurrency; a
     failed case's row holds no ratios."""
-    c, rows = headline_level(results), []
+    c = headline_level(results)
     same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
-    for t in grouped(results, timed_targets(results)):
-        for file, _ in files(results):
-            run, base = results.run_for(t, file, c), results.run_for(BASELINE, file, c)
-            if run is None:
-                continue
-            row = HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
-            if run.ok:
-                base = base if base is not None and base.ok else None
-                found = round_ratios(results, t, file, c)
-                row.rps, row.cpu = found.get("rps"), found.get("cpu")
-                row.rps_ratio = row.rps["ratio"] if row.rps else _ratio(run.rps, base.rps if base else None)
-                row.cpu_ratio = (row.cpu["ratio"] if row.cpu else None if same_moment and t != BASELINE
-                                 else _ratio(target_ms(run), target_ms(base)))
-                row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base.flags)
-            rows.append(row)
+    rows = [HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
+            for t in grouped(results) for file, _ in files(results) if (run := results.run_for(t, file, c))]
+    for row in [r for r in rows if r.run.ok]:
+        run, t, base = row.run, row.target, results.run_for(BASELINE, row.run.file, c)
+        base = base if base is not None and base.ok else None
+        found = round_ratios(results, t, run.file, c)
+        row.rps, row.cpu = found.get("rps"), found.get("cpu")
+        row.rps_ratio = row.rps["ratio"] if row.rps else _ratio(run.rps, base.rps if base else None)
+        row.cpu_ratio = (row.cpu["ratio"] if row.cpu else None if same_moment and t != BASELINE
+                         else _ratio(target_ms(run), target_ms(base)))
+        row.baseline_flagged = base is not None and t != BASELINE and flagged_baseline(base.flags)
     return rows
 
 

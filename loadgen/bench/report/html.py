@@ -20,16 +20,13 @@ from ..results import Results
 
 PAGE = "index.html"
 CSS = (Path(__file__).parent / "page.css").read_text()  # the page's style, inline in every page
-_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
+_STRONG, _CODE = re.compile(r"\*\*(.+?)\*\*"), re.compile(r"`([^`]+)`")
 _NUMBER = re.compile(r"^[-+]?[\d,.]+( ±\d+%)?$")
 
 
 def inline(text: str) -> str:
     """The model's two inline marks, **strong** and `code`, as HTML."""
-    out = escape(text, quote=False)
-    for pattern, repl in _INLINE:
-        out = pattern.sub(repl, out)
-    return out
+    return _CODE.sub(r"<code>\1</code>", _STRONG.sub(r"<strong>\1</strong>", escape(text, quote=False)))
 
 
 def _abbr(title: str, html: str) -> str:
@@ -61,11 +58,8 @@ def _tr(row) -> str:
     return f"<tr{attrs}>{''.join(_td(c) for c in row.cells)}</tr>"
 
 
-def table(header: list[str], rows: list, id: str = "") -> str:
-    """A table in a scrolling box: wide tables scroll, the page does not."""
-    head_ = "".join(f"<th>{inline(h)}</th>" for h in header)
-    return (f'<div class="table"><table{f" id={chr(34)}{id}{chr(34)}" if id else ""}><thead><tr>{head_}</tr></thead>'
-            f"<tbody>{''.join(_tr(r) for r in rows)}</tbody></table></div>")
+def _blocks(blocks: list, level: int) -> str:
+    return "".join(_block(b, level) for b in blocks)
 
 
 def _block(block, level: int) -> str:
@@ -75,19 +69,19 @@ def _block(block, level: int) -> str:
         return f'<p{" class=answer" if block.answer else ""}>{inline(block.text)}</p>'
     if isinstance(block, Bullets):
         return f"<ul>{''.join(f'<li>{inline(item)}</li>' for item in block.items)}</ul>"
-    if isinstance(block, Table):
-        return table(block.header, block.rows, block.id)
+    if isinstance(block, Table):  # in a scrolling box: wide tables scroll, the page does not
+        head_, id_ = "".join(f"<th>{inline(h)}</th>" for h in block.header), f' id="{block.id}"' if block.id else ""
+        return (f'<div class="table"><table{id_}><thead><tr>{head_}</tr></thead>'
+                f"<tbody>{''.join(_tr(r) for r in block.rows)}</tbody></table></div>")
     if isinstance(block, Legend):
         items = [f"<li>{_flag(f.name, True)}: {escape(f.legend)}</li>" for f in shown(block.flags)]
         items += [f"<li>{BASELINE_MARK} {escape(BASELINE_NOTE)}</li>"] if block.baseline else []
         return f'<p>Flags:</p><ul class="legend">{"".join(items)}</ul>'
     if isinstance(block, Charts):
-        figures = "".join(_block(f, level) for f in block.figures)
-        return f'<div class="charts">{figures}</div>' if figures else ""
+        return f'<div class="charts">{figures}</div>' if (figures := _blocks(block.figures, level)) else ""
     if isinstance(block, Figure):  # report.md's PNGs stay beside it: the page draws its own charts
         return f"<figure>{block.svg}<figcaption>{escape(block.caption)}</figcaption></figure>" if block.svg else ""
-    body = "".join(_block(b, level + 1) for b in block.blocks)
-    if not body:
+    if not (body := _blocks(block.blocks, level + 1)):
         return ""
     if block.folded:
         return f"<details><summary>{inline(block.title)}</summary>{body}</details>"
@@ -104,8 +98,11 @@ def _page(title: str, links: list[str], all_runs: bool, body: str) -> str:
 LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
 
 
-def _sections(found: list[Part]) -> str:
-    return "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in found)
+def _body(first: list, parts: list[Part], nav: bool = False) -> str:
+    """What a reader must know first, a table of contents (nav), then each section under its anchor."""
+    toc = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in parts) if nav else ""
+    return (_blocks(first, 2) + (f"<nav>{toc}</nav>" if nav else "")
+            + "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in parts))
 
 
 def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:
@@ -114,21 +111,17 @@ def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKE
     link; all_runs: link results/index.html."""
     failed = results.status != "complete" or results.failed
     status = "complete, with failures" if results.status == "complete" and failed else results.status
-    found = sections(results)
-    nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in found)
-    return _page(f"GridFS Serving Lab: run {escape(results.run_id)}", list(linked), all_runs,
-                 f"<h1>GridFS Serving Lab: run {escape(results.run_id)} "
-                 f'<span class="status{" bad" if failed else ""}">{escape(status)}</span></h1>'
-                 + "".join(_block(b, 2) for b in head(results))
-                 + f"<nav>{nav}</nav>{_sections(found)}{_fault_docs(doc or {})}")
+    title = f"GridFS Serving Lab: run {escape(results.run_id)}"
+    return _page(title, list(linked), all_runs, f'<h1>{title} <span class="status{" bad" if failed else ""}">'
+                 f"{escape(status)}</span></h1>{_body(head(results), sections(results), nav=True)}"
+                 + _fault_docs(doc or {}))
 
 
 def _fault_docs(doc: dict) -> str:
     """resilience and overload sections, when the run's results.json has them
     (their own runs' documents, or a bench run's should it carry them)."""
-    parts = [part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
-             if doc.get(key) is not None]
-    return "".join(_block(p, 2) for p in parts)
+    return _blocks([part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
+                    if doc.get(key) is not None], 2)
 
 
 def render_change_page(results: Results, all_runs: bool = True) -> str:
@@ -136,8 +129,7 @@ def render_change_page(results: Results, all_runs: bool = True) -> str:
     block) and a chart of the paired changes per case."""
     report = change_report(results)
     return _page(f"GridFS Serving Lab: {escape(report.title)}", ["ab.md", "ab.json", "results.json"], all_runs,
-                 f"<h1>{escape(report.title)}</h1>" + "".join(_block(b, 2) for b in report.head)
-                 + _sections(report.sections))
+                 f"<h1>{escape(report.title)}</h1>{_body(report.head, report.sections)}")
 
 
 def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | None = None) -> Path:
@@ -146,14 +138,13 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     there and, when there is one (or all_runs), results/index.html."""
     doc = results.to_dict() if results else json.loads((run_dir / "results.json").read_text())
     linked = tuple(name for name in LINKED if (run_dir / name).exists())
-    if all_runs is None:
-        all_runs = (run_dir.parent / PAGE).exists()
-    path = run_dir / PAGE
+    all_runs = (run_dir.parent / PAGE).exists() if all_runs is None else all_runs
     if "runs" not in doc and ("resilience" in doc or "overload" in doc):  # their report.md's tables are all they hold
-        path.write_text(_page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}",
-                              ["report.md", "results.json"], all_runs, _fault_docs(doc)))
+        page = _page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}", ["report.md", "results.json"],
+                     all_runs, _fault_docs(doc))
     elif doc.get("ab"):
-        path.write_text(render_change_page(results or Results.from_dict(doc), all_runs))
+        page = render_change_page(results or Results.from_dict(doc), all_runs)
     else:
-        path.write_text(render_html(results or Results.from_dict(doc), doc, linked, all_runs))
-    return path
+        page = render_html(results or Results.from_dict(doc), doc, linked, all_runs)
+    (run_dir / PAGE).write_text(page)
+    return run_dir / PAGE

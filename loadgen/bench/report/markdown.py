@@ -9,7 +9,7 @@ from ..results import Results
 
 
 def legend_lines(flags, baseline: bool = False) -> list[str]:
-    """The flags' meanings as a list (report.md, bench compare, ab.md)."""
+    """The flags' meanings as a list (report.md, ab.md)."""
     lines = [f"- {f.mark} `{f.name}`: {f.legend}" if f.mark else f"- `{f.name}`" for f in shown(flags)]
     lines += [f"- {BASELINE_MARK} {BASELINE_NOTE}"] if baseline else []
     return ["Flags:", "", *lines, ""] if lines else []
@@ -24,19 +24,15 @@ def cell_text(cell) -> str:
     return cell.text + (f" {found}" if found else "") + (BASELINE_MARK if cell.dagger else "") + cell.after
 
 
-def table_lines(table: Table) -> list[str]:
-    cells = [[cell_text(c).replace("|", "\\|") for c in (r.cells if isinstance(r, Row) else r)] for r in table.rows]
-    rule = "".join("--:|" if a == "r" else "---|" for a in table.align.ljust(len(table.header)))
-    return ["| " + " | ".join(table.header) + " |", "|" + rule, *("| " + " | ".join(r) + " |" for r in cells)]
-
-
 def block_lines(block, level: int) -> list[str]:
     if isinstance(block, Para):
         return [f"> {block.text}" if block.quote else block.text, ""]
     if isinstance(block, Bullets):
         return [*(f"- {item}" for item in block.items), ""]
     if isinstance(block, Table):
-        return [*table_lines(block), ""]
+        cells = [[cell_text(c).replace("|", "\\|") for c in (r.cells if isinstance(r, Row) else r)] for r in block.rows]
+        rule = "".join("--:|" if a == "r" else "---|" for a in block.align.ljust(len(block.header)))
+        return ["| " + " | ".join(block.header) + " |", "|" + rule, *("| " + " | ".join(r) + " |" for r in cells), ""]
     if isinstance(block, Legend):
         return legend_lines(block.flags, block.baseline)
     if isinstance(block, Charts):

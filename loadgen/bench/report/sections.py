@@ -1,11 +1,8 @@
 """The report's sections, built once from a Results in the one order both
 report.md and index.html show them (report/model.py says what a section
-holds). First the headline: one row per target and size, with the sentences
-that say what the run found; then the details (rounds, requests per second
-beside seed 000's figures, CPU per request and cores, latency at a fixed
-rate, the sweep, the working set, the stores, ab -k against wrk, the checks,
-every case, the settings). A failed case reads "failed" in every table, never
-a number."""
+holds): first the headline, one row per target and size with the sentences
+that say what the run found, then the details (sections() lists them). A
+failed case reads "failed" in every table, never a number."""
 import json
 
 from . import study000, study002
@@ -27,24 +24,16 @@ FAILED_CASES_SHOWN = 30  # per target; results.json keeps every case
 BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided from its flags and CPU (the load generator; a core two "
                    "active containers shared; the target's or the database's own CPU allowance used to 90%; else "
                    "none: the path waited with CPU to spare).")
+CASE = ["target", "size", "concurrency"]  # the columns of a case's name (_case)
 
 
-def _legend(shown, baseline: bool = False) -> list:
-    """The legend of the flags the cells in `shown` (rows, tables, parts)
-    show, and of † when a ratio rests on a flagged baseline: read off the
-    cells, so it explains every mark the reader sees and no other."""
-    cells = _cells(shown)
+def _legend(rows: list, baseline: bool = False) -> list:
+    """The legend of the flags the rows' cells show, and of † when a ratio
+    rests on a flagged baseline: read off the cells, so it explains every
+    mark the reader sees and no other."""
+    cells = [c for r in rows for c in (r.cells if isinstance(r, Row) else r) if isinstance(c, Cell)]
     flags, baseline = {f for c in cells for f in c.flags}, baseline or any(c.dagger for c in cells)
     return [Legend(flags, baseline)] if flags or baseline else []
-
-
-def _cells(shown) -> list[Cell]:
-    """Every Cell within: a part's tables, a table's rows, a row's (or a list's) cells; plain text marks nothing."""
-    if isinstance(shown, Cell):
-        return [shown]
-    inner = {Part: "blocks", Table: "rows", Row: "cells"}.get(type(shown))
-    found = getattr(shown, inner) if inner else shown if isinstance(shown, list) else []
-    return [c for x in found for c in _cells(x)]
 
 
 def _spread(spread: dict | None, count: int) -> str:
@@ -53,13 +42,18 @@ def _spread(spread: dict | None, count: int) -> str:
     return f" ±{half:.0%}" if half is not None and count > 1 else ""
 
 
+def _rps_cell(item, after: str = "") -> Cell:
+    """A case's (or one tool's) requests per second ± its spread, flagged."""
+    spread = _spread(item.spread, len(item.repetitions))
+    return Cell(f"{item.rps:.0f}{spread}", tuple(item.flags), num=True, after=after)
+
+
 def _names(flags) -> Cell:
     """A flags column: each flag by its name."""
     return Cell("", tuple(flags), names=True)
 
 
 def _case(item) -> list[str]:
-    """The cells that name a case: its target, size and concurrency."""
     return [item.target, _size(item.file), str(item.concurrency)]
 
 
@@ -68,14 +62,25 @@ def _failed(figures: int) -> list[str]:
     return ["failed", *["-"] * (figures - 1)]
 
 
-def _size_by_target(results: Results, cell) -> list:
+def _ms(run) -> str:
+    """CPU ms per request: the path's own container's / the database's."""
+    used = [run.cpu.get(role) or {} for role in (run.target, run.database_role)]
+    return " / ".join("-" if u.get("cpu_ms_per_request") is None else f"{u['cpu_ms_per_request']:.3f}" for u in used)
+
+
+def _part(title: str, about: str, table: Table, *more, folded: bool = False) -> list[Part]:
+    """A subsection: what its table holds, the table, anything more; none when the table has no rows."""
+    return [Part(title, [Para(about), table, *more], folded=folded)] if table.rows else []
+
+
+def _by_size_and_target(results: Results, cell) -> list[Part]:
     """A part per concurrency level: a row per file size, a column per timed
-    target (grouped by store), each cell cell(run or None, target, file, c)."""
-    targets = grouped(results, timed_targets(results))
+    target (grouped by store); a completed run's cell is cell(run)."""
+    targets = grouped(results)
     header = ["File size", *(f"{t} ({results.store_of(t)})" for t in targets)]
-    return [Part(f"Concurrency {c}", [Table(header, [[_size(f), *(cell(results.run_for(t, f, c), t, f, c)
-                                                                   for t in targets)] for f, _ in files(results)])])
-            for c in concurrencies(results)]
+    return [Part(f"Concurrency {c}", [Table(header, [
+        [_size(f), *("-" if (run := results.run_for(t, f, c)) is None else cell(run) if run.ok else "failed"
+                     for t in targets)] for f, _ in files(results)])]) for c in concurrencies(results)]
 
 
 def _series(points) -> dict[str, list[tuple[float, float]]]:
@@ -87,24 +92,23 @@ def _series(points) -> dict[str, list[tuple[float, float]]]:
 
 
 def _each_case(results: Results, chart) -> list[Figure]:
-    """chart(file, c) for every size and concurrency, the ones drawn."""
-    return [f for c in concurrencies(results) for file, _ in files(results) if (f := chart(file, c))]
+    """chart(results, file, c) for every size and concurrency, the ones drawn."""
+    return [f for c in concurrencies(results) for file, _ in files(results) if (f := chart(results, file, c))]
+
+
+def _strip(caption: str, title: str, kind: str, unit: str, rows: list) -> Figure:
+    """A strip chart: per row (label, median or None when failed, the bar's tip, dots as (value, tip)), the
+    median as the bar and each repetition (or pass) as a dot."""
+    return Figure(caption, strip_chart(title, [ChartRow(label, [Point(v, kind, tip) for v, tip in dots], median, bar,
+                                                        "failed" if median is None else "")
+                                               for label, median, bar, dots in rows], {kind: PALETTE[0]}, unit))
 
 
 # Each service's own base variable and the shared one it defaults to.
 SERVICE_IMAGE_DEFAULTS = {
-    "SEED_IMAGE": "PYTHON_IMAGE", "BENCH_IMAGE": "PYTHON_IMAGE", "FLASK_IMAGE": "PYTHON_IMAGE",
-    "FLASK_POSTGRES_IMAGE": "PYTHON_IMAGE", "NGINX_STATIC_IMAGE": "NGINX_BASE_IMAGE",
-    "NGINX_GRIDFS_IMAGE": "NGINX_BASE_IMAGE", "NGINX_CACHE_IMAGE": "NGINX_BASE_IMAGE",
-    "GRIDFS_FUSE_IMAGE": "NGINX_BASE_IMAGE",
-}
-
-
-def _shown_image_variables(params: dict) -> list[str]:
-    """The shared bases, then any service's own base that was swapped."""
-    shared = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
-    swapped = [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
-    return shared + swapped
+    **dict.fromkeys(("SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE"), "PYTHON_IMAGE"),
+    **dict.fromkeys(("NGINX_STATIC_IMAGE", "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE"),
+                    "NGINX_BASE_IMAGE")}
 
 
 def head(results: Results) -> list:
@@ -117,42 +121,41 @@ def head(results: Results) -> list:
             f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`"
             + (f"; ab as {timing['loadgens']} processes sharing each case's connections (BENCH_LOADGENS), merged"
                if timing.get("loadgens", 1) > 1 else ""))
-    blocks = [Bullets([
+    # the images: the shared bases, then any service's own base that was swapped
+    images = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
+    images += [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
+    first = [f"**This run is {results.status.split(':')[0]}**: {results.status}. The tables hold what was measured "
+             "before it stopped."] if results.status not in ("complete", "running") else []
+    first += ["The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB where no mongo image "
+              "can be had. It serves GridFS reads far slower than MongoDB, so the GridFS rows are bound by the "
+              "database, not by the serving path: compare serving paths by their own container's CPU per request as "
+              "well as by requests per second."] if ferretdb(results) else []
+    return [Bullets([
         f"Database: **{server_label(env)}** from image `{params.get('MONGO_IMAGE', '?')}`",
-        "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in _shown_image_variables(params)),
+        "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in images),
         f"CPU: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} cores; pins: "
         f"target `{params.get('TARGET_CPUS')}`, mongo `{params.get('MONGO_CPUS')}`, "
         f"load generator `{params.get('LOADGEN_CPUS')}`; memory: target {params.get('TARGET_MEM')}, "
         f"mongo {params.get('MONGO_MEM')}",
         load,
         f"Started {results.started_at}, finished {results.finished_at}"
-        + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else "")])]
-    if results.status not in ("complete", "running"):
-        blocks.append(Para(f"**This run is {results.status.split(':')[0]}**: {results.status}. "
-                           "The tables hold what was measured before it stopped.", quote=True))
-    if ferretdb(results):
-        blocks.append(Para("The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB "
-                           "where no mongo image can be had. It serves GridFS reads far slower than MongoDB, so "
-                           "the GridFS rows are bound by the database, not by the serving path: compare serving "
-                           "paths by their own container's CPU per request as well as by requests per second.",
-                           quote=True))
-    return blocks + [Para(f"**Warning:** {w}", quote=True) for w in results.warnings]
+        + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else "")]),
+        *(Para(text, quote=True) for text in first + [f"**Warning:** {w}" for w in results.warnings])]
 
 
 # --- the headline --------------------------------------------------------------
 def _headline(results: Results) -> list:
     c, rows = headline_level(results), []
     for h in headline_rows(results):
-        run, loop = h.run, h.loop
-        cells = [h.target, results.store_of(h.target), h.size]
+        run, loop, named = h.run, h.loop, [h.target, h.store, h.size]
         key = {"target": h.target, "file": run.file, "concurrency": c}
         if not run.ok:
-            rows.append(Row([*cells, Cell("failed", col="rps"), *_failed(4), run.error or ""], key, failed=True))
+            rows.append(Row([*named, Cell("failed", col="rps"), *_failed(4), run.error or ""], key, failed=True))
             continue
         p99 = (Cell("failed") if loop and not loop.ok else
                Cell(f"{loop.p99_ms:.2f} @ {loop.rate:.0f}/s", tuple(loop.flags)) if loop else Cell("-"))
         p99.col, p99.num = "p99", True
-        rows.append(Row([*cells, Cell(f"{run.rps:.0f}", num=True, col="rps"),
+        rows.append(Row([*named, Cell(f"{run.rps:.0f}", num=True, col="rps"),
                          Cell(ratio_words(h.rps, h.rps_ratio), dagger=h.baseline_flagged, num=True, col="rps-ratio"),
                          Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged, num=True, col="cpu-ratio"),
                          p99, Cell(run.bottleneck or "-", col="bottleneck", note=BOTTLENECK_NOTE),
@@ -176,21 +179,19 @@ def _rounds(results: Results) -> list:
     rows = [r for r in found.get("rows", []) if r.get("headline")]
     if not rows:
         return []
-    width = found.get("target_width")
+    width, c = found.get("target_width"), rows[0]["concurrency"]
 
     def cells(ratio: dict | None) -> list[str]:
-        if not ratio:
-            return ["-", "-", "-"]
         return [ratio_words(ratio), f"x/÷{ratio['width']:.3f}" if ratio.get("width") else "-",
-                f"{ratio['sd']:.3f}" if ratio.get("sd") is not None else "-"]
+                f"{ratio['sd']:.3f}" if ratio.get("sd") is not None else "-"] if ratio else ["-"] * 3
 
     not_within = f"**not within x/÷{width:g}** ({found.get('stopped')})" if width else "fixed count"
     table = [[r["target"], _size(r["file"]), *cells(r.get("rps")), *cells(r.get("cpu")), str(r["rounds"]),
               f"within at round {r['converged_at']}" if r.get("converged_at") else not_within]
              for r in sorted(rows, key=lambda r: (r["file"], r["target"]))]
-    positions = mean_positions({k: v for k, v in (results.schedule.get("orders") or {}).items()
-                                if k.endswith(f"c={rows[0]['concurrency']}")})
-    return [Para(f"{found.get('rounds')} rounds at c={rows[0]['concurrency']}, stopped: {found.get('stopped')}"
+    orders = results.schedule.get("orders") or {}
+    positions = mean_positions({k: v for k, v in orders.items() if k.endswith(f"c={c}")})
+    return [Para(f"{found.get('rounds')} rounds at c={c}, stopped: {found.get('stopped')}"
                  + (f"; target width x/÷{width:g}" if width else "") + f". Each round timed every path once in a "
                  f"fresh order from the run's seed; a ratio is the {found.get('estimator')}; width: the interval as "
                  "x/÷ its centre; sd: of the rounds' log ratios. Mean position in the rounds (1 = first): "
@@ -208,42 +209,34 @@ def _cpu_heading(results: Results, words: str) -> str:
 
 # --- requests per second, CPU, latency ---------------------------------------------
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
-    rows = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target} {_size(file)} c={c}, repetition {i + 1}: "
-                                      f"{x['rps']:.0f} req/s") for i, x in enumerate(r.repetitions) if x.get("rps")],
-                     r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s", "" if r.ok else "failed")
-            for r in runs_at(results, file, c)]
-    return Figure(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
-                  "one repetition.", strip_chart(f"Requests per second, {_size(file)}, c={c}", rows,
-                                                 {"repetition": PALETTE[0]}, "requests per second"))
+    return _strip(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
+                  "one repetition.", f"Requests per second, {_size(file)}, c={c}", "repetition", "requests per second",
+                  [(r.target, r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s",
+                    [(x["rps"], f"{r.target} {_size(file)} c={c}, repetition {i + 1}: {x['rps']:.0f} req/s")
+                     for i, x in enumerate(r.repetitions) if x.get("rps")]) for r in runs_at(results, file, c)])
 
 
 def _requests_per_second(results: Results) -> list:
     flagged = []  # the ratios' flagged baselines: their dagger is in the cell's text, not its own
 
-    def cell(run, target, file, c):
-        if run is None or not run.ok:
-            return "-" if run is None else "failed"
-        base, published = results.run_for(BASELINE, file, c), study000.time_per_request_ms(target, file)
+    def cell(run):
+        base = results.run_for(BASELINE, run.file, run.concurrency)
+        published = study000.time_per_request_ms(run.target, run.file)
         after = f" [{1000 / published:.0f}]" if published else ""
-        if base and base.ok and base.rps and target != BASELINE:
+        if base and base.ok and base.rps and run.target != BASELINE:
             flagged.append(flagged_baseline(base.flags))
             after = f" ({run.rps / base.rps:.3f}{BASELINE_MARK if flagged[-1] else ''})" + after
-        return Cell(f"{run.rps:.0f}{_spread(run.spread, len(run.repetitions))}", tuple(run.flags), num=True,
-                    after=after)
+        return _rps_cell(run, after)
 
-    tables = _size_by_target(results, cell)
-    return [Charts(_each_case(results, lambda f, c: _rps_chart(results, f, c))),
+    tables = _by_size_and_target(results, cell)
+    return [Charts(_each_case(results, _rps_chart)),
             Para("The median repetition's requests per second, ± half the repetitions' range; in brackets () the "
                  "ratio to nginx-static in the same run, in square brackets [] seed 000's published figure "
                  "(1000 / its time per request: 2013, EC2 m1.medium over a real network, ab -c 100 per its README, "
                  "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
                  "figure of every repetition is in results.json. Seed 000's columns: "
                  + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in study000.COLUMNS.items()) + "."),
-            *tables, *_legend(tables, any(flagged))]
-
-
-def _ms(usage: dict | None) -> str:
-    return f"{usage['cpu_ms_per_request']:.3f}" if usage and usage.get("cpu_ms_per_request") is not None else "-"
+            *tables, *_legend([row for part in tables for row in part.blocks[0].rows], any(flagged))]
 
 
 CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
@@ -265,20 +258,17 @@ def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
 
 
 def _cpu_per_request(results: Results) -> list:
-    def cell(run, target, *_):
-        if run is None or not run.ok or not run.cpu:
-            return "-" if run is None or run.ok else "failed"
+    def cell(run):
         db = run.database_role
-        named = f" ({db})" if db and db != "mongo" else ""
-        return Cell(f"{_ms(run.cpu.get(target))} / {_ms(run.cpu.get(db))}{named}", tuple(run.flags))
+        return Cell(_ms(run) + (f" ({db})" if db and db != "mongo" else ""), tuple(run.flags)) if run.cpu else "-"
 
-    return [Charts(_each_case(results, lambda f, c: _cpu_chart(results, f, c))),
+    return [Charts(_each_case(results, _cpu_chart)),
             Para("CPU time each container spent per request in the row's repetition: its CPU over the timed "
                  "interval (cAdvisor's cgroup counters, first and last reading inside the run) over the requests "
                  "that completed inside that interval (ab's and vegeta's own per-request times; wrk's rows: over "
                  "the run's requests per second). It is what a request costs, whatever the rate: a path that "
                  "waits on a slow database shows a low figure for itself and a high one for the database."),
-            *_size_by_target(results, cell), _cpu_by_case(results),
+            *_by_size_and_target(results, cell), _cpu_by_case(results),
             Part("CPU over time", [Figure(f"{t}: CPU cores over time", png=results.charts[t])
                                    for t in timed_targets(results) if t in results.charts])]
 
@@ -286,22 +276,19 @@ def _cpu_per_request(results: Results) -> list:
 def _cores(usage: dict | None) -> str:
     if not usage or usage.get("cores") is None:
         return "-"
-    allowance = usage.get("allowance_cores")
-    return f"{usage['cores']:.2f}" + (f" of {allowance:g}" if allowance else "")
+    return f"{usage['cores']:.2f}" + (f" of {allowance:g}" if (allowance := usage.get("allowance_cores")) else "")
 
 
 def _cpu_by_case(results: Results) -> Part:
-    rows = []
-    for r in (r for r in results.runs if r.ok and r.cpu):
-        busy = (r.cpu_window or {}).get("busy_shares") or {}
-        rows.append([*_case(r), *(_cores(r.cpu.get(role)) for role in (r.target, r.database_role, LOADGEN)),
-                     ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu"),
-                     _names(r.flags)])
+    rows = [[*_case(r), *(_cores(r.cpu.get(role)) for role in (r.target, r.database_role, LOADGEN)),
+             ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu"),
+             _names(r.flags)] for r in results.runs if r.ok and r.cpu
+            for busy in [(r.cpu_window or {}).get("busy_shares") or {}]]
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
         Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
              "/proc/stat), which is what `core-saturated` reads for the cores the case's containers share."),
-        Table(["target", "size", "concurrency", "target cores", "database cores", "load generator cores",
-               "host cores busy", "flags"], rows)], folded=True)
+        Table([*CASE, "target cores", "database cores", "load generator cores", "host cores busy", "flags"], rows)],
+                folded=True)
 
 
 PERCENTILE_TICKS = [(0.5, "50%"), (0.9, "90%"), (0.99, "99%"), (0.999, "99.9%"), (0.9999, "99.99%"),
@@ -313,30 +300,25 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
     with several shares (BENCH_OPEN_LOOP), p99 against the share of capacity."""
     kinds = {"p50": PALETTE[2], "p90": PALETTE[1], "p99": PALETTE[5], "max": PALETTE[7]}
     share, rows, curves = results.timing.get("open_loop_share", 0.5), [], {}
-    targets = grouped(results, timed_targets(results))
-    for o in [o for t in targets if (o := open_loop_for(results, t, file)) is not None]:
+    for o in [o for t in grouped(results) if (o := open_loop_for(results, t, file)) is not None]:
         pts = [Point(getattr(o, f"{k}_ms"), k, f"{o.target} {_size(file)} at {o.rate:.0f}/s: "
                      f"{k} {getattr(o, f'{k}_ms'):.2f} ms") for k in kinds] if o.ok else []
         rows.append(ChartRow(o.target, pts, note="" if o.ok else "failed"))
         if o.ok and o.latency_histogram:
             curves[o.target] = percentile_curve(o.latency_histogram)
-    figures = [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
-                      strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True))]
-    if curves:
-        deepest = max(x for pts in curves.values() for x, _ in pts)
-        ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
-        figures.append(Figure(f"{_size(file)}: every request's response time at {share:.0%} of capacity, as a "
-                              "percentile curve (from the histogram kept in results.json; the last point is the "
-                              "slowest answer).", line_chart(f"Latency distribution, {_size(file)}", curves,
-                                                             "percentile", "milliseconds", x_log=False, y_log=True,
-                                                             x_ticks=ticks)))
+    deepest = max((x for pts in curves.values() for x, _ in pts), default=0)
+    ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
     series = {t: pts for t, pts in _series((o.target, o.share * 100, o.p99_ms) for o in results.open_loop
                                            if o.file == file and o.ok and o.share).items() if len(pts) > 1}
-    if series:
-        figures.append(Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
-                              line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
-                                         "p99 milliseconds", x_log=False, y_log=True)))
-    return figures
+    return [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
+                   strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True)),
+            *([Figure(f"{_size(file)}: every request's response time at {share:.0%} of capacity, as a percentile "
+                      "curve (from the histogram kept in results.json; the last point is the slowest answer).",
+                      line_chart(f"Latency distribution, {_size(file)}", curves, "percentile", "milliseconds",
+                                 x_log=False, y_log=True, x_ticks=ticks))] if curves else []),
+            *([Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
+                      line_chart(f"p99 against load, {_size(file)}", series, "share of capacity, %",
+                                 "p99 milliseconds", x_log=False, y_log=True))] if series else [])]
 
 
 def _open_loop(results: Results) -> list:
@@ -370,23 +352,20 @@ def _open_loop(results: Results) -> list:
 def _sweep(results: Results) -> list:
     if not results.sweep:
         return []
-    levels = sorted({p.concurrency for p in results.sweep})
-    order = timed_targets(results)
+    levels, order = sorted({p.concurrency for p in results.sweep}), timed_targets(results)
     keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
                   key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[3]))
-    found = {(p.target, p.file, p.tool, p.concurrency): p for p in reversed(results.sweep)}  # the first of any twice
-    cells = {key: Cell(f"{p.rps:.0f}", tuple(p.flags), num=True, after=f" ({p.failed} failed)" if p.failed else "")
-             for key, p in found.items()}
+    cells = {(p.target, p.file, p.tool, p.concurrency): Cell(f"{p.rps:.0f}", tuple(p.flags), num=True,
+                                                             after=f" ({p.failed} failed)" if p.failed else "")
+             for p in reversed(results.sweep)}  # reversed: the first of any point timed twice
     rows = [[target, _size(file), tool, *(cells.get((target, file, tool, c), "-") for c in levels)]
             for target, _, file, tool in keys]
-    figures = []
     # a chart per size and tool: eight paths are as many lines as the palette tells apart
-    for (file, _), tool in sorted({((p.file, p.size_bytes), p.tool) for p in results.sweep},
-                                  key=lambda k: (k[0][1], k[1])):
-        series = _series((p.target, p.concurrency, p.rps) for p in results.sweep if (p.file, p.tool) == (file, tool))
-        figures.append(Figure(f"{_size(file)} by {tool}: requests per second at each concurrency, one short run "
-                              "each.", line_chart(f"Concurrency sweep, {_size(file)}, {tool}", series, "concurrency",
-                                                  "requests per second")))
+    figures = [Figure(f"{_size(file)} by {tool}: requests per second at each concurrency, one short run each.",
+                      line_chart(f"Concurrency sweep, {_size(file)}, {tool}", _series(
+                          (p.target, p.concurrency, p.rps) for p in results.sweep if (p.file, p.tool) == (file, tool)),
+                          "concurrency", "requests per second"))
+               for _, tool, file in sorted({(p.size_bytes, p.tool, p.file) for p in results.sweep})]
     seconds = results.timing.get("sweep_duration_s")
     return [Charts(figures + [Figure(f"{t}: requests per second against concurrency", png=results.sweep_charts[t])
                               for t in order if t in results.sweep_charts]),
@@ -408,20 +387,17 @@ def _working_set(results: Results) -> list:
         hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
-        cpu = f"{_ms(r.cpu.get(r.target))} / {_ms(r.cpu.get(r.database_role))}" if r.cpu else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
-        rps = Cell(f"{r.rps:.0f}{_spread(r.spread, len(r.repetitions))}", tuple(r.flags), num=True)
-        figures = ([rps, ratio, hot_cell, cpu, f"{r.p50_ms:.2f} / {r.p99_ms:.2f}", hits, ""] if r.ok
-                   else [*_failed(2), hot_cell, "-", "-", "-", r.error or ""])
+        figures = ([_rps_cell(r), ratio, hot_cell, _ms(r) if r.cpu else "-", f"{r.p50_ms:.2f} / {r.p99_ms:.2f}",
+                    hits, ""] if r.ok else [*_failed(2), hot_cell, "-", "-", "-", r.error or ""])
         rows.append([r.target, results.store_of(r.target), *figures])
-    chart = [ChartRow(r.target, [Point(x["rps"], "repetition", f"{r.target}: {x['rps']:.0f} req/s")
-                                 for x in r.repetitions if x.get("rps")], r.rps if r.ok else None,
-                      f"{r.target}: {r.rps:.0f} req/s", "" if r.ok else "failed") for r in runs]
     limits = ", ".join(f"{role} {limit / 2**20:.0f}" for role, limit in sorted(ws.memory_limits.items()))
     cache = results.parameters.get("CACHE_SIZE")
-    return [Charts([Figure("Many files in random order: the bar is the median repetition, each dot one repetition.",
-                           strip_chart(f"Working set {ws.spec}, c={ws.concurrency}", chart,
-                                       {"repetition": PALETTE[0]}, "requests per second"))]),
+    return [Charts([_strip("Many files in random order: the bar is the median repetition, each dot one repetition.",
+                           f"Working set {ws.spec}, c={ws.concurrency}", "repetition", "requests per second",
+                           [(r.target, r.rps if r.ok else None, f"{r.target}: {r.rps:.0f} req/s",
+                             [(x["rps"], f"{r.target}: {x['rps']:.0f} req/s") for x in r.repetitions if x.get("rps")])
+                            for r in runs])]),
             Para(f"The seed's file set `{ws.spec}`: {ws.count:,} files, {ws.total_bytes / 2**20:.1f} MiB in all, each "
                  f"request for a file drawn at random (wrk, working_set.lua), concurrency {ws.concurrency}, after "
                  "each path served a sample of the set byte for byte. Beside it, the same path's hot-file figure "
@@ -436,27 +412,27 @@ def _store_name(results: Results, store: str) -> str:
     return f"{store} (FerretDB)" if store == "gridfs" and ferretdb(results) else store
 
 
-def _per_gb(row: StorePass) -> str:
-    """bench's CPU s/GB / the store's own container's (whatever its service
-    is named; none for the filesystem, whose work is bench's)."""
-    if not row.cpu_s_per_gb:
-        return "-"
-    store = next((v for role, v in row.cpu_s_per_gb.items() if role != LOADGEN), None)
-    return " / ".join("-" if v is None else f"{v:.2f}" for v in (row.cpu_s_per_gb.get(LOADGEN), store))
+def _pass_figures(row: StorePass) -> list:
+    """A store row's seconds, files/s, MB/s, CPU s/GB (bench's / the store's own container's, whatever its
+    service is named; none for the filesystem, whose work is bench's) and its median pass's ms per file."""
+    if not row.ok:
+        return _failed(5)
+    per_gb = row.cpu_s_per_gb or {}
+    store = next((v for role, v in per_gb.items() if role != LOADGEN), None)
+    ordered = sorted(row.passes, key=lambda p: p["rps"])
+    p50, p99 = (ordered[(len(ordered) - 1) // 2][k] if ordered else 0.0 for k in ("p50_ms", "p99_ms"))
+    return [f"{row.seconds:.2f}", f"{row.files_per_s:.2f}",
+            Cell(f"{row.mb_per_s:.1f}{_spread(row.spread, len(row.passes))}", tuple(row.flags), num=True),
+            " / ".join("-" if v is None else f"{v:.2f}" for v in (per_gb.get(LOADGEN), store)) if per_gb else "-",
+            f"{p50:.0f} / {p99:.0f}"]
 
 
 def _study002_cell(row: StorePass, same: bool) -> str:
-    if row.operation != "write":
-        return "-"
-    seconds, rate = study002.write_seconds(row.store, row.threads), study002.write_mb_per_s(row.store, row.threads)
+    seconds = study002.write_seconds(row.store, row.threads) if row.operation == "write" else None
     if seconds is None:
         return "-"
+    rate = study002.write_mb_per_s(row.store, row.threads)
     return f"{seconds:.0f} s ({rate:.1f} MB/s)" if same else f"({rate:.1f} MB/s)"
-
-
-def _median_pass(row: StorePass, key: str) -> float:
-    ordered = sorted(row.passes, key=lambda p: p["rps"])
-    return ordered[(len(ordered) - 1) // 2][key] if ordered else 0.0
 
 
 def _stores(results: Results) -> list:
@@ -466,20 +442,15 @@ def _stores(results: Results) -> list:
     setup = results.store_setup
     files_, size = setup.get("files", passes[0].files), setup.get("file_bytes", passes[0].file_bytes)
     same = study002.same_setting(files_, size)
-    rows = []
-    for r in passes:
-        mb_per_s = Cell(f"{r.mb_per_s:.1f}{_spread(r.spread, len(r.passes))}", tuple(r.flags), num=True)
-        figures = ([f"{r.seconds:.2f}", f"{r.files_per_s:.2f}", mb_per_s, _per_gb(r),
-                    f"{_median_pass(r, 'p50_ms'):.0f} / {_median_pass(r, 'p99_ms'):.0f}"] if r.ok else _failed(5))
-        rows.append([_store_name(results, r.store), r.operation, str(r.threads), r.order, *figures,
-                     _study002_cell(r, same), "" if r.ok else r.error or ""])
-    chart = [ChartRow(f"{p.store} {p.operation} {p.threads}t", [Point(
-        x["rps"] * p.file_bytes / 1e6, "pass", f"{p.store} {p.operation}, {p.threads} threads: "
-        f"{x['rps'] * p.file_bytes / 1e6:.1f} MB/s") for x in p.passes if x.get("rps")],
-        p.mb_per_s if p.ok else None, f"median {p.mb_per_s:.1f} MB/s", "" if p.ok else "failed") for p in passes]
-    return [Charts([Figure("Each store written then read back: the bar is the median pass, each dot one pass.",
-                           strip_chart("Stores: MB/s written and read", chart, {"pass": PALETTE[0]},
-                                       "MB/s (10^6 bytes)"))]),
+    rows = [[_store_name(results, r.store), r.operation, str(r.threads), r.order, *_pass_figures(r),
+             _study002_cell(r, same), "" if r.ok else r.error or ""] for r in passes]
+    return [Charts([_strip("Each store written then read back: the bar is the median pass, each dot one pass.",
+                           "Stores: MB/s written and read", "pass", "MB/s (10^6 bytes)",
+                           [(f"{p.store} {p.operation} {p.threads}t", p.mb_per_s if p.ok else None,
+                             f"median {p.mb_per_s:.1f} MB/s",
+                             [(mb, f"{p.store} {p.operation}, {p.threads} threads: {mb:.1f} MB/s")
+                              for x in p.passes if x.get("rps") for mb in [x["rps"] * p.file_bytes / 1e6]])
+                            for p in passes])]),
             Para(f"{files_} files of {size:,} bytes ({files_ * size / 1e9:.2f} GB) into each store, with 1 thread and "
                  f"with {max(setup.get('threads', [1]))}, every pass into an empty store, the stores in the "
                  "schedule's order (another each repetition); then read back by the same client library, 1 thread "
@@ -502,13 +473,12 @@ def _disk(results: Results) -> list:
     rows = [[_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
              f"{r.disk['ratio']:.3f}", f"{published:.2f}" if (published := study002.disk_ratio(r.store)) else "-",
              "yes" if r.verified else "**no**"] for r in results.writes if r.disk]
-    return [Part("Storage used", [
-        Para("What each store used for the files just written, against their bytes (GridFS: the collections' "
-             "storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its tables, TOAST and "
-             "indexes included; the filesystem: the blocks its files hold, as du counts). Seed 002's: its \"GB\" "
-             "figures against the files' 9.31 GiB. Verified: every file read back and matched its sha256."),
-        Table(["store", "threads", "bytes written", "bytes used", "ratio", "seed 002 ratio", "verified"], rows)])
-            ] if rows else []
+    return _part("Storage used", "What each store used for the files just written, against their bytes (GridFS: the "
+                 "collections' storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its "
+                 "tables, TOAST and indexes included; the filesystem: the blocks its files hold, as du counts). Seed "
+                 "002's: its \"GB\" figures against the files' 9.31 GiB. Verified: every file read back and matched "
+                 "its sha256.", Table(["store", "threads", "bytes written", "bytes used", "ratio", "seed 002 ratio",
+                                       "verified"], rows))
 
 
 def _plain(value) -> str:
@@ -520,68 +490,53 @@ def _plain(value) -> str:
 
 def _durability(results: Results) -> list:
     durability = results.store_setup.get("durability") or {}
-    if not durability:
-        return []
     items = [f"{_store_name(results, store)}: " + "; ".join(f"{k}: {_plain(v)}" for k, v in settings.items())
              for store, settings in durability.items()]
     items += [f"{store}: **failed**: {why}" for store, why in (results.store_setup.get("errors") or {}).items()]
     return [Part("What made a write durable", [
         Para("Every store acknowledges a file only once it is durable, as its server reports its settings:"),
-        Bullets(items)])]
+        Bullets(items)])] if durability else []
 
 
 # --- ab -k against wrk, the checks, every case, the settings ----------------------
-def _tool_cell(tool) -> Cell:
-    return Cell(f"{tool.rps:.0f}{_spread(tool.spread, len(tool.repetitions))}", tuple(tool.flags), num=True)
-
-
 def _agreement(results: Results) -> list:
     if not results.comparisons:
         return []
-    rows = []
-    for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes)):
-        tools = (c.ab_keepalive, c.wrk)
-        rows.append([*_case(c), *map(_tool_cell, tools), f"**{c.difference:.1%} differ**" if c.disagree
-                     else f"{c.difference:.1%}", *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / "
-                                                  f"{t.max_ms:.0f}" for t in tools),
-                     str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))])
+    rows = [[*_case(c), *map(_rps_cell, tools),
+             f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}",
+             *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / {t.max_ms:.0f}" for t in tools),
+             str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))]
+            for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes))
+            for tools in [(c.ab_keepalive, c.wrk)]]
     free = [c for c in results.comparisons if not c.bound]
-    agree_free = sum(not c.disagree for c in free)
     return [Para("Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
                  "at the same connection count and for the same seconds, repetitions interleaved, the tool going "
                  "first alternating. Difference: |ab -k - wrk| / their mean, of the median repetitions; **differ**: "
                  f"over {TOOLS_DISAGREE:.0%}. Latency: p50 / p90 / p99 / max ms (closed loop: queueing included)."),
-            Table(["target", "size", "concurrency", "ab -k req/s", "wrk req/s", "difference", "ab -k latency ms",
-                   "wrk latency ms", "failed", "refused"], rows),
-            Para(f"{agree_free} of {len(free)} cases with neither tool at its CPU limit agree within "
-                 f"{TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit."),
+            Table([*CASE, "ab -k req/s", "wrk req/s", "difference", "ab -k latency ms", "wrk latency ms", "failed",
+                   "refused"], rows),
+            Para(f"{sum(not c.disagree for c in free)} of {len(free)} cases with neither tool at its CPU limit agree "
+                 f"within {TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit."),
             *_legend(rows)]
 
 
 def _checks(results: Results) -> list:
-    blocks = [Part("Verification", [
-        Para("Every file's body sha256 and Content-Length checked before timing; a target that fails is not timed."),
-        Table(["target", "url", "verified", "error"],
-              [[t.name, t.url, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets])])]
     checked = [t for t in results.targets if t.conforming is not None]
-    if not checked:
-        return blocks
-    rows = [[t.name, str(sum(c["passed"] for c in t.conformance)), str(sum(not c["passed"] for c in t.conformance)),
-             "yes" if t.conforming else ("**no**, timed anyway (rows marked)" if t.verified else "**no**, not timed")]
-            for t in checked]
     failed = [[t.name, c["case"], str(c["expected"]), str(c["got"])]
               for t in checked for c in [c for c in t.conformance if not c["passed"]][:FAILED_CASES_SHOWN]]
-    return blocks + [Part("Conformance", [
-        Para("Every answer (full GET, headers, HEAD, each Range form, If-Range, 304s, 404) compared with "
-             "nginx-static's for the same request; hostile requests (bad methods and request lines, huge "
-             "headers, bad Range syntax, traversal, bad encodings) must be refused safely: no server error, "
-             "no hang, a 2xx only with nginx's bytes. Every case is in results.json."),
-        Table(["target", "passed", "failed", "conforming"], rows),
-        *([Para("Failed cases:"), Table(["target", "case", "expected", "got"], failed)] if failed else [])])]
-
-
-def _refused(refused: int, answers: int) -> str:
-    return f"{refused} ({refused / answers:.0%})" if refused and answers else str(refused)
+    return [Part("Verification", [
+        Para("Every file's body sha256 and Content-Length checked before timing; a target that fails is not timed."),
+        Table(["target", "url", "verified", "error"],
+              [[t.name, t.url, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets])]),
+        *_part("Conformance", "Every answer (full GET, headers, HEAD, each Range form, If-Range, 304s, 404) compared "
+               "with nginx-static's for the same request; hostile requests (bad methods and request lines, huge "
+               "headers, bad Range syntax, traversal, bad encodings) must be refused safely: no server error, no "
+               "hang, a 2xx only with nginx's bytes. Every case is in results.json.",
+               Table(["target", "passed", "failed", "conforming"], [
+                   [t.name, str(sum(c["passed"] for c in t.conformance)),
+                    str(sum(not c["passed"] for c in t.conformance)), "yes" if t.conforming else
+                    ("**no**, timed anyway (rows marked)" if t.verified else "**no**, not timed")] for t in checked]),
+               *([Para("Failed cases:"), Table(["target", "case", "expected", "got"], failed)] if failed else []))]
 
 
 def _every_case(results: Results) -> list:
@@ -590,79 +545,67 @@ def _every_case(results: Results) -> list:
         rps = r.spread or {}
         figures = ([f"{r.rps:.0f}", f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}"] if r.ok else _failed(6))
-        rows.append([*_case(r), *figures, str(r.failed), _refused(r.refused, r.answers),
+        rows.append([*_case(r), *figures, str(r.failed),
+                     f"{r.refused} ({r.refused / r.answers:.0%})" if r.refused and r.answers else str(r.refused),
                      _names(r.flags) if r.ok else r.error or ""])
     return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
                  "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
                  "`refused` the answers that were not 2xx, with their share of all answers."),
-            Table(["target", "size", "concurrency", "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms",
-                   "KB/s", "failed", "refused", "flags / error"], rows), *_cache(results), *_peak_memory(results)]
+            Table([*CASE, "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms", "KB/s", "failed", "refused",
+                   "flags / error"], rows), *_cache(results), *_peak_memory(results)]
 
 
 def _cache(results: Results) -> list:
-    cached = [r for r in results.runs if r.cache]
     rows = [[*_case(r), str(r.cache["hits"]), str(r.cache["misses"]), str(sum(r.cache["other"].values())),
-             "-" if r.cache["hit_ratio"] is None else f"{r.cache['hit_ratio']:.4f}"] for r in cached]
-    return [Part("Cache hits", [
-        Para("What a caching path's own log says of each case's counted requests (warm-up excluded); below 0.99 the "
-             "row is flagged `cache-missed`: it measures the upstream too."),
-        Table(["target", "size", "concurrency", "hits", "misses", "other", "hit ratio"], rows)], folded=True)
-            ] if cached else []
+             "-" if r.cache["hit_ratio"] is None else f"{r.cache['hit_ratio']:.4f}"] for r in results.runs if r.cache]
+    return _part("Cache hits", "What a caching path's own log says of each case's counted requests (warm-up "
+                 "excluded); below 0.99 the row is flagged `cache-missed`: it measures the upstream too.",
+                 Table([*CASE, "hits", "misses", "other", "hit ratio"], rows), folded=True)
 
 
 def _peak_memory(results: Results) -> list:
-    if not any(r.cpu for r in results.runs):
-        return []
     peaks: dict[str, int] = {}
     for r in results.runs:
         for role, usage in (r.cpu or {}).items():
             peaks[role] = max(peaks.get(role, 0), usage.get("peak_memory_bytes") or 0)
-    return [Part("Peak memory per container (MiB)", [
-        Para("cgroup v1: the container's lifetime peak of memory usage (page cache included); cgroup v2: the "
-             "highest working set seen in the timed windows."),
-        Table(["container", "peak MiB"], [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())])],
-                 folded=True)]
+    rows = [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())]
+    return _part("Peak memory per container (MiB)", "cgroup v1: the container's lifetime peak of memory usage (page "
+                 "cache included); cgroup v2: the highest working set seen in the timed windows.",
+                 Table(["container", "peak MiB"], rows), folded=True)
 
 
 def _settings(results: Results) -> list:
-    env, blocks = results.environment, []
+    env, timing, link = results.environment, results.timing, results.environment.get("link") or {}
     tools = [[k, str(env[k])] for k in ("cpu_model", "host_cores", "loadgen_cores", "kernel", "cgroup_version",
                                         "ab_version", "wrk_version", "vegeta_version", "loadgen_allowance_cores",
                                         "duration_seconds") if env.get(k) is not None]
-    blocks.append(Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]))
-    if hosts := env.get("hosts"):
-        link = env.get("link") or {}
-        retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
-        shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
-        measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, "
-                         f"{link['seconds']:g} s): **{link['bits_per_second'] / 1e6:.1f} Mbit/s** received"
-                         f"{retransmits}; a row moving 90% of it is `link-bound`.")] if link else []
-        blocks.append(Part("Hosts", [
-            Para("One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its own "
-                 "host."),
-            Table(["host", "CPUs", "memory", "containers"],
-                  [[f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
+    retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
+    shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
+    measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, {link['seconds']:g} s): "
+                     f"**{link['bits_per_second'] / 1e6:.1f} Mbit/s** received{retransmits}; a row moving 90% of it "
+                     "is `link-bound`.")] if link and env.get("hosts") else []
+    planned, actual = timing.get("planned_seconds"), timing.get("actual_seconds")
+    took = (f"The timed phases were expected to take {planned:.0f} s from the settings and took {actual:.0f} s "
+            "(slow cases run longer to hold their minimum of requests)." if planned and actual else "")
+    return [
+        Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]),
+        *_part("Hosts", "One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its "
+               "own host.", Table(["host", "CPUs", "memory", "containers"], [
+                   [f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
                     f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "?",
-                    ", ".join(h.get("containers") or []) or "none watched"] for h in hosts]), *measured]))
-    if images := env.get("images"):
-        blocks.append(Part("Images", [
-            Para("What each container ran, from Docker (cAdvisor's container spec and Compose's image label): a "
-                 "swapped variable shows here as another image ID."),
-            Table(["container", "image", "image ID"],
-                  [[role, f"`{i.get('image') or '?'}`", f"`{(i.get('image_id') or '?').removeprefix('sha256:')[:12]}`"]
-                   for role, i in images.items()])]))
-    blocks += [Part("Settings (.env as the run saw it)", [
-        Table(["variable", "value"], [[k, f"`{v}`"] for k, v in results.parameters.items()])], folded=True),
-        Part("Timing as applied", [Table(["knob", "value"], [[k, f"`{json.dumps(v)}`"]
-                                                             for k, v in results.timing.items()])], folded=True)]
-    if results.phases:
-        planned, actual = results.timing.get("planned_seconds"), results.timing.get("actual_seconds")
-        note = (f"The timed phases were expected to take {planned:.0f} s from the settings and took {actual:.0f} s "
-                "(slow cases run longer to hold their minimum of requests)." if planned and actual else "")
-        blocks.append(Part("What this run cost (wall seconds)", [
-            Para("The seed's time is its own (from manifest.json); the rest is bench's, phase by phase. " + note),
-            Table(["phase", "seconds"], [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()])]))
-    return blocks
+                    ", ".join(h.get("containers") or []) or "none watched"] for h in env.get("hosts") or []]),
+               *measured),
+        *_part("Images", "What each container ran, from Docker (cAdvisor's container spec and Compose's image label): "
+               "a swapped variable shows here as another image ID.", Table(["container", "image", "image ID"], [
+                   [role, f"`{i.get('image') or '?'}`", f"`{(i.get('image_id') or '?').removeprefix('sha256:')[:12]}`"]
+                   for role, i in (env.get("images") or {}).items()])),
+        Part("Settings (.env as the run saw it)", [
+            Table(["variable", "value"], [[k, f"`{v}`"] for k, v in results.parameters.items()])], folded=True),
+        Part("Timing as applied", [Table(["knob", "value"], [[k, f"`{json.dumps(v)}`"] for k, v in timing.items()])],
+             folded=True),
+        *_part("What this run cost (wall seconds)", "The seed's time is its own (from manifest.json); the rest is "
+               f"bench's, phase by phase. {took}",
+               Table(["phase", "seconds"], [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()]))]
 
 
 def sections(results: Results) -> list[Part]:
