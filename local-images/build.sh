@@ -80,5 +80,7 @@ build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2-lab2" "$LAB_CACHE/ferretdb"
 # A machine with fewer than 4 cores gets the 2-core pins too, so that
 # `docker compose --env-file local.env up bench` runs as it is.
 pins=(); [ "$(nproc)" -lt 4 ] && pins=("$root/cpus-2.env")
-"$root/tools/write-env.py" "$root/.env" "$here/images.env" "${pins[@]}" >"$root/local.env"
+# the host's python3 (run by hand, this may come before tools/setup.sh's .venv),
+# bench's env-file reader from loadgen/ (standard library only)
+PYTHONPATH="$root/loadgen" python3 "$root/tools/write-env.py" "$root/.env" "$here/images.env" "${pins[@]}" >"$root/local.env"
 say "wrote local.env${pins:+ (with the 2-core pins)}; run: docker compose --env-file local.env up bench"

@@ -449,8 +449,9 @@ def test_sigterm_takes_the_project_down_as_ctrl_c_does(tmp_path):
     started, down, out, err = (tmp_path / name for name in ("up-started", "down-ran", "out", "err"))
     # files, not pipes: an `up` left running would hold a pipe open past its parent's end
     with out.open("w") as stdout, err.open("w") as stderr:
+        path = os.pathsep.join([str(REPO / "tools"), str(REPO / "loadgen")])  # change.py, and this checkout's bench
         run = subprocess.Popen([sys.executable, "-c", SIGTERMED, str(started), str(down)], cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO / "tools")}, stdout=stdout, stderr=stderr)
+                               env={**os.environ, "PYTHONPATH": path}, stdout=stdout, stderr=stderr)
     up = None
     try:
         deadline = time.monotonic() + 30

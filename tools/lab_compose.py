@@ -1,7 +1,9 @@
 """What the host-side fault tools (tools/resilience.py, tools/overload.py)
 share: running docker compose with a timeout and an error naming the step,
 their checked number settings, the paths a run considers, the run's
-directory, and a container's memory as its cgroup counts it (v1 and v2)."""
+directory, and a container's memory as its cgroup counts it (v1 and v2).
+bench comes from .venv (installed editable: make's .venv/bin/python) or
+from loadgen/ on PYTHONPATH (tools/ci-lab.sh, for the host's python3)."""
 import json
 import subprocess
 import sys
@@ -10,9 +12,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.env_file import read_env_file  # the one reader of the lab's env files
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "loadgen"))
-from bench.env_file import read_env_file  # noqa: E402  (the one reader of the lab's env files)
 
 
 class LabError(Exception):
