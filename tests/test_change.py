@@ -25,6 +25,7 @@ from bench.settings import SettingsError, from_env
 
 import change as change_tool
 import change_gate
+from lab_compose import run_stopped_at
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -471,3 +472,38 @@ def test_sigterm_takes_the_project_down_as_ctrl_c_does(tmp_path):
         if up is not None:  # left running when the test failed: not past this test
             with contextlib.suppress(ProcessLookupError):
                 os.kill(up, signal.SIGKILL)
+
+
+# The gate's and the calibration's bound on tools/change.py (run_stopped_at), on real processes: the child
+# holds SIGTERM for a teardown, or ignores it. -S: a python that starts at once, so its handler is set in time.
+TEARS_DOWN = """
+import pathlib, signal, sys, time
+def down(*_):
+    time.sleep(0.3)  # its compose down
+    pathlib.Path(sys.argv[1]).write_text("down")
+    sys.exit(3)
+signal.signal(signal.SIGTERM, down)
+time.sleep(60)
+"""
+IGNORES = ("import os, pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+           "pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(60)")
+
+
+def test_a_run_past_its_time_gets_sigterm_and_its_teardown_runs(tmp_path):
+    began = time.monotonic()
+    exited = run_stopped_at([sys.executable, "-S", "-c", TEARS_DOWN, str(tmp_path / "down")], 1.5, grace=20)
+    assert exited == "no end within 1.5 s: SIGTERM, then exit 3"
+    assert (tmp_path / "down").read_text() == "down" and time.monotonic() - began < 20
+
+
+def test_a_run_that_ignores_sigterm_gets_sigkill_after_the_grace(tmp_path):
+    began = time.monotonic()
+    exited = run_stopped_at([sys.executable, "-S", "-c", IGNORES, str(tmp_path / "pid")], 1.5, grace=1)
+    assert exited == "no end within 1.5 s: SIGTERM, then SIGKILL 1 s later"
+    assert 2.5 <= time.monotonic() - began < 30
+    with pytest.raises(ProcessLookupError):  # ended and reaped
+        os.kill(int((tmp_path / "pid").read_text()), 0)
+
+
+def test_a_run_within_its_time_gives_its_exit_code():
+    assert run_stopped_at([sys.executable, "-S", "-c", "raise SystemExit(4)"], 30) == 4

@@ -19,7 +19,8 @@ measured too (bench.measure.calibration.blocks_short, the rule both read).
 
 Environment: SERVICE (required), AB_CALIBRATION_RUNS (default 20),
 AB_TIMEOUT (seconds per run, as tools/change.py reads it; this adds 30 minutes
-for its build and teardown, as tools/change_gate.py does), and tools/change.py's
+for its build and teardown, as tools/change_gate.py does; past it, SIGTERM, so
+that change.py takes its project down, and SIGKILL two minutes later), and tools/change.py's
 own (AB_ENV_FILE, AB_PROJECT, AB_FILES, AB_BLOCKS...). A change to B
 (B_IMAGE, B_CONTEXT, B_REF, B_CPUS, B_ENV, B_ARG) or A_REF is refused:
 this is an A/A. Exits 0 when every case-metric's KS p is at least 0.01
@@ -27,7 +28,6 @@ and at most 5% of the case-metrics got a verdict, 1 when not, 2 when
 fewer than 3 runs were measured (or the settings are wrong)."""
 import json
 import os
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from change import CHANGES
 from change_gate import NOT_MEASURED, VERDICTS, judge_gate, newest_result
-from lab_compose import ROOT, LabError, number, results_base, results_dir, settings_in
+from lab_compose import ROOT, LabError, number, results_base, results_dir, run_stopped_at, settings_in
 from bench.measure import calibration
 
 # Whatever makes B differ from A: refused, since an A/A is what is measured
@@ -202,11 +202,8 @@ def document(calibration_id: str, service: str, variables: dict, planned: int, a
 
 def run_change(env: dict, service: str, deadline: float) -> int | str:
     """One A/A run by tools/change.py, attached (bench's plan and time left show)."""
-    try:
-        return subprocess.run([sys.executable, str(ROOT / "tools" / "change.py")], cwd=ROOT,
-                              env={**env, "SERVICE": service}, timeout=deadline).returncode
-    except subprocess.TimeoutExpired:
-        return f"no end within {deadline:.0f} s"
+    return run_stopped_at([sys.executable, str(ROOT / "tools" / "change.py")], deadline, cwd=ROOT,
+                          env={**env, "SERVICE": service})
 
 
 def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, variables: dict,

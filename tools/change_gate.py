@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab_compose import ROOT, LabError, settings_in
+from lab_compose import ROOT, LabError, run_stopped_at, settings_in
 from bench.measure.calibration import blocks_short  # the one rule: a calibration leaves such a case out too
 
 SHARED = ("loadgen/", "seed/", "compose.yaml", ".env", "cpus-2.env", "local-images/", "monitoring/")
@@ -154,11 +154,8 @@ def main(argv: list[str]) -> int:
         before = {p.parent.name for p in results.glob("*/ab.json")}
         # tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
         deadline = float(env.get("AB_TIMEOUT", "3600")) + 1800
-        try:
-            exited = subprocess.run([sys.executable, str(ROOT / "tools" / "change.py")], cwd=ROOT,
-                                    env={**env, "SERVICE": service, "A_REF": base}, timeout=deadline).returncode
-        except subprocess.TimeoutExpired:
-            exited = f"no end within {deadline:.0f} s"
+        exited = run_stopped_at([sys.executable, str(ROOT / "tools" / "change.py")], deadline, cwd=ROOT,
+                                env={**env, "SERVICE": service, "A_REF": base})
         found = newest_result(results, before)
         if found is None:
             code, why = NOT_MEASURED, [f"no A/B result (tools/change.py exited {exited})"]

@@ -39,6 +39,31 @@ def number(env: dict, name: str, default: str, low: float, high: float, whole: b
     return value
 
 
+# A run past its time limit gets SIGTERM, so that its own teardown runs, and SIGKILL only this much later.
+# tools/change.py's on SIGTERM (stop_on_sigterm): its twin restarts stop (one in flight: up to a minute,
+# DOCKER_TIMEOUT_S there), then `docker compose down -t 5` of the A/B project, some seconds (5 s for each
+# container to stop, then the containers and the network go), more on a loaded machine.
+TEARDOWN_GRACE_S = 120
+
+
+def run_stopped_at(args: list[str], timeout: float, grace: float = TEARDOWN_GRACE_S, **popen) -> int | str:
+    """`args` run attached (its output shows as it goes): its exit code, or,
+    when it runs past `timeout`, SIGTERM (for its own teardown), SIGKILL
+    `grace` seconds later if it is still running, and a line saying so.
+    subprocess.run's timeout would SIGKILL at once: no teardown."""
+    with subprocess.Popen(args, **popen) as proc:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+        try:
+            return f"no end within {timeout:g} s: SIGTERM, then exit {proc.wait(timeout=grace)}"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return f"no end within {timeout:g} s: SIGTERM, then SIGKILL {grace:g} s later"
+
+
 def compose_run(base: list[str], args: list[str], env: dict, timeout: float, what: str) -> str:
     try:
         p = subprocess.run(base + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
