@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 import keep_evidence
+from bench.faults.overload import Measured, Window
+from bench.report.overload import render as render_overload
 
 REPO = Path(__file__).resolve().parent.parent
 EVIDENCE = REPO / "results" / "evidence"
@@ -107,6 +109,37 @@ def test_kept_runs_hold_their_figures_and_no_raw_output():
             assert run.suffix == ".txt" and run.stat().st_size < 20_000, run.name
             continue
         assert not kept_problems(run), (run.name, kept_problems(run))
+
+
+# a capacity step by name in make overload's report: "nginx-static c=16 #1"
+CAPACITY_STEP = re.compile(r"[a-z][a-z-]* c=\S+ #\d+")
+
+
+def test_kept_overload_runs_render_again_naming_their_capacity_steps_as_they_did():
+    """make overload's kept runs through its report's own path (results.json
+    to report.md). keep_evidence slimmed away their windows' `workers`: a
+    capacity step's comes back from its path's row, as the kept report.md
+    named it."""
+    runs = sorted(run for run in EVIDENCE.glob("overload-*") if (run / "results.json.gz").is_file())
+    assert {"overload-20261128T205415Z", "overload-20261128T234415Z"} <= {run.name for run in runs}
+    for run in runs:
+        doc = json.loads(gzip.decompress((run / "results.json.gz").read_bytes()))
+        text = render_overload(doc)
+        assert text.startswith("# Overload") and f"Run `{run.name}`" in text, run.name
+        assert CAPACITY_STEP.findall(text) == CAPACITY_STEP.findall((run / "report.md").read_text()), run.name
+        assert "not recorded" not in text, run.name
+    assert CAPACITY_STEP.findall(text)  # the check above compared names, not two empty lists
+
+
+def test_keep_evidence_keeps_an_overload_windows_workers_and_drops_a_timed_rows_list():
+    window = Window(rate=0, workers=32, seconds=10.0, sent=12000, sent_rate=1200.0, whole=12000, whole_rate=1200.0,
+                    refused=0, failures={}, refused_p50_ms=None, refused_p99_ms=None, admitted_p99_ms=30.0,
+                    first_sent=0.0, last_done=10.0)
+    kept = Measured("nginx-static", 0, 1, window, ["loadgen-bound"], "load generator").to_dict()
+    assert keep_evidence.slimmed({"goodput_windows": [kept]}) == {"goodput_windows": [kept]}
+    repetition = {"rps": 100.0, "workers": [{"concurrency": 50, "requests": 500, "rps": 50.0}]}
+    assert keep_evidence.slimmed({"repetitions": [repetition, {"rps": 90.0, "workers": None}]}) == {
+        "repetitions": [{"rps": 100.0}, {"rps": 90.0}]}
 
 
 def test_keep_evidence_keeps_a_calibration_as_make_ab_calibrate_wrote_it(tmp_path):

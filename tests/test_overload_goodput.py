@@ -17,7 +17,7 @@ import pytest
 
 from bench.clients.vegeta_output import Answer, parse_result, parse_results
 from bench.faults.overload import (HOLDS_SHARE, ContainerAfter, Measured, Window, climbing, failure_kind,
-                                   goodput_row, tally, window_flags)
+                                   goodput_row, goodput_windows, tally, window_flags)
 from bench.measure.bottleneck import LATENCY, LOADGEN_CPU, SHARED_CORE
 from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND
 from bench.report.overload import render
@@ -187,6 +187,32 @@ def test_a_starved_load_generators_client_timeouts_are_not_the_paths():
     # a run from before the figures were kept reads as it did
     old = {k: v for k, v in kept[1].items() if k not in ("cpu", "busy_shares")}
     assert "nginx-static 3x #1: loadgen-bound (not judged)" in render({**doc, "goodput_windows": [old]})
+
+
+def test_windows_kept_without_workers_load_and_a_capacity_step_takes_them_from_its_row():
+    """Runs tools/keep_evidence.py slimmed before it kept a window's
+    `workers`: a capacity step's concurrency is in its path's row
+    ("c=2: 100/s"), matched by its rate; not found there, the report says
+    it was not recorded."""
+    climbed = steps(60, 100, 99)
+    row = goodput_row("flask", climbed, overload({3: [0.9]}), RUNNING)
+    assert row.steps == ["c=1: 60/s", "c=2: 100/s", "c=4: 99/s"]
+
+    def slimmed(m: Measured) -> dict:
+        d = m.to_dict()
+        return {**d, "window": {k: v for k, v in d["window"].items() if k != "workers"}}
+
+    kept = [slimmed(m) for m in climbed + overload({3: [0.9]})]
+    assert Window.from_dict(kept[0]["window"]).workers is None
+    found = goodput_windows({"goodput": [row.to_dict()], "goodput_windows": kept})
+    assert [m.window.workers for m in found] == [1, 2, 4, None]
+    assert [m.name for m in found] == ["c=1 #1", "c=2 #1", "c=4 #1", "3x #1"]
+    # a row whose steps do not match the windows' rates names none of them
+    other = {**row.to_dict(), "steps": ["c=1: 60/s", "c=2: 101/s"]}
+    found = goodput_windows({"goodput": [other], "goodput_windows": kept})
+    assert [m.name for m in found] == ["c=1 #1", "c not recorded #1", "c not recorded #1", "3x #1"]
+    # a window that kept its workers keeps them
+    assert goodput_windows({"goodput": [other], "goodput_windows": [m.to_dict() for m in climbed]}) == climbed
 
 
 def test_the_report_gives_each_condition_and_verdict():

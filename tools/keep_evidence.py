@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "results" / "evidence"
-# what a reader of a doc's table never needs and a run has plenty of
+# what a reader of a doc's table never needs and a run has plenty of ("workers": a timed row's per-load-generator
+# list; a number of that name is kept: make overload's window's clients, which its report names)
 DROPPED = ("raw_output", "completions", "latency_histogram", "workers", "conformance")
 COPIED = ("ab.md", "report.md", "calibration.json", "calibration.md")
 SLIMMED = ("ab.json", "results.json")
@@ -30,7 +31,7 @@ KEPT = ({"ab.json.gz", "ab.md"}, {"results.json.gz", "report.md"}, {"calibration
 def slimmed(node):
     """Pure: a results.json tree without the bulky keys, everything else as it was."""
     if isinstance(node, dict):
-        return {k: slimmed(v) for k, v in node.items() if k not in DROPPED}
+        return {k: slimmed(v) for k, v in node.items() if k not in DROPPED or isinstance(v, int)}
     if isinstance(node, list):
         return [slimmed(v) for v in node]
     return node

@@ -17,6 +17,7 @@ again at once on every refusal): no OOM kill (of the container or of any
 process in it), the container still running, and every answer whole or a
 clean HTTP error (a 503 that sheds load); wrong is a kill, a connection cut
 mid-answer, a hang."""
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -149,7 +150,7 @@ class Window:
     """One vegeta run's answers, tallied. Whole: a 2xx read to its end
     (vegeta checks the body against the framing: a cut one is status 0)."""
     rate: float              # requests/s asked (0: closed loop)
-    workers: int             # closed loop: its clients; open loop: vegeta's cap
+    workers: int | None      # closed loop: its clients; open loop: vegeta's cap (None: not recorded, see from_dict)
     seconds: float           # the attack's duration asked
     sent: int
     sent_rate: float         # requests over first to last sent
@@ -168,7 +169,10 @@ class Window:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Window":
-        return cls(**d)
+        """A window as results.json keeps it; without `workers` in the runs
+        tools/keep_evidence.py slimmed before it kept that number (None:
+        not recorded; goodput_windows finds a capacity step's elsewhere)."""
+        return cls(**{"workers": None, **d})
 
 
 def failure_kind(answer: Answer) -> str | None:
@@ -270,7 +274,8 @@ class Measured:
 
     @property
     def name(self) -> str:
-        what = f"{self.multiple}x" if self.multiple else f"c={self.window.workers}"
+        workers = self.window.workers
+        what = f"{self.multiple}x" if self.multiple else "c not recorded" if workers is None else f"c={workers}"
         return f"{what} #{self.round}"
 
     def to_dict(self) -> dict:
@@ -282,6 +287,26 @@ class Measured:
     def from_dict(cls, d: dict) -> "Measured":
         return cls(d["path"], d["multiple"], d["round"], Window.from_dict(d["window"]), d["flags"], d["bottleneck"],
                    d.get("cpu") or {}, d.get("busy_shares") or {})
+
+
+def goodput_windows(doc: dict) -> list[Measured]:
+    """Pure: a results.json's goodput windows. A capacity step kept without
+    its `workers` (Window.from_dict) takes them from its path's row, whose
+    steps name each one, "c=N: R/s", in the order the windows are kept;
+    only where that step's rate is the window's own."""
+    steps = {row["path"]: row.get("steps") or [] for row in doc.get("goodput") or []}
+    seen: dict[str, int] = {}
+    found = []
+    for d in doc.get("goodput_windows") or []:
+        window = d["window"]
+        if d["multiple"] == 0:
+            k = seen[d["path"]] = seen.get(d["path"], -1) + 1
+            named = steps.get(d["path"], [])
+            step = re.fullmatch(r"c=(\d+): (\S+)/s", named[k]) if k < len(named) else None
+            if "workers" not in window and step and step[2] == f"{window['whole_rate']:g}":
+                d = {**d, "window": {**window, "workers": int(step[1])}}
+        found.append(Measured.from_dict(d))
+    return found
 
 
 def capacity(steps: list[Measured]) -> Measured | None:

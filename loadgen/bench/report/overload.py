@@ -3,7 +3,8 @@ other check, as sections (report/model.py) that report.md and the run's page
 both render. Pure."""
 from .markdown import block_lines
 from .model import Para, Part, Table
-from ..faults.overload import HOLDS_SHARE, MULTIPLES, REFUSAL_P99_MS, WINDOWS, GoodputRow, Measured, OverloadRow
+from ..faults.overload import (HOLDS_SHARE, MULTIPLES, REFUSAL_P99_MS, WINDOWS, GoodputRow, Measured, OverloadRow,
+                               goodput_windows)
 from ..measure.flags import LOADGEN_BOUND_SHARE
 from ..measure.usage import BEHIND_SCHEDULE, LOADGEN, LOADGEN_BOUND, loadgen_cores_busy
 
@@ -62,7 +63,7 @@ def goodput(doc: dict) -> list:
         conditions += [] if r.conditions else [[r.path, f"{r.capacity_rps:g}", *["-"] * 8]]
     verdicts = [[r.path, "; ".join(r.steps), _broken(r.failures), str(r.oom_kills), r.container, f"**{r.verdict}**"]
                 for r in rows] + [[f["path"], *["-"] * 4, f"not measured: {f['error']}"] for f in failed]
-    flagged = [m for m in (Measured.from_dict(m) for m in doc.get("goodput_windows") or []) if m.flags]
+    flagged = [m for m in goodput_windows(doc) if m.flags]
     return [Part(f"Goodput: `{s['file']}` offered open loop at {' and '.join(f'{m}x' for m in MULTIPLES)} each "
                  "path's capacity (judged)", [
         Para(f"Capacity: the best whole-answer rate (a 2xx read to its end) over closed-loop concurrencies "
