@@ -10,9 +10,10 @@ import pytest
 
 from bench.report.exports import BENCHER, BIGGER, CSV, SMALLER, write_exports
 from bench.results import Results
+from kept_runs import EXAMPLE_ROUNDS
 
 EXAMPLE = Path(__file__).parent.parent / "results" / "example" / "results.json"
-# a BENCH_CPU_DESIGN=same-moment run as kept (docs/methodology.md cites it): the example's is the rounds design
+# a BENCH_CPU_DESIGN=same-moment run as kept (docs/methodology.md cites it), and a rounds design run
 SAME_MOMENT = Path(__file__).parent.parent / "results" / "evidence" / "20261129T051316Z" / "results.json.gz"
 
 
@@ -51,8 +52,10 @@ def test_csv_has_a_row_per_case_and_tool_with_results_json_figures(written):
                        if (r["target"], r["file"], r["concurrency"]) == case), None)
         if rounds is not None:
             assert (float(row["rps_ratio_to_nginx_static"]), float(row["rps_ratio_low"]),
-                    float(row["rps_ratio_high"]), int(row["ratio_rounds"])) == (
-                rounds["rps"]["ratio"], rounds["rps"]["low"], rounds["rps"]["high"], rounds["rounds"])
+                    float(row["rps_ratio_high"]), int(row["rps_ratio_rounds"])) == (
+                rounds["rps"]["ratio"], rounds["rps"]["low"], rounds["rps"]["high"], rounds["rps"]["rounds"])
+            # the CPU ratio's own rounds: same-moment windows behind schedule have none
+            assert int(row["cpu_ratio_rounds"]) == rounds["cpu"]["rounds"]
             continue
         base = next(b for b in raw["runs"] if (b["target"], b["file"], b["concurrency"])
                     == ("nginx-static", run["file"], run["concurrency"]))
@@ -128,7 +131,7 @@ def test_a_failed_case_is_a_csv_row_and_no_metric(tmp_path):
     assert not [e for e in json.loads((tmp_path / BIGGER).read_text()) if e["name"].startswith(name + " ")]
 
 
-@pytest.mark.parametrize("source, design", [(EXAMPLE, "rounds"), (SAME_MOMENT, "same-moment")],
+@pytest.mark.parametrize("source, design", [(EXAMPLE_ROUNDS, "rounds"), (SAME_MOMENT, "same-moment")],
                          ids=["rounds", "same-moment"])
 def test_the_cpu_ratio_says_which_design_gave_it(tmp_path, source, design):
     """results.csv's cpu_design: the windows a row's CPU ratio came from,

@@ -178,7 +178,7 @@ def test_the_exports_carry_each_ratio_with_its_interval():
                                 "rounds": 6, "rps": found}]}
     (row,) = [r for r in export_rows(results)
               if (r["target"], r["file"], r["concurrency"], r["tool"]) == (run.target, run.file, top, "ab")]
-    assert (row["rps_ratio_to_nginx_static"], row["rps_ratio_low"], row["rps_ratio_high"], row["ratio_rounds"]) == (
+    assert (row["rps_ratio_to_nginx_static"], row["rps_ratio_low"], row["rps_ratio_high"], row["rps_ratio_rounds"]) == (
         found["ratio"], found["low"], found["high"], 6)
     measure = bencher(results)[f"flask-postgres/1KB/c={top}/ab"]["ratio-to-nginx-static"]
     assert (measure["lower_value"], measure["upper_value"]) == (found["low"], found["high"])

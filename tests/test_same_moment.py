@@ -26,14 +26,14 @@ from bench.report.headline import cpu_condition
 from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult
 from bench.settings import from_env
+from kept_runs import example_rounds
 
-EXAMPLE = Path(__file__).parent.parent / "results" / "example" / "results.json"
 FILE = "1KB.bin"
 
 
 @pytest.fixture(scope="module")
 def example() -> dict:
-    return json.loads(EXAMPLE.read_text())
+    return example_rounds()
 
 
 def first_rounds(example: dict, file: str = FILE) -> dict[str, list[dict]]:
@@ -252,7 +252,7 @@ def test_a_round_runs_one_window_at_the_first_rounds_rate_and_judges_cpu_from_it
 
 # --- the report's label ---------------------------------------------------------
 def test_the_cpu_column_says_its_rate_and_that_every_path_ran_at_once():
-    results = Results.load(EXAMPLE)
+    results = Results.from_dict(example_rounds())
     assert cpu_condition(results) is None
     before = render_markdown(results)
     assert "all paths at once" not in before
@@ -364,3 +364,20 @@ def test_one_vegeta_still_gets_its_url_on_stdin(fake_vegeta, tmp_path, monkeypat
     assert seen[0][0]["target"] == "GET http://flask:8080/files/1KB.bin\n"
     assert not any(a.startswith("-targets") for a in seen[0][0]["args"]) and "-duration=2.500s" in seen[0][0]["args"]
     assert m.rate == 200 and m.raw_output == "flask-1KB-rate.json" and (tmp_path / "flask-1KB-rate.json").exists()
+
+
+def test_a_same_moment_cpu_ratio_carries_no_flagged_baseline_mark():
+    """† says a ratio rests on a flagged nginx-static figure: the closed
+    loop's, for req/s and for the rounds' CPU ratio; a same-moment CPU ratio
+    rests on nginx-static in its own window, at a rate far below its
+    capacity."""
+    def marked(report: str) -> tuple[int, int]:
+        head = report.split("## Headline", 1)[1].split("\n\n")[2]  # the sentences, then the table
+        cells = [line.split("|")[5:7] for line in head.splitlines()[2:]]
+        return sum(rps.strip().endswith("†") for rps, _ in cells), sum(cpu.strip().endswith("†") for _, cpu in cells)
+
+    results = Results.from_dict(example_rounds())
+    rps, cpu = marked(render_markdown(results))
+    assert rps > 0 and cpu == rps
+    results.rounds = {**results.rounds, "cpu_design": "same-moment", "cpu_rates": {"1KB.bin": 50, "1MB.bin": 50}}
+    assert marked(render_markdown(results)) == (rps, 0)

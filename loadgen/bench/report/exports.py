@@ -20,7 +20,8 @@ BENCHER = "bencher.json"
 BIGGER, SMALLER = "github-benchmark-bigger.json", "github-benchmark-smaller.json"
 COLUMNS = ["target", "store", "size", "file", "concurrency", "tool", "status", "rps", "rps_min", "rps_max",
            "rps_ratio_to_nginx_static", "rps_ratio_low", "rps_ratio_high", "cpu_ms_per_request",
-           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "cpu_design", "ratio_rounds",
+           "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "cpu_design", "rps_ratio_rounds",
+           "cpu_ratio_rounds",
            "p50_ms", "p99_ms", "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
 AB_KEEPALIVE = "ab-k"
 
@@ -61,7 +62,7 @@ def rows(results: Results) -> list[dict]:
             for metric, column in (("rps", "rps_ratio"), ("cpu", "cpu_ratio")):
                 if found.get(metric):
                     row |= {f"{column}_to_nginx_static": found[metric]["ratio"], f"{column}_low": found[metric]["low"],
-                            f"{column}_high": found[metric]["high"], "ratio_rounds": found[metric]["rounds"]}
+                            f"{column}_high": found[metric]["high"], f"{column}_rounds": found[metric]["rounds"]}
             row["cpu_design"] = cpu_design(results, found)
         out.append(row)
     for c in results.comparisons:
@@ -135,7 +136,7 @@ def github_benchmark(results: Results) -> tuple[list[dict], list[dict]]:
             bigger.append({"name": f"{name} requests/s ratio to nginx-static", "unit": "x",
                            "value": row["rps_ratio_to_nginx_static"],
                            "range": (f"[{row['rps_ratio_low']}, {row['rps_ratio_high']}] over "
-                                     f"{row['ratio_rounds']} rounds"),
+                                     f"{row['rps_ratio_rounds']} rounds"),
                            "extra": "geometric mean of the rounds' ratios, 95% interval"})
         if row.get("cpu_ms_per_request") is not None:
             smaller.append({"name": f"{name} CPU per request", "unit": "ms", "value": row["cpu_ms_per_request"],

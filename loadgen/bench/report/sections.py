@@ -146,6 +146,8 @@ def head(results: Results) -> list:
 # --- the headline --------------------------------------------------------------
 def _headline(results: Results) -> list:
     c, rows = headline_level(results), []
+    # same-moment CPU ratios rest on nginx-static in their own window, never flagged there
+    cpu_in_rounds = cpu_condition(results) is None
     for h in headline_rows(results):
         run, loop, named = h.run, h.loop, [h.target, h.store, h.size]
         key = {"target": h.target, "file": run.file, "concurrency": c}
@@ -157,7 +159,8 @@ def _headline(results: Results) -> list:
         p99.col, p99.num = "p99", True
         rows.append(Row([*named, Cell(f"{run.rps:.0f}", num=True, col="rps"),
                          Cell(ratio_words(h.rps, h.rps_ratio), dagger=h.baseline_flagged, num=True, col="rps-ratio"),
-                         Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged, num=True, col="cpu-ratio"),
+                         Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged and cpu_in_rounds, num=True,
+                              col="cpu-ratio"),
                          p99, Cell(run.bottleneck or "-", col="bottleneck", note=BOTTLENECK_NOTE),
                          Cell(" (baseline flagged)" if h.baseline_flagged else "", tuple(run.flags), names=True)],
                         key))
