@@ -5,8 +5,18 @@ overload.py) and written by two small backends, report.md (report/markdown.py)
 and index.html (report/html.py), so both list the same sections in one order
 and wording.
 Text may hold two inline marks, **strong** and `code`: Markdown keeps them,
-HTML writes <strong> and <code>."""
+HTML writes <strong> and <code>. The sections' fixed prose is data, in
+report/text.toml, read by text()."""
+import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
+
+TEXT = tomllib.loads((Path(__file__).parent / "text.toml").read_text(encoding="utf-8"))
+
+
+def text(key: str, **figures) -> str:
+    """The prose text.toml holds under key, its {figures} filled in."""
+    return TEXT[key].format(**figures)
 
 
 @dataclass

@@ -9,7 +9,7 @@ from . import study000, study002
 from .headline import (BASELINE, concurrencies, cpu_condition, ferretdb, files, grouped, headline_level,
                        headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size,
                        timed_targets)
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Row, Table, text
 from .svg import PALETTE, Point, Row as ChartRow, line_chart, stacked_bars, strip_chart
 from ..environment import server_label
 from ..measure.flags import BASELINE_MARK
@@ -21,9 +21,6 @@ from ..results import Results, StorePass
 from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
 
 FAILED_CASES_SHOWN = 30  # per target; results.json keeps every case
-BOTTLENECK_NOTE = ("Bottleneck: what bound the row, decided from its flags and CPU (the load generator; a core two "
-                   "active containers shared; the target's or the database's own CPU allowance used to 90%; else "
-                   "none: the path waited with CPU to spare).")
 CASE = ["target", "size", "concurrency"]  # the columns of a case's name (_case)
 
 
@@ -124,12 +121,9 @@ def head(results: Results) -> list:
     # the images: the shared bases, then any service's own base that was swapped
     images = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
     images += [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
-    first = [f"**This run is {results.status.split(':')[0]}**: {results.status}. The tables hold what was measured "
-             "before it stopped."] if results.status not in ("complete", "running") else []
-    first += ["The database here is FerretDB, a MongoDB-protocol server, standing in for MongoDB where no mongo image "
-              "can be had. It serves GridFS reads far slower than MongoDB, so the GridFS rows are bound by the "
-              "database, not by the serving path: compare serving paths by their own container's CPU per request as "
-              "well as by requests per second."] if ferretdb(results) else []
+    stopped = results.status not in ("complete", "running")
+    first = [text("stopped", state=results.status.split(":")[0], status=results.status)] if stopped else []
+    first += [text("ferretdb")] if ferretdb(results) else []
     return [Bullets([
         f"Database: **{server_label(env)}** from image `{params.get('MONGO_IMAGE', '?')}`",
         "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in images),
@@ -161,7 +155,7 @@ def _headline(results: Results) -> list:
                          Cell(ratio_words(h.rps, h.rps_ratio), dagger=h.baseline_flagged, num=True, col="rps-ratio"),
                          Cell(ratio_words(h.cpu, h.cpu_ratio), dagger=h.baseline_flagged and cpu_in_rounds, num=True,
                               col="cpu-ratio"),
-                         p99, Cell(run.bottleneck or "-", col="bottleneck", note=BOTTLENECK_NOTE),
+                         p99, Cell(run.bottleneck or "-", col="bottleneck", note=text("bottleneck")),
                          Cell(" (baseline flagged)" if h.baseline_flagged else "", tuple(run.flags), names=True)],
                         key))
     lines = sentences(results)
@@ -169,10 +163,8 @@ def _headline(results: Results) -> list:
         Table(["target", "store", "size", f"req/s at c={c}", "req/s ratio to nginx-static",
                _cpu_heading(results, "CPU/request ratio to nginx-static"), "p99 ms at a fixed rate", "bottleneck",
                "flags"], rows, "headline"),
-        Para(f"Ratios: the target's figure over nginx-static's in the same run (higher req/s is better; lower "
-             f"CPU per request is better). p99 at a fixed rate: an open-loop run (vegeta) at "
-             f"{results.timing.get('open_loop_share', 0.5):.0%} of the path's keep-alive capacity, so it is response "
-             f"time, not queueing. {BOTTLENECK_NOTE}"), *_legend(rows)]
+        Para(text("headline", share=results.timing.get("open_loop_share", 0.5), bottleneck=text("bottleneck"))),
+        *_legend(rows)]
 
 
 def _rounds(results: Results) -> list:
@@ -194,11 +186,9 @@ def _rounds(results: Results) -> list:
              for r in sorted(rows, key=lambda r: (r["file"], r["target"]))]
     orders = results.schedule.get("orders") or {}
     positions = mean_positions({k: v for k, v in orders.items() if k.endswith(f"c={c}")})
-    return [Para(f"{found.get('rounds')} rounds at c={c}, stopped: {found.get('stopped')}"
-                 + (f"; target width x/÷{width:g}" if width else "") + f". Each round timed every path once in a "
-                 f"fresh order from the run's seed; a ratio is the {found.get('estimator')}; width: the interval as "
-                 "x/÷ its centre; sd: of the rounds' log ratios. Mean position in the rounds (1 = first): "
-                 + ", ".join(f"{name} {p:g}" for name, p in positions.items()) + "."),
+    return [Para(text("rounds", rounds=found.get("rounds"), c=c, stopped=found.get("stopped"),
+                      width=f"; target width x/÷{width:g}" if width else "", estimator=found.get("estimator"),
+                      positions=", ".join(f"{name} {p:g}" for name, p in positions.items()))),
             Table(["target", "size", "req/s ratio", "width", "sd", _cpu_heading(results, "CPU/request ratio"), "width",
                    "sd", "rounds", "interval"], table)]
 
@@ -212,8 +202,8 @@ def _cpu_heading(results: Results, words: str) -> str:
 
 # --- requests per second, CPU, latency ---------------------------------------------
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
-    return _strip(f"{_size(file)} at concurrency {c}: the bar is the median repetition (the row's figure), each dot "
-                  "one repetition.", f"Requests per second, {_size(file)}, c={c}", "repetition", "requests per second",
+    return _strip(text("rps_chart", size=_size(file), c=c), f"Requests per second, {_size(file)}, c={c}", "repetition",
+                  "requests per second",
                   [(r.target, r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s",
                     [(x["rps"], f"{r.target} {_size(file)} c={c}, repetition {i + 1}: {x['rps']:.0f} req/s")
                      for i, x in enumerate(r.repetitions) if x.get("rps")]) for r in runs_at(results, file, c)])
@@ -233,12 +223,7 @@ def _requests_per_second(results: Results) -> list:
 
     tables = _by_size_and_target(results, cell)
     return [Charts(_each_case(results, _rps_chart)),
-            Para("The median repetition's requests per second, ± half the repetitions' range; in brackets () the "
-                 "ratio to nginx-static in the same run, in square brackets [] seed 000's published figure "
-                 "(1000 / its time per request: 2013, EC2 m1.medium over a real network, ab -c 100 per its README, "
-                 "-c 5 in its scripts; compare ratios, not absolutes). Time per request is 1000 / req/s; every "
-                 "figure of every repetition is in results.json. Seed 000's columns: "
-                 + ", ".join(f"{ours} = \"{theirs}\"" for ours, theirs in study000.COLUMNS.items()) + "."),
+            Para(text("rps", columns=", ".join(f'{ours} = "{theirs}"' for ours, theirs in study000.COLUMNS.items()))),
             *tables, *_legend([row for part in tables for row in part.blocks[0].rows], any(flagged))]
 
 
@@ -254,8 +239,7 @@ def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
         segs = [(kind, ms, f"{run.target}: {role} ({kind}) {ms:.3f} ms") for role, used in run.cpu.items()
                 if (ms := used.get("cpu_ms_per_request")) for kind in [kinds.get(role, "database")]]
         rows.append((run.target, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
-    return Figure(f"{_size(file)} at concurrency {c}: each container's CPU time per request in the row's repetition "
-                  "(hover a segment for the container).",
+    return Figure(text("cpu_chart", size=_size(file), c=c),
                   stacked_bars(f"CPU ms per request by container, {_size(file)}, c={c}", rows, CPU_KINDS,
                                "CPU ms per request")) if rows else None
 
@@ -266,11 +250,7 @@ def _cpu_per_request(results: Results) -> list:
         return Cell(_ms(run) + (f" ({db})" if db and db != "mongo" else ""), tuple(run.flags)) if run.cpu else "-"
 
     return [Charts(_each_case(results, _cpu_chart)),
-            Para("CPU time each container spent per request in the row's repetition: its CPU over the timed "
-                 "interval (cAdvisor's cgroup counters, first and last reading inside the run) over the requests "
-                 "that completed inside that interval (ab's and vegeta's own per-request times; wrk's rows: over "
-                 "the run's requests per second). It is what a request costs, whatever the rate: a path that "
-                 "waits on a slow database shows a low figure for itself and a high one for the database."),
+            Para(text("cpu")),
             *_by_size_and_target(results, cell), _cpu_by_case(results),
             Part("CPU over time", [Figure(f"{t}: CPU cores over time", png=results.charts[t])
                                    for t in timed_targets(results) if t in results.charts])]
@@ -288,8 +268,7 @@ def _cpu_by_case(results: Results) -> Part:
              _names(r.flags)] for r in results.runs if r.ok and r.cpu
             for busy in [(r.cpu_window or {}).get("busy_shares") or {}]]
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
-        Para("Each container's cores in the row's repetition; host cores: how busy each CPU was over it (from "
-             "/proc/stat), which is what `core-saturated` reads for the cores the case's containers share."),
+        Para(text("cpu_by_case")),
         Table([*CASE, "target cores", "database cores", "load generator cores", "host cores busy", "flags"], rows)],
                 folded=True)
 
@@ -315,8 +294,7 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
                                            if o.file == file and o.ok and o.share).items() if len(pts) > 1}
     return [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
                    strip_chart(f"Latency at a fixed rate, {_size(file)}", rows, kinds, "milliseconds", log=True)),
-            *([Figure(f"{_size(file)}: every request's response time at {share:.0%} of capacity, as a percentile "
-                      "curve (from the histogram kept in results.json; the last point is the slowest answer).",
+            *([Figure(text("latency_curve", size=_size(file), share=share),
                       line_chart(f"Latency distribution, {_size(file)}", curves, "percentile", "milliseconds",
                                  x_log=False, y_log=True, x_ticks=ticks))] if curves else []),
             *([Figure(f"{_size(file)}: p99 at each share of the path's keep-alive capacity (open loop).",
@@ -338,16 +316,7 @@ def _open_loop(results: Results) -> list:
                    else [f"{o.rate:g}", *_failed(7), o.error or ""])
         rows.append([o.target, _size(o.file), *figures])
     return [Charts([f for file, _ in files(results) for f in _latency_charts(results, file)]),
-            Para("Requests leave on schedule at a fixed rate whether or not earlier ones were answered, so a slow "
-                 "answer delays no later request (no coordinated omission): these percentiles are response times. "
-                 "The rate is a share of the path's keep-alive capacity for that size (the faster of ab -k and wrk; "
-                 "vegeta keeps its connections alive too). Each run lasts until it has sent "
-                 f"{OPEN_LOOP_REQUESTS:,} requests or {OPEN_LOOP_MAX_S:g} s. "
-                 "Percentiles are order statistics of every request's latency; p99's 95% interval is "
-                 "distribution-free (two order statistics chosen from the binomial distribution of the count below "
-                 "the true p99; `?`: too few requests for an upper bound). `sent` is vegeta's own rate, first to "
-                 f"last request sent; below {SENT_RATE_KEPT:.0%} of the rate asked it fell behind its schedule "
-                 "(behind-schedule)."),
+            Para(text("open_loop", requests=OPEN_LOOP_REQUESTS, max_s=OPEN_LOOP_MAX_S, kept=SENT_RATE_KEPT)),
             Table(["target", "size", "rate asked /s", "sent /s", "requests", "p50 ms", "p99 ms",
                    "p99 95% interval ms", "p99.9 ms", "max ms", "flags"], rows)]
 
@@ -372,8 +341,7 @@ def _sweep(results: Results) -> list:
     seconds = results.timing.get("sweep_duration_s")
     return [Charts(figures + [Figure(f"{t}: requests per second against concurrency", png=results.sweep_charts[t])
                               for t in order if t in results.sweep_charts]),
-            Para(f"One run per level{f' of {seconds:g} s' if seconds else ''}, after the timed cases warmed every "
-                 "path: a shape to read, not a figure to quote."),
+            Para(text("sweep", seconds=f" of {seconds:g} s" if seconds else "")),
             Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows), *_legend(rows)]
 
 
@@ -401,12 +369,9 @@ def _working_set(results: Results) -> list:
                            [(r.target, r.rps if r.ok else None, f"{r.target}: {r.rps:.0f} req/s",
                              [(x["rps"], f"{r.target}: {x['rps']:.0f} req/s") for x in r.repetitions if x.get("rps")])
                             for r in runs])]),
-            Para(f"The seed's file set `{ws.spec}`: {ws.count:,} files, {ws.total_bytes / 2**20:.1f} MiB in all, each "
-                 f"request for a file drawn at random (wrk, working_set.lua), concurrency {ws.concurrency}, after "
-                 "each path served a sample of the set byte for byte. Beside it, the same path's hot-file figure "
-                 f"(one file over and over: {_size(hot_file) if hot_file else '-'} at the same concurrency). Whether "
-                 "the set fits in memory decides much of it: the set against each container's memory limit (MiB): "
-                 f"{limits or 'not read'}" + (f"; nginx-cache's cache tmpfs {cache}" if cache else "") + "."),
+            Para(text("working_set", spec=ws.spec, count=ws.count, mib=ws.total_bytes / 2**20, c=ws.concurrency,
+                      hot=_size(hot_file) if hot_file else "-", limits=limits or "not read",
+                      cache=f"; nginx-cache's cache tmpfs {cache}" if cache else "")),
             Table(["target", "store", "req/s", "ratio to nginx-static", "hot-file req/s", "CPU ms/request "
                    "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(rows)]
 
@@ -454,19 +419,8 @@ def _stores(results: Results) -> list:
                              [(mb, f"{p.store} {p.operation}, {p.threads} threads: {mb:.1f} MB/s")
                               for x in p.passes if x.get("rps") for mb in [x["rps"] * p.file_bytes / 1e6]])
                             for p in passes])]),
-            Para(f"{files_} files of {size:,} bytes ({files_ * size / 1e9:.2f} GB) into each store, with 1 thread and "
-                 f"with {max(setup.get('threads', [1]))}, every pass into an empty store, the stores in the "
-                 "schedule's order (another each repetition); then read back by the same client library, 1 thread "
-                 "in order and many threads in random order (seed 002's method). A row is the median of its passes "
-                 "by files per second, ± half their range. CPU s/GB: each container's CPU seconds per 10^9 bytes "
-                 "moved (bench, the writer or reader / the store's own container; the filesystem's work is the "
-                 "kernel's, charged to bench). Seed 002's column: its published seconds where the setting matches "
-                 "(WRITE_FILES=1000 WRITE_SIZE=10000000), else its rate for reference only (2015, Windows, one "
-                 "10,000 rpm disk; the machine restarted before every test). Warm reads come after a pass that is "
-                 "not counted, so caches hold what they will: they measure each store's software path more than the "
-                 "disk. Cold reads (\"in order, cold\") drop every file from the caches bench can reach before each "
-                 "pass; the databases' own caches go only with a restart, so their cold rows are not measured "
-                 "(store_setup.cold_reads says so per store). Sizes are read after a checkpoint or fsync."),
+            Para(text("stores", files=files_, size=size, gb=files_ * size / 1e9,
+                      threads=max(setup.get("threads", [1])))),
             Table(["store", "operation", "threads", "order", "seconds", "files/s", "MB/s", "CPU s/GB bench / store",
                    "ms per file p50 / p99", "seed 002", "error"], rows), *_legend(rows),
             *_disk(results), *_durability(results)]
@@ -476,12 +430,8 @@ def _disk(results: Results) -> list:
     rows = [[_store_name(results, r.store), str(r.threads), f"{r.total_bytes:,}", f"{r.disk['bytes']:,}",
              f"{r.disk['ratio']:.3f}", f"{published:.2f}" if (published := study002.disk_ratio(r.store)) else "-",
              "yes" if r.verified else "**no**"] for r in results.writes if r.disk]
-    return _part("Storage used", "What each store used for the files just written, against their bytes (GridFS: the "
-                 "collections' storage and index sizes from collStats; PostgreSQL: pg_total_relation_size of its "
-                 "tables, TOAST and indexes included; the filesystem: the blocks its files hold, as du counts). Seed "
-                 "002's: its \"GB\" figures against the files' 9.31 GiB. Verified: every file read back and matched "
-                 "its sha256.", Table(["store", "threads", "bytes written", "bytes used", "ratio", "seed 002 ratio",
-                                       "verified"], rows))
+    return _part("Storage used", text("disk"), Table(["store", "threads", "bytes written", "bytes used", "ratio",
+                                                      "seed 002 ratio", "verified"], rows))
 
 
 def _plain(value) -> str:
@@ -497,8 +447,7 @@ def _durability(results: Results) -> list:
              for store, settings in durability.items()]
     items += [f"{store}: **failed**: {why}" for store, why in (results.store_setup.get("errors") or {}).items()]
     return [Part("What made a write durable", [
-        Para("Every store acknowledges a file only once it is durable, as its server reports its settings:"),
-        Bullets(items)])] if durability else []
+        Para(text("durability")), Bullets(items)])] if durability else []
 
 
 # --- ab -k against wrk, the checks, every case, the settings ----------------------
@@ -512,14 +461,11 @@ def _agreement(results: Results) -> list:
             for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes))
             for tools in [(c.ab_keepalive, c.wrk)]]
     free = [c for c in results.comparisons if not c.bound]
-    return [Para("Like with like: both keep connections alive (HTTP/1.1 for wrk, HTTP/1.0 keep-alive for ab -k) "
-                 "at the same connection count and for the same seconds, repetitions interleaved, the tool going "
-                 "first alternating. Difference: |ab -k - wrk| / their mean, of the median repetitions; **differ**: "
-                 f"over {TOOLS_DISAGREE:.0%}. Latency: p50 / p90 / p99 / max ms (closed loop: queueing included)."),
+    return [Para(text("agreement", differ=TOOLS_DISAGREE)),
             Table([*CASE, "ab -k req/s", "wrk req/s", "difference", "ab -k latency ms", "wrk latency ms", "failed",
                    "refused"], rows),
-            Para(f"{sum(not c.disagree for c in free)} of {len(free)} cases with neither tool at its CPU limit agree "
-                 f"within {TOOLS_DISAGREE:.0%}; {len(results.comparisons) - len(free)} more had a tool at its limit."),
+            Para(text("agreed", agree=sum(not c.disagree for c in free), free=len(free), differ=TOOLS_DISAGREE,
+                      bound=len(results.comparisons) - len(free))),
             *_legend(rows)]
 
 
@@ -528,14 +474,10 @@ def _checks(results: Results) -> list:
     failed = [[t.name, c["case"], str(c["expected"]), str(c["got"])]
               for t in checked for c in [c for c in t.conformance if not c["passed"]][:FAILED_CASES_SHOWN]]
     return [Part("Verification", [
-        Para("Every file's body sha256 and Content-Length checked before timing; a target that fails is not timed."),
+        Para(text("verification")),
         Table(["target", "url", "verified", "error"],
               [[t.name, t.url, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets])]),
-        *_part("Conformance", "Every answer (full GET, headers, HEAD, each Range form, If-Range, 304s, 404) compared "
-               "with nginx-static's for the same request; hostile requests (bad methods and request lines, huge "
-               "headers, bad Range syntax, traversal, bad encodings) must be refused safely: no server error, no "
-               "hang, a 2xx only with nginx's bytes. Every case is in results.json.",
-               Table(["target", "passed", "failed", "conforming"], [
+        *_part("Conformance", text("conformance"), Table(["target", "passed", "failed", "conforming"], [
                    [t.name, str(sum(c["passed"] for c in t.conformance)),
                     str(sum(not c["passed"] for c in t.conformance)), "yes" if t.conforming else
                     ("**no**, timed anyway (rows marked)" if t.verified else "**no**, not timed")] for t in checked]),
@@ -551,9 +493,7 @@ def _every_case(results: Results) -> list:
         rows.append([*_case(r), *figures, str(r.failed),
                      f"{r.refused} ({r.refused / r.answers:.0%})" if r.refused and r.answers else str(r.refused),
                      _names(r.flags) if r.ok else r.error or ""])
-    return [Para("The row's repetition (the median by requests per second, of 2xx answers) with the range of all "
-                 "of them; over every repetition, `failed` counts requests with no answer or a 2xx answer cut short, "
-                 "`refused` the answers that were not 2xx, with their share of all answers."),
+    return [Para(text("every_case")),
             Table([*CASE, "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms", "KB/s", "failed", "refused",
                    "flags / error"], rows), *_cache(results), *_peak_memory(results)]
 
@@ -561,9 +501,7 @@ def _every_case(results: Results) -> list:
 def _cache(results: Results) -> list:
     rows = [[*_case(r), str(r.cache["hits"]), str(r.cache["misses"]), str(sum(r.cache["other"].values())),
              "-" if r.cache["hit_ratio"] is None else f"{r.cache['hit_ratio']:.4f}"] for r in results.runs if r.cache]
-    return _part("Cache hits", "What a caching path's own log says of each case's counted requests (warm-up "
-                 "excluded); below 0.99 the row is flagged `cache-missed`: it measures the upstream too.",
-                 Table([*CASE, "hits", "misses", "other", "hit ratio"], rows), folded=True)
+    return _part("Cache hits", text("cache"), Table([*CASE, "hits", "misses", "other", "hit ratio"], rows), folded=True)
 
 
 def _peak_memory(results: Results) -> list:
@@ -572,9 +510,8 @@ def _peak_memory(results: Results) -> list:
         for role, usage in (r.cpu or {}).items():
             peaks[role] = max(peaks.get(role, 0), usage.get("peak_memory_bytes") or 0)
     rows = [[role, f"{peak / 2**20:.1f}"] for role, peak in sorted(peaks.items())]
-    return _part("Peak memory per container (MiB)", "cgroup v1: the container's lifetime peak of memory usage (page "
-                 "cache included); cgroup v2: the highest working set seen in the timed windows.",
-                 Table(["container", "peak MiB"], rows), folded=True)
+    return _part("Peak memory per container (MiB)", text("peak_memory"), Table(["container", "peak MiB"], rows),
+                 folded=True)
 
 
 def _settings(results: Results) -> list:
@@ -584,30 +521,26 @@ def _settings(results: Results) -> list:
                                         "duration_seconds") if env.get(k) is not None]
     retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
     shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
-    measured = [Para(f"The link{shaped}, measured before timing (iperf3, {link['direction']}, {link['seconds']:g} s): "
-                     f"**{link['bits_per_second'] / 1e6:.1f} Mbit/s** received{retransmits}; a row moving 90% of it "
-                     "is `link-bound`.")] if link and env.get("hosts") else []
+    measured = [Para(text("link", shaped=shaped, direction=link["direction"], seconds=link["seconds"],
+                          mbit=link["bits_per_second"] / 1e6, retransmits=retransmits))] if link and env.get("hosts") \
+        else []
     planned, actual = timing.get("planned_seconds"), timing.get("actual_seconds")
-    took = (f"The timed phases were expected to take {planned:.0f} s from the settings and took {actual:.0f} s "
-            "(slow cases run longer to hold their minimum of requests)." if planned and actual else "")
+    took = text("took", planned=planned, actual=actual) if planned and actual else ""
     return [
         Part("Host and tools", [Table(["", ""], [["database", server_label(env)], *tools])]),
-        *_part("Hosts", "One Docker engine per role, each with its own cAdvisor: every container's CPU is read on its "
-               "own host.", Table(["host", "CPUs", "memory", "containers"], [
+        *_part("Hosts", text("hosts"), Table(["host", "CPUs", "memory", "containers"], [
                    [f"{h['name']}{' (bench)' if h.get('bench') else ''}", str(h.get("cpus", "?")),
                     f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "?",
                     ", ".join(h.get("containers") or []) or "none watched"] for h in env.get("hosts") or []]),
                *measured),
-        *_part("Images", "What each container ran, from Docker (cAdvisor's container spec and Compose's image label): "
-               "a swapped variable shows here as another image ID.", Table(["container", "image", "image ID"], [
+        *_part("Images", text("images"), Table(["container", "image", "image ID"], [
                    [role, f"`{i.get('image') or '?'}`", f"`{(i.get('image_id') or '?').removeprefix('sha256:')[:12]}`"]
                    for role, i in (env.get("images") or {}).items()])),
         Part("Settings (.env as the run saw it)", [
             Table(["variable", "value"], [[k, f"`{v}`"] for k, v in results.parameters.items()])], folded=True),
         Part("Timing as applied", [Table(["knob", "value"], [[k, f"`{json.dumps(v)}`"] for k, v in timing.items()])],
              folded=True),
-        *_part("What this run cost (wall seconds)", "The seed's time is its own (from manifest.json); the rest is "
-               f"bench's, phase by phase. {took}",
+        *_part("What this run cost (wall seconds)", text("cost", took=took),
                Table(["phase", "seconds"], [[name, f"{seconds:.1f}"] for name, seconds in results.phases.items()]))]
 
 
