@@ -3,6 +3,7 @@ exports: which paths were timed, grouped by store, and the headline's rows
 and sentences as data, so every rendering states the same figures."""
 from dataclasses import dataclass
 
+from .model import text
 from ..results import STORE_NOT_RECORDED, OpenLoop, Results, Run
 from ..measure.rounds import BASELINE, apart, flagged_baseline
 
@@ -154,16 +155,14 @@ def fastest_sentence(others: list[HeadlineRow], c: int, condition: str | None = 
     own ratios, so the sentence and the table agree."""
     ranked = sorted(others, key=lambda h: h.run.rps, reverse=True)
     fastest = ranked[0]
-    words = (f"At {size_label(fastest.run.file)} and concurrency {c}, the fastest path after nginx-static was "
-             f"**{fastest.target}** ({fastest.store}) at "
-             f"{ratio_words(fastest.rps, fastest.rps_ratio)}× nginx-static's requests per second")
+    words = text("fastest", size=size_label(fastest.run.file), c=c, target=fastest.target, store=fastest.store,
+                 ratio=ratio_words(fastest.rps, fastest.rps_ratio))
     if len(ranked) > 1 and fastest.rps and not apart(fastest.rps, ranked[1].rps):
-        words += f", not told apart from **{ranked[1].target}**'s {ratio_words(ranked[1].rps)}"
+        words += text("not_apart", target=ranked[1].target, ratio=ratio_words(ranked[1].rps))
     cheapest = min((h for h in others if h.cpu_ratio is not None), key=lambda h: h.cpu_ratio, default=None)
-    words += (f"; the cheapest in its own CPU per request{f' ({condition})' if condition else ''} was "
-              f"**{cheapest.target}** at "
-              f"{ratio_words(cheapest.cpu, cheapest.cpu_ratio)}× nginx-static's." if cheapest else ".")
-    return words + (" Ratios: geometric mean over rounds [95% interval] (rounds)." if fastest.rps else "")
+    words += text("cheapest", condition=f" ({condition})" if condition else "", target=cheapest.target,
+                  ratio=ratio_words(cheapest.cpu, cheapest.cpu_ratio)) if cheapest else "."
+    return words + (text("headline_rounds") if fastest.rps else "")
 
 
 def ferretdb(results: Results) -> bool:
@@ -185,13 +184,11 @@ def sentences(results: Results) -> list[str]:
     if others and len(others) < len(ok):  # nginx-static's row is there to compare with
         lines.append(fastest_sentence(others, c, cpu_condition(results)))
     if ferretdb(results):
-        lines.append("The database is FerretDB, not MongoDB, so every GridFS row is bound by it: read those "
-                     "rows by CPU per request, not by requests per second.")
+        lines.append(text("headline_ferretdb"))
     if failed:
         lines.append(f"**{len(failed)} case(s) failed** (" + "; ".join(
             f"{r.target} {size_label(r.file)} c={r.concurrency}: {r.error}" for r in failed[:3])
             + ("; ..." if len(failed) > 3 else "") + ").")
     elif not ferretdb(results) and ok:
-        lines.append(f"Every case of {len({r.target for r in results.runs})} targets completed without a failed "
-                     "request.")
+        lines.append(text("headline_complete", targets=len({r.target for r in results.runs})))
     return lines[:3]

@@ -134,7 +134,7 @@ def head(results: Results) -> list:
         load,
         f"Started {results.started_at}, finished {results.finished_at}"
         + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else "")]),
-        *(Para(text, quote=True) for text in first + [f"**Warning:** {w}" for w in results.warnings])]
+        *(Para(line, quote=True) for line in first + [f"**Warning:** {w}" for w in results.warnings])]
 
 
 # --- the headline --------------------------------------------------------------
@@ -273,8 +273,7 @@ def _cpu_by_case(results: Results) -> Part:
                 folded=True)
 
 
-PERCENTILE_TICKS = [(0.5, "50%"), (0.9, "90%"), (0.99, "99%"), (0.999, "99.9%"), (0.9999, "99.99%"),
-                    (0.99999, "99.999%")]
+PERCENTILE_TICKS = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999)
 
 
 def _latency_charts(results: Results, file: str) -> list[Figure]:
@@ -289,7 +288,7 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
         if o.ok and o.latency_histogram:
             curves[o.target] = percentile_curve(o.latency_histogram)
     deepest = max((x for pts in curves.values() for x, _ in pts), default=0)
-    ticks = [(nines(q), label) for q, label in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
+    ticks = [(nines(q), f"{q * 100:g}%") for q in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
     series = {t: pts for t, pts in _series((o.target, o.share * 100, o.p99_ms) for o in results.open_loop
                                            if o.file == file and o.ok and o.share).items() if len(pts) > 1}
     return [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
@@ -522,8 +521,7 @@ def _settings(results: Results) -> list:
     retransmits = f", {link['retransmits']} retransmits" if link.get("retransmits") is not None else ""
     shaped = f" shaped with tc ({link['shaped']})" if link.get("shaped") else ""
     measured = [Para(text("link", shaped=shaped, direction=link["direction"], seconds=link["seconds"],
-                          mbit=link["bits_per_second"] / 1e6, retransmits=retransmits))] if link and env.get("hosts") \
-        else []
+                          mbit=link["bits_per_second"] / 1e6, retransmits=retransmits))] if link else []
     planned, actual = timing.get("planned_seconds"), timing.get("actual_seconds")
     took = text("took", planned=planned, actual=actual) if planned and actual else ""
     return [
