@@ -139,6 +139,8 @@ def head(results: Results) -> list:
 
 # --- the headline --------------------------------------------------------------
 def _headline(results: Results) -> list:
+    if not results.runs:
+        return [Para("No case was timed.")]
     c, rows = headline_level(results), []
     # same-moment CPU ratios rest on nginx-static in their own window, never flagged there
     cpu_in_rounds = cpu_condition(results) is None
@@ -302,8 +304,6 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
 
 
 def _open_loop(results: Results) -> list:
-    if not results.open_loop:
-        return []
     rows = []
     for o in results.open_loop:
         low, high = o.p99_interval_ms or (None, None)
@@ -321,8 +321,6 @@ def _open_loop(results: Results) -> list:
 
 
 def _sweep(results: Results) -> list:
-    if not results.sweep:
-        return []
     levels, order = sorted({p.concurrency for p in results.sweep}), timed_targets(results)
     keys = sorted({(p.target, p.size_bytes, p.file, p.tool) for p in results.sweep},
                   key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[3]))
@@ -347,8 +345,6 @@ def _sweep(results: Results) -> list:
 # --- the working set over HTTP and the stores ----------------------------------
 def _working_set(results: Results) -> list:
     ws = results.working_set
-    if not ws or not ws.runs:
-        return []
     hot_file = files(results)[0][0] if results.runs else None
     base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
     runs = sorted(ws.runs, key=lambda r: grouped(results, [x.target for x in ws.runs]).index(r.target))
@@ -404,8 +400,6 @@ def _study002_cell(row: StorePass, same: bool) -> str:
 
 def _stores(results: Results) -> list:
     passes = results.writes + results.reads
-    if not passes:
-        return []
     setup = results.store_setup
     files_, size = setup.get("files", passes[0].files), setup.get("file_bytes", passes[0].file_bytes)
     same = study002.same_setting(files_, size)
@@ -451,8 +445,6 @@ def _durability(results: Results) -> list:
 
 # --- ab -k against wrk, the checks, every case, the settings ----------------------
 def _agreement(results: Results) -> list:
-    if not results.comparisons:
-        return []
     rows = [[*_case(c), *map(_rps_cell, tools),
              f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}",
              *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / {t.max_ms:.0f}" for t in tools),
@@ -543,21 +535,24 @@ def _settings(results: Results) -> list:
 
 
 def sections(results: Results) -> list[Part]:
-    """Every section of the report that has something to show, in order."""
-    timed = bool(results.runs)
-    cpu = timed and any(r.cpu for r in results.runs)
+    """Every section of the report that has something to show, in order: its
+    anchor, its title, whether the run holds what it shows, its builder."""
+    timed, ws = bool(results.runs), results.working_set
     found = [
-        ("headline", "Headline", _headline(results) if timed else [Para("No case was timed.")]),
-        ("rounds", "Rounds: what each ratio rests on", _rounds(results)),
-        ("rps", "Requests per second", _requests_per_second(results) if timed else []),
-        ("cpu", "CPU ms per request (target / database; lower is better)", _cpu_per_request(results) if cpu else []),
-        ("open-loop", "Latency at a fixed rate (open loop, vegeta)", _open_loop(results) if timed else []),
-        ("sweep", "Concurrency sweep (requests per second)", _sweep(results) if timed else []),
-        ("working-set", "Working set: many files in random order", _working_set(results)),
-        ("stores", "Stores: writes and reads (seed 002)", _stores(results)),
-        ("tools", "ab -k against wrk (requests per second; agreement per case)", _agreement(results) if timed else []),
-        ("checks", "Verification and conformance", _checks(results)),
-        ("cases", "Every case", _every_case(results) if timed else []),
-        ("settings", "Settings, images and hosts", _settings(results)),
+        ("headline", "Headline", True, _headline),
+        ("rounds", "Rounds: what each ratio rests on", True, _rounds),
+        ("rps", "Requests per second", timed, _requests_per_second),
+        ("cpu", "CPU ms per request (target / database; lower is better)", any(r.cpu for r in results.runs),
+         _cpu_per_request),
+        ("open-loop", "Latency at a fixed rate (open loop, vegeta)", timed and results.open_loop, _open_loop),
+        ("sweep", "Concurrency sweep (requests per second)", timed and results.sweep, _sweep),
+        ("working-set", "Working set: many files in random order", ws and ws.runs, _working_set),
+        ("stores", "Stores: writes and reads (seed 002)", results.writes or results.reads, _stores),
+        ("tools", "ab -k against wrk (requests per second; agreement per case)", timed and results.comparisons,
+         _agreement),
+        ("checks", "Verification and conformance", True, _checks),
+        ("cases", "Every case", timed, _every_case),
+        ("settings", "Settings, images and hosts", True, _settings),
     ]
-    return [Part(title, blocks, anchor=anchor) for anchor, title, blocks in found if blocks]
+    return [Part(title, blocks, anchor=anchor) for anchor, title, shown, build in found
+            if shown and (blocks := build(results))]
