@@ -105,23 +105,14 @@ def _body(first: list, parts: list[Part], nav: bool = False) -> str:
             + "".join(f'<section id="{s.anchor}">{_block(s, 2)}</section>' for s in parts))
 
 
-def render_html(results: Results, doc: dict | None = None, linked: tuple = LINKED, all_runs: bool = True) -> str:
-    """The run's page; doc is results.json as read, for sections the model
-    does not hold (resilience, overload); linked: the files beside it to
-    link; all_runs: link results/index.html."""
+def render_html(results: Results, linked: tuple = LINKED, all_runs: bool = True) -> str:
+    """The run's page; linked: the files beside it to link; all_runs: link
+    results/index.html."""
     failed = results.status != "complete" or results.failed
     status = "complete, with failures" if results.status == "complete" and failed else results.status
     title = f"GridFS Serving Lab: run {escape(results.run_id)}"
     return _page(title, list(linked), all_runs, f'<h1>{title} <span class="status{" bad" if failed else ""}">'
-                 f"{escape(status)}</span></h1>{_body(head(results), sections(results), nav=True)}"
-                 + _fault_docs(doc or {}))
-
-
-def _fault_docs(doc: dict) -> str:
-    """resilience and overload sections, when the run's results.json has them
-    (their own runs' documents, or a bench run's should it carry them)."""
-    return _blocks([part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
-                    if doc.get(key) is not None], 2)
+                 f"{escape(status)}</span></h1>{_body(head(results), sections(results), nav=True)}")
 
 
 def render_change_page(results: Results, all_runs: bool = True) -> str:
@@ -140,11 +131,13 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
     linked = tuple(name for name in LINKED if (run_dir / name).exists())
     all_runs = (run_dir.parent / PAGE).exists() if all_runs is None else all_runs
     if "runs" not in doc and ("resilience" in doc or "overload" in doc):  # their report.md's tables are all they hold
+        parts = [part(doc) for key, part in (("resilience", resilience_part), ("overload", overload_part))
+                 if doc.get(key) is not None]
         page = _page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}", ["report.md", "results.json"],
-                     all_runs, _fault_docs(doc))
+                     all_runs, _blocks(parts, 2))
     elif doc.get("ab"):
         page = render_change_page(results or Results.from_dict(doc), all_runs)
     else:
-        page = render_html(results or Results.from_dict(doc), doc, linked, all_runs)
+        page = render_html(results or Results.from_dict(doc), linked, all_runs)
     (run_dir / PAGE).write_text(page)
     return run_dir / PAGE
