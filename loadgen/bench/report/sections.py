@@ -111,13 +111,11 @@ SERVICE_IMAGE_DEFAULTS = {
 def head(results: Results) -> list:
     """What ran, where and for how long, and what a reader must know first."""
     env, params, timing = results.environment, results.parameters, results.timing
-    load = (f"Load: {env.get('ab_version', 'ab')}; profile `{timing.get('profile', 'full')}`: "
-            f"{timing.get('repetitions', '?')} repetitions of {timing.get('duration_s', '?')} s per case "
-            f"(slow cases up to {timing.get('max_duration_s', '?')} s, to hold {timing.get('min_requests', '?')} "
-            f"requests) after {timing.get('warmup_s', '?')} s of warm-up, rotating through the targets; "
-            f"concurrency {params.get('BENCH_CONCURRENCY')}; tools `{' '.join(timing.get('tools', ['ab']))}`"
-            + (f"; ab as {timing['loadgens']} processes sharing each case's connections (BENCH_LOADGENS), merged"
-               if timing.get("loadgens", 1) > 1 else ""))
+    loadgens = timing.get("loadgens", 1)
+    timed = {k: timing.get(k, "?") for k in ("repetitions", "duration_s", "max_duration_s", "min_requests", "warmup_s")}
+    load = text("load", ab=env.get("ab_version", "ab"), profile=timing.get("profile", "full"),
+                concurrency=params.get("BENCH_CONCURRENCY"), tools=" ".join(timing.get("tools", ["ab"])),
+                loadgens=text("loadgens", processes=loadgens) if loadgens > 1 else "", **timed)
     # the images: the shared bases, then any service's own base that was swapped
     images = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
     images += [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
@@ -127,10 +125,8 @@ def head(results: Results) -> list:
     return [Bullets([
         f"Database: **{server_label(env)}** from image `{params.get('MONGO_IMAGE', '?')}`",
         "Images: " + ", ".join(f"{k}=`{params[k]}`" for k in images),
-        f"CPU: {env.get('cpu_model', '?')}, {env.get('host_cores', '?')} cores; pins: "
-        f"target `{params.get('TARGET_CPUS')}`, mongo `{params.get('MONGO_CPUS')}`, "
-        f"load generator `{params.get('LOADGEN_CPUS')}`; memory: target {params.get('TARGET_MEM')}, "
-        f"mongo {params.get('MONGO_MEM')}",
+        text("pins", cpu=env.get("cpu_model", "?"), cores=env.get("host_cores", "?"),
+             **{k: params.get(k) for k in ("TARGET_CPUS", "MONGO_CPUS", "LOADGEN_CPUS", "TARGET_MEM", "MONGO_MEM")}),
         load,
         f"Started {results.started_at}, finished {results.finished_at}"
         + (f" ({env['duration_seconds']:.0f} s)" if env.get("duration_seconds") else "")]),
