@@ -186,9 +186,8 @@ def sentences(results: Results) -> list[str]:
     if ferretdb(results):
         lines.append(text("headline_ferretdb"))
     if failed:
-        lines.append(f"**{len(failed)} case(s) failed** (" + "; ".join(
-            f"{r.target} {size_label(r.file)} c={r.concurrency}: {r.error}" for r in failed[:3])
-            + ("; ..." if len(failed) > 3 else "") + ").")
+        cases = [f"{r.target} {size_label(r.file)} c={r.concurrency}: {r.error}" for r in failed[:3]]
+        lines.append(text("headline_failed", count=len(failed), cases="; ".join(cases + ["..."] * (len(failed) > 3))))
     elif not ferretdb(results) and ok:
         lines.append(text("headline_complete", targets=len({r.target for r in results.runs})))
     return lines[:3]
