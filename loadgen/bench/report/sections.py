@@ -460,15 +460,13 @@ def _checks(results: Results) -> list:
     checked = [t for t in results.targets if t.conforming is not None]
     failed = [[t.name, c["case"], str(c["expected"]), str(c["got"])]
               for t in checked for c in [c for c in t.conformance if not c["passed"]][:FAILED_CASES_SHOWN]]
-    return [Part("Verification", [
-        Para(text("verification")),
-        Table(["target", "url", "verified", "error"],
-              [[t.name, t.url, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets])]),
-        *_part("Conformance", text("conformance"), Table(["target", "passed", "failed", "conforming"], [
-                   [t.name, str(sum(c["passed"] for c in t.conformance)),
-                    str(sum(not c["passed"] for c in t.conformance)), "yes" if t.conforming else
-                    ("**no**, timed anyway (rows marked)" if t.verified else "**no**, not timed")] for t in checked]),
-               *([Para("Failed cases:"), Table(["target", "case", "expected", "got"], failed)] if failed else []))]
+    return [*_part("Verification", text("verification"), Table(["target", "url", "verified", "error"], [
+                [t.name, t.url, "yes" if t.verified else "**no**", t.error or ""] for t in results.targets])),
+            *_part("Conformance", text("conformance"), Table(["target", "passed", "failed", "conforming"], [
+                [t.name, str(sum(c["passed"] for c in t.conformance)), str(sum(not c["passed"] for c in t.conformance)),
+                 "yes" if t.conforming else
+                 ("**no**, timed anyway (rows marked)" if t.verified else "**no**, not timed")] for t in checked]),
+                   *([Para("Failed cases:"), Table(["target", "case", "expected", "got"], failed)] if failed else []))]
 
 
 def _every_case(results: Results) -> list:
