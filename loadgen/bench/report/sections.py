@@ -225,20 +225,18 @@ def _requests_per_second(results: Results) -> list:
             *tables, *_legend([row for part in tables for row in part.blocks[0].rows], any(flagged))]
 
 
-CPU_KINDS = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
-
-
 def _cpu_chart(results: Results, file: str, c: int) -> Figure | None:
+    kinds = {"path": PALETTE[0], "database": PALETTE[1], "upstream": PALETTE[2], "load generator": PALETTE[3]}
     upstream = (results.parameters.get("CACHE_UPSTREAM") or "").split(":")[0] or None
     rows = []
     for run in (r for r in runs_at(results, file, c) if r.ok and r.cpu):
         # a later key wins: the row's own path is "path" even when it is another row's upstream
-        kinds = {upstream: "upstream", LOADGEN: "load generator", run.target: "path"}
+        kind_of = {upstream: "upstream", LOADGEN: "load generator", run.target: "path"}
         segs = [(kind, ms, f"{run.target}: {role} ({kind}) {ms:.3f} ms") for role, used in run.cpu.items()
-                if (ms := used.get("cpu_ms_per_request")) for kind in [kinds.get(role, "database")]]
-        rows.append((run.target, sorted(segs, key=lambda s: list(CPU_KINDS).index(s[0]))))
+                if (ms := used.get("cpu_ms_per_request")) for kind in [kind_of.get(role, "database")]]
+        rows.append((run.target, sorted(segs, key=lambda s: list(kinds).index(s[0]))))
     return Figure(text("cpu_chart", size=_size(file), c=c),
-                  stacked_bars(f"CPU ms per request by container, {_size(file)}, c={c}", rows, CPU_KINDS,
+                  stacked_bars(f"CPU ms per request by container, {_size(file)}, c={c}", rows, kinds,
                                "CPU ms per request")) if rows else None
 
 
@@ -271,9 +269,6 @@ def _cpu_by_case(results: Results) -> Part:
                 folded=True)
 
 
-PERCENTILE_TICKS = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999)
-
-
 def _latency_charts(results: Results, file: str) -> list[Figure]:
     """Percentiles at a fixed rate; every request's latency as a curve; and
     with several shares (BENCH_OPEN_LOOP), p99 against the share of capacity."""
@@ -286,7 +281,7 @@ def _latency_charts(results: Results, file: str) -> list[Figure]:
         if o.ok and o.latency_histogram:
             curves[o.target] = percentile_curve(o.latency_histogram)
     deepest = max((x for pts in curves.values() for x, _ in pts), default=0)
-    ticks = [(nines(q), f"{q * 100:g}%") for q in PERCENTILE_TICKS if nines(q) <= deepest + 0.5]
+    ticks = [(nines(q), f"{q * 100:g}%") for q in (0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999) if nines(q) <= deepest + 0.5]
     series = {t: pts for t, pts in _series((o.target, o.share * 100, o.p99_ms) for o in results.open_loop
                                            if o.file == file and o.ok and o.share).items() if len(pts) > 1}
     return [Figure(f"{_size(file)}: response time percentiles at {share:.0%} of each path's best rate.",
