@@ -200,11 +200,11 @@ def _cpu_heading(results: Results, words: str) -> str:
 
 # --- requests per second, CPU, latency ---------------------------------------------
 def _rps_chart(results: Results, file: str, c: int) -> Figure:
+    rows = [(r.target, r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s",
+             [(x["rps"], f"{r.target} {_size(file)} c={c}, repetition {i + 1}: {x['rps']:.0f} req/s")
+              for i, x in enumerate(r.repetitions) if x.get("rps")]) for r in runs_at(results, file, c)]
     return _strip(text("rps_chart", size=_size(file), c=c), f"Requests per second, {_size(file)}, c={c}", "repetition",
-                  "requests per second",
-                  [(r.target, r.rps if r.ok else None, f"{r.target}: median {r.rps:.0f} req/s",
-                    [(x["rps"], f"{r.target} {_size(file)} c={c}, repetition {i + 1}: {x['rps']:.0f} req/s")
-                     for i, x in enumerate(r.repetitions) if x.get("rps")]) for r in runs_at(results, file, c)])
+                  "requests per second", rows)
 
 
 def _requests_per_second(results: Results) -> list:
