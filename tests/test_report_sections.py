@@ -10,6 +10,7 @@ import pytest
 
 from bench.report.html import render_html
 from bench.report.markdown import render_markdown
+from bench.report.model import TEXT
 from bench.report.sections import sections
 from bench.results import Results
 
@@ -46,3 +47,11 @@ def test_the_report_code_stays_within_its_line_budget():
     report = ROOT / "loadgen" / "bench" / "report"
     lines = {name: len((report / name).read_text().splitlines()) for name in REPORT_CODE}
     assert sum(lines.values()) <= REPORT_CODE_LINES, lines
+
+
+def test_text_toml_holds_the_prose_the_code_asks_for_and_no_other():
+    """A key no code asks for is dead prose; one asked for and missing would
+    fail only when its section is rendered."""
+    report = ROOT / "loadgen" / "bench" / "report"
+    asked = {key for name in REPORT_CODE for key in re.findall(r'\btext\("(\w+)"', (report / name).read_text())}
+    assert asked == set(TEXT)
