@@ -245,8 +245,7 @@ def _cpu_per_request(results: Results) -> list:
         db = run.database_role
         return Cell(_ms(run) + (f" ({db})" if db and db != "mongo" else ""), tuple(run.flags)) if run.cpu else "-"
 
-    return [Charts(_each_case(results, _cpu_chart)),
-            Para(text("cpu")),
+    return [Charts(_each_case(results, _cpu_chart)), Para(text("cpu")),
             *_by_size_and_target(results, cell), _cpu_by_case(results),
             Part("CPU over time", [Figure(f"{t}: CPU cores over time", png=results.charts[t])
                                    for t in timed_targets(results) if t in results.charts])]
@@ -266,7 +265,7 @@ def _cpu_by_case(results: Results) -> Part:
     return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
         Para(text("cpu_by_case")),
         Table([*CASE, "target cores", "database cores", "load generator cores", "host cores busy", "flags"], rows)],
-                folded=True)
+        folded=True)
 
 
 def _latency_charts(results: Results, file: str) -> list[Figure]:
@@ -430,8 +429,7 @@ def _durability(results: Results) -> list:
     items = [f"{_store_name(results, store)}: " + "; ".join(f"{k}: {_plain(v)}" for k, v in settings.items())
              for store, settings in durability.items()]
     items += [f"{store}: **failed**: {why}" for store, why in (results.store_setup.get("errors") or {}).items()]
-    return [Part("What made a write durable", [
-        Para(text("durability")), Bullets(items)])] if durability else []
+    return [Part("What made a write durable", [Para(text("durability")), Bullets(items)])] if durability else []
 
 
 # --- ab -k against wrk, the checks, every case, the settings ----------------------
