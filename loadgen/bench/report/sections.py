@@ -112,10 +112,10 @@ def head(results: Results) -> list:
     """What ran, where and for how long, and what a reader must know first."""
     env, params, timing = results.environment, results.parameters, results.timing
     loadgens = timing.get("loadgens", 1)
-    timed = {k: timing.get(k, "?") for k in ("repetitions", "duration_s", "max_duration_s", "min_requests", "warmup_s")}
+    cases = {k: timing.get(k, "?") for k in ("repetitions", "duration_s", "max_duration_s", "min_requests", "warmup_s")}
     load = text("load", ab=env.get("ab_version", "ab"), profile=timing.get("profile", "full"),
                 concurrency=params.get("BENCH_CONCURRENCY"), tools=" ".join(timing.get("tools", ["ab"])),
-                loadgens=text("loadgens", processes=loadgens) if loadgens > 1 else "", **timed)
+                loadgens=text("loadgens", processes=loadgens) if loadgens > 1 else "", **cases)
     # the images: the shared bases, then any service's own base that was swapped
     images = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
     images += [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
