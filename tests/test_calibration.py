@@ -6,6 +6,7 @@ Docker)."""
 import json
 import math
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from bench.measure.paired import signed_rank_p
 
 import change_calibrate
 import change_gate
+import gate_rule
 
 MACHINE = {"cpu_model": "Test CPU", "host_cores": 2, "kernel": "6.1.0"}
 
@@ -293,7 +295,7 @@ def test_a_case_that_counted_fewer_blocks_than_planned_is_left_out_as_the_gate_l
     assert by_case["1KB c=100"]["runs"] == 4 and short["run_id"] not in by_case["1KB c=100"]["run_ids"]
     assert by_case["1MB c=100"]["runs"] == 5
     # the gate's word on the same run, for the same reason
-    assert change_gate.judge_gate(short, ["rps"]) == (change_gate.NOT_MEASURED,
+    assert gate_rule.judge_gate(short, ["rps"]) == (gate_rule.NOT_MEASURED,
                                                       ["1KB c=100: 10 blocks counted of 12 planned"])
     attempts = [{"attempt": k, "run_id": ab["run_id"]} for k, ab in enumerate(runs, 1)]
     doc = change_calibrate.document("calibration-flask-20990101T000000Z", "flask",
@@ -465,3 +467,105 @@ def test_a_change_page_quotes_its_calibration_or_says_it_has_none(tmp_path):
     line = calibration_set_items({**ab, "calibration_set": cal.calibration_for(tmp_path, ab)})[0]
     assert line.startswith("**Calibration** (calibration-flask-20990102T000000Z, 5 A/A runs")
     assert "1 of 10 case-metrics got a verdict (95% at most" in line and "1KB c=100 rps ±" in line
+
+
+# --- the gate's own A/As, on its runner before its A/B --------------------------------------------------------
+
+# tools/change.py stood in for (no Docker): a real child that files the next ab.json of a queue as the run folder
+# bench would have made, and notes what it was asked (the path, and the change it would have made to B)
+FILES_THE_NEXT_RUN = """
+import json, os, pathlib, sys
+queue, results, log = (pathlib.Path(a) for a in sys.argv[1:4])
+made = sorted(queue.glob("*.json"))[0]
+(results / made.stem).mkdir(parents=True)
+made.rename(results / made.stem / "ab.json")
+with log.open("a") as f:
+    f.write(json.dumps({name: os.environ.get(name) for name in ("SERVICE", "A_REF", "B_CPUS")}) + "\\n")
+"""
+
+
+def gated(row_: dict, passes: bool) -> dict:
+    return {**row_, "gate_passes": passes, "gate_fails": not passes and row_["verdict"] == "worse"}
+
+
+@pytest.mark.parametrize("runs", [0, 2, 3])
+def test_the_gate_quotes_its_own_aas_and_its_exit_stays_about_b(tmp_path, monkeypatch, capsys, runs):
+    """AB_GATE_CALIBRATION_RUNS A/As of the path, then its A/B, each by a
+    child run as the gate runs tools/change.py: the summary states k and
+    what they showed (a false alarm, the gate failing one A/A, no KS p
+    below 3 runs), through the calibration.json change_calibrate wrote;
+    the A/As get no change to B; the exit is the A/B's alone (0)."""
+    queue, results, log = tmp_path / "queue", tmp_path / "results", tmp_path / "asked"
+    queue.mkdir()
+    alarmed = aa("20990201T000100Z", [gated(row("1KB c=100", "rps", 0.6, 1.0, 0.99, 1.01, "no change"), True),
+                                      gated(row("1MB c=100", "rps", 0.002, 0.93, 0.90, 0.94, "worse"), False)])
+    quiet = [aa(f"20990201T00{i}00Z", [gated(row("1KB c=100", "rps", p, 1.0, 0.98, 1.02, "no change"), True),
+                                       gated(row("1MB c=100", "rps", 1 - p, 1.0, 0.97, 1.03 + i / 100), shown)])
+             for i, p, shown in ((2, 0.4, True), (3, 0.8, False))]  # the gate's answers: 0, then 3
+    change = {**quiet[0], "run_id": "20990201T009900Z", "kind": "A/B", "change": "A built from the lab at HEAD",
+              "rows": [gated(r, True) for r in quiet[0]["rows"]]}
+    for ab in [alarmed, *quiet][:runs] + [change]:
+        (queue / f"{ab['run_id']}.json").write_text(json.dumps(ab))
+    monkeypatch.setattr(change_calibrate, "CHANGE", [sys.executable, "-S", "-c", FILES_THE_NEXT_RUN, str(queue),
+                                                     str(results), str(log)])
+    for name, value in {"AB_ENV_FILE": ".env", "RESULTS_DIR": str(results), "AB_GATE_CALIBRATION_RUNS": str(runs),
+                        "B_CPUS": "0.2", "AB_GATE_METRICS": "rps",
+                        "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")}.items():
+        monkeypatch.setenv(name, value)
+    assert change_gate.main(["HEAD", "flask"]) == gate_rule.SHOWN_WITHIN
+    printed = capsys.readouterr().out
+    # the job's page gets the summary alone, not the runs' output printed before it
+    summary = (tmp_path / "step-summary.md").read_text()
+    assert summary.startswith("# A/B gate against HEAD\n") and printed.endswith(summary)
+    assert ("[ab-gate]" in printed) == bool(runs) and "[ab-gate]" not in summary
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    assert asked == [{"SERVICE": "flask", "A_REF": None, "B_CPUS": None}] * runs + [
+        {"SERVICE": "flask", "A_REF": "HEAD", "B_CPUS": "0.2"}]
+    assert "**flask: the gate passes** (exit 0, gated on rps)." in printed and "**Gate: the gate passes** (exit 0)." \
+        in printed
+    if not runs:
+        assert "No A/A on this runner (AB_GATE_CALIBRATION_RUNS=0)." in printed
+        assert "- **No A/A on this runner** (AB_GATE_CALIBRATION_RUNS=0)" in printed
+        assert not list(results.glob("calibration-*"))
+        return
+    stored = json.loads(next(results.glob("calibration-flask-*/calibration.json")).read_text())
+    assert stored["status"] == "complete" and stored["run_ids"] == [a["run_id"] for a in [alarmed, *quiet][:runs]]
+    assert f"{runs} A/A runs of each path on this runner before its A/B (AB_GATE_CALIBRATION_RUNS)." in printed
+    assert f"- **{runs} A/A runs on this runner** before this A/B (AB_GATE_CALIBRATION_RUNS; {stored['id']}): " \
+           f"{runs} measured." in printed
+    bound = stats.binomtest(1, 2 * runs).proportion_ci(method="exact")
+    assert (f"False alarms of an unchanged B: **1 of {2 * runs} case-metrics** (every metric judged, gated or not; "
+            f"95% Clopper-Pearson interval {bound.low:.1%}-{bound.high:.1%}") in printed
+    answers = "; ".join(["1, the gate fails", "0, the gate passes", "3, inconclusive (not shown within the "
+                         "threshold)"][:runs])
+    assert f"The gate's own answer to each A/A (on rps), exit: {answers}. It passes an unchanged B (0 or 3) in " \
+           f"{runs - 1} of {runs}." in printed
+    if runs < cal.MIN_RUNS:  # a calibration of so few exits 2: the gate's exit is not moved by it
+        assert stored["verdict"]["exit"] == cal.NOT_MEASURED
+        assert f"No KS p: whether the p-values are uniform (whether the 5% a verdict promises holds here) needs " \
+               f"at least 3 measured runs of a case-metric; {runs} runs measured." in printed
+    else:
+        ks = stats.kstest(stored["statistics"]["case_metrics"][1]["p_randomised"], "uniform", method="exact")
+        assert stored["statistics"]["ks_min_p"] <= ks.pvalue + 1e-6
+        assert f"Lowest KS p of the p-values: {stored['statistics']['ks_min_p']:.3g} over 3 runs" in printed
+        assert f"the calibration's own exit {stored['verdict']['exit']}" in printed
+
+
+def test_the_gates_aa_runs_are_a_whole_number_from_0_or_named():
+    assert change_gate.calibration_runs({}) == change_gate.CALIBRATION_RUNS
+    assert change_gate.calibration_runs({"AB_GATE_CALIBRATION_RUNS": " "}) == change_gate.CALIBRATION_RUNS
+    assert [change_gate.calibration_runs({"AB_GATE_CALIBRATION_RUNS": v}) for v in ("0", "3", "100")] == [0, 3, 100]
+    for bad in ("-1", "1.5", "two", "101"):
+        with pytest.raises(change_gate.LabError, match=f"AB_GATE_CALIBRATION_RUNS='{bad}': expected a whole number"):
+            change_gate.calibration_runs({"AB_GATE_CALIBRATION_RUNS": bad})
+
+
+def test_a_bad_number_of_aa_runs_stops_the_gate_before_anything_runs(monkeypatch, capsys):
+    monkeypatch.setenv("AB_GATE_CALIBRATION_RUNS", "some")
+    assert change_gate.main(["HEAD", "flask"]) == gate_rule.NOT_MEASURED
+    assert "ab-gate: error: AB_GATE_CALIBRATION_RUNS='some'" in capsys.readouterr().err
+
+
+def test_an_aa_that_could_not_start_is_said_so():
+    assert change_gate.aa_lines(None, 2, "AB_BLOCKS: invalid literal for int() with base 10: 'x'") == [
+        "- **No A/A on this runner**: 2 asked, none run: AB_BLOCKS: invalid literal for int() with base 10: 'x'."]

@@ -25,7 +25,8 @@ from bench.settings import SettingsError, from_env
 
 import change as change_tool
 import change_gate
-from lab_compose import run_stopped_at
+import gate_rule
+from lab_compose import newest_result, run_stopped_at
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -290,25 +291,25 @@ def test_the_run_just_made_is_found_by_its_own_folder_not_through_latest(tmp_pat
     (tmp_path / "20261129T010000Z").mkdir()
     (tmp_path / "20261129T010000Z" / "ab.json").write_text("{}")
     (tmp_path / "latest").symlink_to("20261129T010000Z")
-    assert change_gate.newest_result(tmp_path, before) == tmp_path / "20261129T010000Z" / "ab.json"
-    assert change_gate.newest_result(tmp_path, before | {"20261129T010000Z"}) is None
+    assert newest_result(tmp_path, before) == tmp_path / "20261129T010000Z" / "ab.json"
+    assert newest_result(tmp_path, before | {"20261129T010000Z"}) is None
 
 
 def test_the_gate_fails_only_on_the_chosen_metric_beyond_the_threshold():
     rng = random.Random(4)
     a = [1000 * rng.uniform(0.98, 1.02) for _ in range(8)]
-    code, why = change_gate.judge_gate(gated([case_of(a, [x * 0.7 for x in a])]), ["rps"])
-    assert code == change_gate.SLOWER == 1 and len(why) == 1 and "B slower by" in why[0]
+    code, why = gate_rule.judge_gate(gated([case_of(a, [x * 0.7 for x in a])]), ["rps"])
+    assert code == gate_rule.SLOWER == 1 and len(why) == 1 and "B slower by" in why[0]
     # shown within the threshold on every gated metric: passes
-    assert change_gate.judge_gate(gated([case_of(a, a[1:] + a[:1])]), ["rps", "cpu_path"]) == (0, [])
+    assert gate_rule.judge_gate(gated([case_of(a, a[1:] + a[:1])]), ["rps", "cpu_path"]) == (0, [])
     # B faster: shown no worse, passes too
-    assert change_gate.judge_gate(gated([case_of(a, [x * 1.3 for x in a])]), ["rps"])[0] == 0
+    assert gate_rule.judge_gate(gated([case_of(a, [x * 1.3 for x in a])]), ["rps"])[0] == 0
     # an interval that reaches past the threshold on the worse side, not all of it: not shown safe
     wide = [x * f for x, f in zip(a, (0.88, 1.06, 0.9, 1.08, 0.93, 1.02, 0.87, 1.05))]
-    code, why = change_gate.judge_gate(gated([case_of(a, wide)]), ["rps"])
-    assert code == change_gate.INCONCLUSIVE == 3 and "inconclusive" in why[0]
-    assert change_gate.overall([0, 3, 1, 0]) == 1 and change_gate.overall([3, 2, 1]) == 2
-    assert change_gate.overall([]) == 0
+    code, why = gate_rule.judge_gate(gated([case_of(a, wide)]), ["rps"])
+    assert code == gate_rule.INCONCLUSIVE == 3 and "inconclusive" in why[0]
+    assert gate_rule.overall([0, 3, 1, 0]) == 1 and gate_rule.overall([3, 2, 1]) == 2
+    assert gate_rule.overall([]) == 0
 
 
 WRK = REPO / "tests" / "fixtures" / "wrk"
@@ -331,28 +332,28 @@ def test_a_b_that_was_not_measured_never_passes_the_gate(tmp_path):
                       targets=[TargetResult("flask", "http://flask:8080", True),
                                TargetResult("flask-b", "http://flask-b:8080", False, "connection refused")])
     ChangeRun(cfg, SimpleNamespace(run_dir=tmp_path), results).run([{"name": "1KB.bin", "size": 1024}])
-    code, why = change_gate.judge_gate({"status": "complete", **results.ab}, ["rps"])
-    assert code == change_gate.NOT_MEASURED == 2 and why == ["not timed: flask-b: connection refused"]
+    code, why = gate_rule.judge_gate({"status": "complete", **results.ab}, ["rps"])
+    assert code == gate_rule.NOT_MEASURED == 2 and why == ["not timed: flask-b: connection refused"]
 
     a = [1000.0 + i for i in range(8)]
     broken = case_of(a, a)
     broken["error"] = "block 5: wrk exited with 1: connection refused"
-    assert change_gate.judge_gate(gated([broken]), ["rps"])[0] == 2
+    assert gate_rule.judge_gate(gated([broken]), ["rps"])[0] == 2
     # B stopped answering in block 4: a window of socket errors, whatever its rate reads
     cpu = {"flask": {"cpu_ms_per_request": 0.1}, "flask-b": {"cpu_ms_per_request": 0.1}}
     died = case_of(a, a)
     died["blocks"] = blocks([wrk_rep("nginx-1KB-c5.txt", i, cpu) for i in range(1, 9)],
                             [wrk_rep("nginx-stopped-midway.txt" if i == 4 else "nginx-1KB-c5.txt", i, cpu)
                              for i in range(1, 9)], "flask", "flask-b", [])
-    code, why = change_gate.judge_gate(gated([died]), ["rps"])
+    code, why = gate_rule.judge_gate(gated([died]), ["rps"])
     assert code == 2 and why == ["1KB c=100: flask-b failed 70802 requests (no answer, or one cut short)"]
     # two of 8 blocks disturbed and not run again: 6 counted, an interval, but not the run planned
     short = case_of(a, a)
     for blk in short["blocks"][:2]:
         blk["counted"] = False
-    code, why = change_gate.judge_gate(gated([short]), ["rps"])
+    code, why = gate_rule.judge_gate(gated([short]), ["rps"])
     assert code == 2 and why == ["1KB c=100: 6 blocks counted of 8 planned"]
-    assert change_gate.judge_gate(gated([case_of(a, a)], status="interrupted"), ["rps"])[0] == 2
+    assert gate_rule.judge_gate(gated([case_of(a, a)], status="interrupted"), ["rps"])[0] == 2
 
 
 def test_cpu_per_request_is_divided_by_the_whole_answers_once():
@@ -507,3 +508,110 @@ def test_a_run_that_ignores_sigterm_gets_sigkill_after_the_grace(tmp_path):
 
 def test_a_run_within_its_time_gives_its_exit_code():
     assert run_stopped_at([sys.executable, "-S", "-c", "raise SystemExit(4)"], 30) == 4
+
+
+# The gate stopped (a cancelled CI job, Ctrl-C) while a tools/change.py it started runs: a stand-in for
+# change.py (no Docker here) that records the signal it gets and takes a moment for its compose down.
+RECORDS = """
+import os, pathlib, signal, sys, time
+record = pathlib.Path(sys.argv[1])
+def down(signum, _frame):
+    with record.open("a") as f:
+        f.write(f"{signal.Signals(signum).name}\\n")
+    time.sleep(0.5)  # its compose down
+    with record.open("a") as f:
+        f.write("down\\n")
+    sys.exit(130)
+signal.signal(signal.SIGTERM, down)
+with record.open("a") as f:
+    f.write(f"started {os.getpid()}\\n")
+time.sleep(60)
+"""
+GATE = """
+import sys
+import change_calibrate, change_gate
+change_calibrate.CHANGE = [sys.executable, "-S", "-c", sys.argv[1], sys.argv[2]]
+sys.exit(change_gate.main(["HEAD", "flask", "nginx-gridfs"]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_gate_reaches_its_change_py_and_the_gate_ends_not_measured(tmp_path, signum):
+    """SIGTERM or SIGINT to the gate alone (not its process group) is passed
+    on to the change.py it runs, here its first A/A on this runner: that
+    teardown is awaited, the calibration keeps the attempt (incomplete), and
+    the gate ends not measured (2), saying so and naming the path it left."""
+    record, results, out = tmp_path / "record", tmp_path / "results", tmp_path / "out"
+    path = os.pathsep.join([str(REPO / "tools"), str(REPO / "loadgen")])
+    env = {**os.environ, "PYTHONPATH": path, "AB_ENV_FILE": ".env", "RESULTS_DIR": str(results),
+           "AB_GATE_CALIBRATION_RUNS": "1"}
+    with out.open("w") as stdout:  # a file, not a pipe: a child left running would hold a pipe open
+        gate = subprocess.Popen([sys.executable, "-c", GATE, RECORDS, str(record)], cwd=REPO, env=env,
+                                stdout=stdout, stderr=subprocess.STDOUT)
+    child = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (record.exists() and "started" in record.read_text()) and gate.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert record.exists(), out.read_text()
+        child = int(record.read_text().split()[1])
+        gate.send_signal(signum)
+        assert gate.wait(timeout=30) == gate_rule.NOT_MEASURED, out.read_text()
+        assert record.read_text().splitlines()[1:] == ["SIGTERM", "down"]  # passed on as SIGTERM, torn down
+        with pytest.raises(ProcessLookupError):  # ended and reaped before the gate's end
+            os.kill(child, 0)
+        child = None
+        printed = out.read_text()
+        name = signal.Signals(signum).name
+        assert f"**flask: not measured** (exit 2): stopped, {name} to this tool: SIGTERM, then exit 130." in printed
+        assert "**nginx-gridfs: not gated** (stopped before it)." in printed
+        assert "**Gate: not measured** (exit 2)." in printed
+        stored = json.loads(next(results.glob("calibration-flask-*/calibration.json")).read_text())
+        assert stored["status"] == "incomplete" and stored["attempts"][0]["exit"] == f"{name} to this tool: " \
+            "SIGTERM, then exit 130"
+    finally:
+        gate.kill()
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+
+
+# A second signal while change.py's project goes down: Ctrl-C reaches the whole process group, and the gate
+# passes it on as SIGTERM too
+TWICE = """
+import sys
+import change
+change.stop_on_sigterm()
+up = [sys.executable, "-c", "import os, pathlib, sys, time; "
+      "pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(60)", sys.argv[1]]
+down = [sys.executable, "-c", "import pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text('going'); "
+        "time.sleep(1); pathlib.Path(sys.argv[1]).write_text('down')", sys.argv[2]]
+try:
+    change.up_then_down(up, down, {}, 120)
+except KeyboardInterrupt:
+    print("interrupted, as by Ctrl-C", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_a_second_signal_does_not_cut_change_pys_teardown_short(tmp_path):
+    started, down, out = tmp_path / "up-started", tmp_path / "down", tmp_path / "out"
+    path = os.pathsep.join([str(REPO / "tools"), str(REPO / "loadgen")])
+    with out.open("w") as stdout:
+        run = subprocess.Popen([sys.executable, "-c", TWICE, str(started), str(down)], cwd=REPO,
+                               env={**os.environ, "PYTHONPATH": path}, stdout=stdout, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not (started.exists() and started.read_text()) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists() and started.read_text(), out.read_text()
+        run.send_signal(signal.SIGINT)
+        while not down.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert down.exists() and down.read_text() == "going", out.read_text()
+        run.send_signal(signal.SIGTERM)  # while `down` runs
+        assert run.wait(timeout=30) == 130, out.read_text()
+        assert down.read_text() == "down" and out.read_text() == "interrupted, as by Ctrl-C\n"
+    finally:
+        run.kill()

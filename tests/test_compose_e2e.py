@@ -477,12 +477,14 @@ def change_runs(results: Path) -> list[dict]:
 def change_gate(lab):
     """An A/A of flask (the calibration), then the gate on flask twice: the
     checkout against itself (a pull request that changes nothing), and with
-    B throttled to a fifth of a core (one that makes flask slower)."""
+    B throttled to a fifth of a core (one that makes flask slower), that
+    one after an A/A of its own on this machine (B unchanged there)."""
     _, _, results, env = lab
     calibrated = ci_lab(env, "ab-calibrate", "flask")
     # the restarts are the calibration's to check: the gate's runs keep the twins up (a minute of suite time)
-    unchanged = ci_lab({**env, "AB_RESTART_TWINS": "off"}, "ab-gate", "HEAD", "flask")
-    throttled = ci_lab({**env, "B_CPUS": "0.2", "AB_RESTART_TWINS": "off"}, "ab-gate", "HEAD", "flask")
+    unchanged = ci_lab({**env, "AB_RESTART_TWINS": "off", "AB_GATE_CALIBRATION_RUNS": "0"}, "ab-gate", "HEAD", "flask")
+    throttled = ci_lab({**env, "B_CPUS": "0.2", "AB_RESTART_TWINS": "off", "AB_GATE_CALIBRATION_RUNS": "1"},
+                       "ab-gate", "HEAD", "flask")
     return calibrated, unchanged, throttled, change_runs(results), results
 
 
@@ -550,6 +552,10 @@ def test_the_gate_fails_a_b_throttled_to_a_fifth_of_a_core(change_gate):
     if throttled.returncode == 2 and "blocks counted of" in throttled.stdout:
         pytest.skip("work outside the lab disturbed more blocks than a run repeats: not measured, as said")
     assert throttled.returncode == 1, throttled.stdout[-3000:] + throttled.stderr[-2000:]
-    rps = next(r for r in runs[2]["rows"] if r["metric"] == "rps")
+    rps = next(r for r in runs[3]["rows"] if r["metric"] == "rps")
     assert rps["gate_fails"] and rps["high"] < 0.95 and rps["verdict"] == "worse", rps
     assert "B slower by" in throttled.stdout and "**Gate: the gate fails** (exit 1)." in throttled.stdout
+    # its A/A on this machine first, without the change to B, quoted in the summary and on the A/B's page
+    assert (runs[2]["kind"], runs[2]["change"]) == ("A/A", ""), runs[2]["change"]
+    assert "- **1 A/A run on this runner** before this A/B" in throttled.stdout
+    assert runs[3]["calibration_set"]["calibration"].startswith("calibration-flask-"), runs[3]["calibration_set"]

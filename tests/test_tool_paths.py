@@ -62,7 +62,7 @@ def test_the_tools_ci_runs_on_the_runners_python3_import_with_loadgen_on_pythonp
     """tools/ci-lab.sh runs change_gate.py (and through it change.py),
     change.py and the workflow matrix.py with the runner's python3 and
     PYTHONPATH=loadgen: standard library and bench only."""
-    done = no_packages("-c", "import change_gate, change, change_calibrate, matrix",
+    done = no_packages("-c", "import change_gate, change, change_calibrate, gate_rule, matrix",
                        pythonpath=os.pathsep.join([str(REPO / "loadgen"), str(REPO / "tools")]))
     assert done.returncode == 0, done.stderr
     gate = no_packages("tools/change_gate.py", pythonpath=str(REPO / "loadgen"))

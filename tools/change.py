@@ -239,15 +239,25 @@ class TwinRestarts:
         return {"started_at": dict(zip(services, started)), "seconds": round(time.monotonic() - began, 2)}
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def _interrupted(signum, _frame):
+    # Once: Ctrl-C reaches the whole process group, and the gate or a calibration above this passes it on as
+    # SIGTERM (lab_compose.run_stopped_at); a second KeyboardInterrupt would cut the `down` short. Ignored,
+    # not handled, so that the `down` started next inherits it (bounded by its own timeout).
+    for name in STOP_SIGNALS:
+        signal.signal(name, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def stop_on_sigterm() -> None:
     """SIGTERM (a CI job cancelled, timeout(1), kill) takes Ctrl-C's path:
     a KeyboardInterrupt, so up_then_down's `down` runs. Python's default
-    ends the process at once, the compose project left running."""
-    signal.signal(signal.SIGTERM, _interrupted)
+    ends the process at once, the compose project left running. The first
+    of either signal only: any later one is ignored while the project goes down."""
+    for name in STOP_SIGNALS:
+        signal.signal(name, _interrupted)
 
 
 def up_then_down(up: list[str], down: list[str], env: dict, timeout: float,

@@ -12,7 +12,10 @@ calibration: 0 false alarms of 6 still allows 46%.
 
 Writes results/calibration-<SERVICE>-<UTC time>/calibration.json and
 calibration.md, after every run (status "incomplete" until the last), so a
-calibration cut short keeps what it measured. A run that gives no ab.json,
+calibration cut short keeps what it measured (SIGTERM or SIGINT: passed on
+to the tools/change.py running, its project taken down, then exit 2). The
+pull-request gate runs a few of these before its A/B (calibrate, as a
+library: tools/change_gate.py). A run that gives no ab.json,
 or one whose ab.json has an error, is listed as not measured, with why; so
 is a case that counted fewer blocks than planned, which the gate calls not
 measured too (bench.measure.calibration.blocks_short, the rule both read).
@@ -34,8 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from change import CHANGES
-from change_gate import NOT_MEASURED, VERDICTS, judge_gate, newest_result
-from lab_compose import ROOT, LabError, number, results_base, results_dir, run_stopped_at, settings_in
+from gate_rule import NOT_MEASURED, VERDICTS, gate_metrics, judge_gate
+from lab_compose import ROOT, LabError, Stopped, newest_result, number, results_base, results_dir, run_stopped_at, \
+    settings_in
 from bench.measure import calibration
 
 # Whatever makes B differ from A: refused, since an A/A is what is measured
@@ -43,7 +47,7 @@ REFUSED = (*CHANGES, "B_ARG", "A_REF")
 # The A/B settings a calibration holds, with bench's defaults (bench/settings.py; tools/change.py's for the restarts)
 SETTINGS = {"AB_FILES": "1KB 1MB", "AB_CONCURRENCY": "100", "AB_BLOCKS": "12", "AB_DESIGN": "duet",
             "AB_WINDOW": "3", "AB_WARMUP": "2", "AB_THRESHOLD": "5", "AB_RESTART_TWINS": "every-block"}
-# tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown), as the gate does
+# tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown), the gate's too
 SLACK_S = 1800
 STAMP = "%Y%m%dT%H%M%SZ"
 
@@ -200,16 +204,19 @@ def document(calibration_id: str, service: str, variables: dict, planned: int, a
             "gate": gate_tally(attempts, aa_runs, list(gate_metrics))}
 
 
+CHANGE = [sys.executable, str(ROOT / "tools" / "change.py")]
+
+
 def run_change(env: dict, service: str, deadline: float) -> int | str:
-    """One A/A run by tools/change.py, attached (bench's plan and time left show)."""
-    return run_stopped_at([sys.executable, str(ROOT / "tools" / "change.py")], deadline, cwd=ROOT,
-                          env={**env, "SERVICE": service})
+    """One run of tools/change.py (CHANGE), attached (bench's plan and time
+    left show): an A/A here, the gate's A/B with A_REF in `env`."""
+    return run_stopped_at(CHANGE, deadline, cwd=ROOT, env={**env, "SERVICE": service})
 
 
 def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, variables: dict,
               run_one=run_change) -> dict:
     """The N runs, one after another, and calibration.json and .md after each."""
-    gate_metrics = tuple(env.get("AB_GATE_METRICS", "rps").split())
+    metrics = tuple(gate_metrics(env))
     deadline = float(env.get("AB_TIMEOUT", "3600")) + SLACK_S
     started = datetime.now(timezone.utc).strftime(STAMP)
     attempts: list[dict] = []
@@ -220,7 +227,11 @@ def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, v
         print(f"[ab-calibrate] run {k} of {planned} ({service}, A/A){left}", flush=True)
         before = {p.parent.name for p in results.glob("*/ab.json")}
         began = time.monotonic()
-        exited = run_one(env, service, deadline)
+        stopped = None
+        try:
+            exited = run_one(env, service, deadline)
+        except Stopped as e:  # this run recorded as it ended, then no more: the caller stops
+            stopped, exited = e, str(e)
         took.append(time.monotonic() - began)
         attempt = {"attempt": k, "exit": exited, "seconds": round(took[-1], 1)}
         found = newest_result(results, before)
@@ -235,13 +246,16 @@ def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, v
             except (OSError, ValueError) as e:
                 attempt["why"] = f"{found}: not readable ({e})"
         attempts.append(attempt)
-        doc = document(out.name, service, variables, planned, attempts, aa_runs, started, k == planned, gate_metrics)
+        doc = document(out.name, service, variables, planned, attempts, aa_runs, started,
+                       k == planned and not stopped, metrics)
         write(out, doc)
         named = attempt.get("why") or next((m["why"] for m in doc["statistics"]["not_measured"]
                                             if attempt["run_id"] and m.get("run_id") == attempt["run_id"]), "")
         print(f"[ab-calibrate] run {k} of {planned}: "
               + (f"{attempt['run_id']} " if attempt.get("run_id") else "")
               + (f"not measured: {named}" if named else "measured") + f" ({duration(took[-1])})", flush=True)
+        if stopped:
+            raise stopped
     return doc
 
 
@@ -272,7 +286,11 @@ def main() -> int:
         print(f"ab-calibrate: error: {e}", file=sys.stderr)
         return calibration.NOT_MEASURED
     print(f"[ab-calibrate] {planned} A/A runs of {service} into {out}", flush=True)
-    doc = calibrate(env, service, planned, results, out, variables)
+    try:
+        doc = calibrate(env, service, planned, results, out, variables)
+    except Stopped as e:
+        print(f"ab-calibrate: {e}; what was measured is in {out}", file=sys.stderr)
+        return calibration.NOT_MEASURED
     print(render(doc), flush=True)
     return doc["verdict"]["exit"]
 

@@ -7,7 +7,11 @@ entirely beyond AB_THRESHOLD on B's worse side: "slower by more than 5%,
 whatever the noise"; it passes only where every such interval lies short
 of it on that side (B shown no worse than 5%). Two runs on different
 machines or at different times are never compared (tests/test_compose_e2e.py
-runs it).
+runs it). Before each A/B, AB_GATE_CALIBRATION_RUNS A/As of the path on this
+machine (tools/change_calibrate.py's runs and calibration.json): the summary
+quotes their false alarms and the gate's answer to each, which never move
+its exit. SIGTERM or SIGINT is passed on to the tools/change.py running,
+its project taken down, and the gate ends not measured (2).
 
 usage: tools/change_gate.py BASE_REF [SERVICE ...]
   SERVICE: the paths to gate; none: those whose folders the change touches
@@ -15,8 +19,10 @@ usage: tools/change_gate.py BASE_REF [SERVICE ...]
   every path shares (bench, the seed, compose.yaml, .env, local images).
 Environment: AB_GATE_METRICS (default "rps": requests per second; "rps
 cpu_path" adds the path's CPU per request), AB_GATE_DEFAULT (default
-"nginx-gridfs flask"), and tools/change.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
-B_CPUS... for a known change). Prints a Markdown summary. Exits, over all
+"nginx-gridfs flask"), AB_GATE_CALIBRATION_RUNS (A/As per path, default
+CALIBRATION_RUNS below; 0: none), and tools/change.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
+B_CPUS... for a known change). Prints a Markdown summary (and appends it
+to GITHUB_STEP_SUMMARY when set, as in a GitHub job). Exits, over all
 the paths gated (the worst): 0 shown within the threshold; 1 slower beyond
 it; 3 inconclusive, not shown safe (the workflow shows it as neutral unless
 AB_GATE_INCONCLUSIVE=fail); 2 not measured (no B, B died, a case error,
@@ -27,8 +33,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab_compose import ROOT, LabError, run_stopped_at, settings_in
-from bench.measure.calibration import blocks_short  # the one rule: a calibration leaves such a case out too
+import change_calibrate
+from gate_rule import NOT_MEASURED, VERDICTS, gate_metrics, judge_gate, overall
+from lab_compose import ROOT, LabError, Stopped, newest_result, number, results_base, results_dir, settings_in
+from bench.measure import calibration
 
 SHARED = ("loadgen/", "seed/", "compose.yaml", ".env", "cpus-2.env", "local-images/", "monitoring/")
 # Folders that build more than one path.
@@ -61,70 +69,114 @@ def changed_files(base: str) -> list[str]:
     return done.stdout.split()
 
 
-def newest_result(results: Path, before: set[str]) -> Path | None:
-    """The ab.json of the run folder made since `before`; not through
-    results/latest, a link to it whose name sorts after every run id."""
-    made = sorted(p for p in results.glob("*/ab.json") if p.parent.name not in before and not p.parent.is_symlink())
-    return made[-1] if made else None
+# The A/As of each gated path before its A/B, on this runner in this job (AB_GATE_CALIBRATION_RUNS). One costs
+# about 4m10s-4m18s of bench at the defaults (two sizes, 12 blocks, docs/ab.md) and a minute or so of settings
+# check and teardown (its images are built once, for the first): 2 add about 10-12 minutes a path, 20-25 for
+# the default two, in the workflow's 120. Fewer than calibration.MIN_RUNS give no KS p (aa_lines says so).
+CALIBRATION_RUNS = 2
 
 
-# The gate's exit codes: what happened, for a workflow to act on
-SHOWN_WITHIN = 0    # every gated interval short of the threshold on B's worse side
-SLOWER = 1          # a gated interval entirely beyond it: the change made the path worse
-NOT_MEASURED = 2    # no B, B died, a case failed or lost blocks: nothing to judge
-INCONCLUSIVE = 3    # not shown safe: an interval that reaches past the threshold
-VERDICTS = {SHOWN_WITHIN: "the gate passes", SLOWER: "the gate fails", NOT_MEASURED: "not measured",
-            INCONCLUSIVE: "inconclusive (not shown within the threshold)"}
+def calibration_runs(env: dict) -> int:
+    """AB_GATE_CALIBRATION_RUNS: the A/As of each path before its A/B, 0 for
+    none; empty is the default (the workflow passes an unset repository
+    variable so), else a LabError naming it."""
+    given = {"AB_GATE_CALIBRATION_RUNS": env.get("AB_GATE_CALIBRATION_RUNS", "").strip() or str(CALIBRATION_RUNS)}
+    return int(number(given, "AB_GATE_CALIBRATION_RUNS", "", 0, 100, whole=True))
 
 
-def not_measured(ab: dict, metrics: list[str]) -> list[str]:
-    """Pure: why one ab.json cannot be judged ([] when it can): the run did
-    not end, B (or A) was not timed, a case failed, a case counted fewer
-    blocks than planned, a window lost answers (failed: none or cut short),
-    or a gated metric has no interval."""
-    why = []
-    if ab.get("error"):
-        why.append(ab["error"])
-    if ab.get("status", "complete") != "complete":
-        why.append(f"bench's run is {ab['status']}")
-    if not ab.get("error") and not ab.get("cases"):
-        why.append("no case was timed")
-    for case in ab.get("cases", []):
-        name = f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
-        if case.get("error"):
-            why.append(f"{name}: {case['error']}")
-            continue
-        if short := blocks_short(ab, case):
-            why.append(f"{name}: {short}")
-        counted = [blk for blk in case.get("blocks", []) if blk.get("counted", True)]
-        lost = {side: sum(blk[key].get("failed") or 0 for blk in counted)
-                for side, key in ((ab.get("a", "A"), "a"), (ab.get("b", "B"), "b"))}
-        why += [f"{name}: {side} failed {n} requests (no answer, or one cut short)" for side, n in lost.items() if n]
-    rows = [r for r in ab.get("rows", []) if r["metric"] in metrics]
-    if ab.get("cases") and not rows:
-        why.append(f"no row of the gated metrics ({', '.join(metrics)})")
-    why += [f"{r['case']} {r['what']}: {r['headline']}" for r in rows if r.get("low") is None]
-    return why
+def calibrate_here(env: dict, lab: dict, service: str, runs: int, results: Path) -> dict:
+    """`runs` A/As of `service` on this machine at the A/B's settings, by
+    change_calibrate's own loop: results/calibration-<service>-<time>/,
+    which the A/B's page then quotes too. B unchanged: the change (B_*,
+    A_REF) is left out of their environment."""
+    aa_env = {name: value for name, value in env.items() if name not in change_calibrate.REFUSED}
+    variables = change_calibrate.change_settings(aa_env, lab)
+    change_calibrate.settings_record(service, variables)  # a value bench would refuse: ValueError, before a run
+    _, out = results_dir(aa_env, lab, f"calibration-{service}")
+    print(f"[ab-gate] {runs} A/A run{'' if runs == 1 else 's'} of {service} on this machine before its A/B, "
+          f"into {out}", flush=True)
+    return change_calibrate.calibrate(aa_env, service, runs, results, out, variables)
 
 
-def judge_gate(ab: dict, metrics: list[str]) -> tuple[int, list[str]]:
-    """Pure: the gate's exit code for one ab.json and the lines that say why."""
-    why = not_measured(ab, metrics)
-    if why:
-        return NOT_MEASURED, why
-    rows = [r for r in ab["rows"] if r["metric"] in metrics]
-    worse = [f"{ab['b']} {r['case']} {r['what']}: {r['headline']}" for r in rows if r.get("gate_fails")]
-    if worse:
-        return SLOWER, worse
-    unsure = [f"{ab['b']} {r['case']} {r['what']}: {r['headline']}" for r in rows if not r.get("gate_passes")]
-    return (INCONCLUSIVE, unsure) if unsure else (SHOWN_WITHIN, [])
+def aa_lines(doc: dict | None, runs: int, trouble: str = "") -> list[str]:
+    """Pure: what the A/As on this runner showed, for the gate's summary:
+    `doc` is their calibration.json (None: none ran, `trouble` says why when
+    `runs` asked for some). Honest about what so few runs can say: the false
+    alarms with their Clopper-Pearson bound and the gate's answer to each;
+    below calibration.MIN_RUNS measured, no KS p. None of it moves the gate's exit."""
+    if not runs:
+        return ["- **No A/A on this runner** (AB_GATE_CALIBRATION_RUNS=0): how often an unchanged B gets a verdict "
+                "here was not measured."]
+    if doc is None:
+        return [f"- **No A/A on this runner**: {runs} asked, none run: {trouble}."]
+    stats, gate = doc["statistics"], doc["gate"]
+    measured, found = len(stats["measured"]), stats["false_alarms"]
+    lines = [f"- **{doc['planned_runs']} A/A run{'' if doc['planned_runs'] == 1 else 's'} on this runner** before "
+             f"this A/B (AB_GATE_CALIBRATION_RUNS; {doc['id']}): {measured} measured"
+             + (", cut short" if doc["status"] != "complete" else "") + "."]
+    if found["rows"]:
+        lines.append(f"- False alarms of an unchanged B: **{found['alarms']} of {found['rows']} case-metrics** "
+                     f"(every metric judged, gated or not; 95% Clopper-Pearson interval {found['low']:.1%}-"
+                     f"{found['high']:.1%}: the rate here may be as high as {found['high']:.1%}).")
+    else:
+        lines.append("- No case-metric of an A/A was measured: no false alarms to count.")
+    answers = "; ".join(f"{code}, {VERDICTS[code]}" for code in gate["exits"])
+    lines.append(f"- The gate's own answer to each A/A (on {', '.join(gate['metrics'])}), exit: {answers}. It passes "
+                 f"an unchanged B (0 or 3) in {gate['passes']} of {gate['runs']}.")
+    if stats["ks_min_p"] is None:
+        lines.append(f"- No KS p: whether the p-values are uniform (whether the 5% a verdict promises holds here) "
+                     f"needs at least {calibration.MIN_RUNS} measured runs of a case-metric; {measured} "
+                     f"run{'' if measured == 1 else 's'} measured.")
+    else:
+        code, why = doc["verdict"]["exit"], doc["verdict"]["why"]
+        lines.append(f"- Lowest KS p of the p-values: {stats['ks_min_p']:.3g} over {measured} runs (so few find only "
+                     f"a gross departure from uniform); the calibration's own exit {code}"
+                     + (f": {'; '.join(why)}." if why else "."))
+    return lines
 
 
-def overall(codes: list[int]) -> int:
-    """Pure: one exit code for several paths: the worst of them, where not
-    measured outranks slower, slower inconclusive, inconclusive passing."""
-    rank = [SHOWN_WITHIN, INCONCLUSIVE, SLOWER, NOT_MEASURED]
-    return max(codes, key=rank.index, default=SHOWN_WITHIN)
+def gate_one(env: dict, lab: dict, base: str, service: str, metrics: list[str], runs: int,
+             results: Path) -> tuple[int, list[str]]:
+    """`runs` A/As of one path on this runner, then its A/B (A built from
+    `base`, B from this checkout): the A/B's exit code and its summary."""
+    doc, trouble = None, ""
+    if runs:
+        try:
+            doc = calibrate_here(env, lab, service, runs, results)
+        except (LabError, OSError, ValueError) as e:
+            trouble = str(e)
+    before = {p.parent.name for p in results.glob("*/ab.json")}
+    # tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
+    deadline = float(env.get("AB_TIMEOUT", "3600")) + change_calibrate.SLACK_S
+    exited = change_calibrate.run_change({**env, "A_REF": base}, service, deadline)
+    found = newest_result(results, before)
+    if found is None:
+        code, why = NOT_MEASURED, [f"no A/B result (tools/change.py exited {exited})"]
+        lines = [f"## {service}", ""]
+    else:
+        ab = json.loads(found.read_text())
+        code, why = judge_gate(ab, metrics)
+        lines = [f"## {service} ({found.parent.name})", ""]
+        lines += [f"- {r['case']}, {r['what']}: {r['headline']}" for r in ab.get("rows", [])]
+    lines += ["", f"**{service}: {VERDICTS[code]}** (exit {code}, gated on {', '.join(metrics)})"
+              + (":" if why else "."), ""]
+    lines += [f"- {w}" for w in why] + ([""] if why else [])
+    return code, lines + ["A/A on this runner, which the exit above does not count:", "",
+                          *aa_lines(doc, runs, trouble), ""]
+
+
+def publish(lines: list[str], env: dict) -> None:
+    """The summary, printed, and appended to GITHUB_STEP_SUMMARY where GitHub
+    sets it: the job's page gets it alone, not the A/As' and A/Bs' compose
+    output that precede it in the step's log."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if env.get("GITHUB_STEP_SUMMARY"):
+        try:
+            with open(env["GITHUB_STEP_SUMMARY"], "a") as summary:
+                summary.write(text)
+        except OSError as e:
+            print(f"ab-gate: warning: GITHUB_STEP_SUMMARY not written: {e}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:
@@ -133,45 +185,40 @@ def main(argv: list[str]) -> int:
         return 2
     env = dict(os.environ)
     base, services = argv[0], argv[1:]
-    metrics = env.get("AB_GATE_METRICS", "rps").split()
+    metrics = gate_metrics(env)
     try:
+        runs = calibration_runs(env)
         lab = settings_in(ROOT / env.get("AB_ENV_FILE", "local.env"))
         paths = (env.get("BENCH_TARGETS") or lab.get("BENCH_TARGETS", "")).split()
         if not services:
             default = env.get("AB_GATE_DEFAULT", "nginx-gridfs flask").split()
             services = touched_paths(changed_files(base), paths, default)
-        results = Path(env.get("RESULTS_DIR") or lab.get("RESULTS_DIR", "./results"))
-        results = results if results.is_absolute() else ROOT / results
+        results = results_base(env, lab)
     except (LabError, OSError) as e:
         print(f"ab-gate: error: {e}", file=sys.stderr)
         return 2
     lines = [f"# A/B gate against {base}", ""]
     if not services:
-        print("\n".join(lines + ["No serving path is touched: nothing to measure."]))
+        publish(lines + ["No serving path is touched: nothing to measure."], env)
         return 0
+    lines += [f"{runs} A/A run{'' if runs == 1 else 's'} of each path on this runner before its A/B "
+              "(AB_GATE_CALIBRATION_RUNS)." if runs else "No A/A on this runner (AB_GATE_CALIBRATION_RUNS=0).", ""]
     codes = []
-    for service in services:
-        before = {p.parent.name for p in results.glob("*/ab.json")}
-        # tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
-        deadline = float(env.get("AB_TIMEOUT", "3600")) + 1800
-        exited = run_stopped_at([sys.executable, str(ROOT / "tools" / "change.py")], deadline, cwd=ROOT,
-                                env={**env, "SERVICE": service, "A_REF": base})
-        found = newest_result(results, before)
-        if found is None:
-            code, why = NOT_MEASURED, [f"no A/B result (tools/change.py exited {exited})"]
-            lines += [f"## {service}", ""]
-        else:
-            ab = json.loads(found.read_text())
-            code, why = judge_gate(ab, metrics)
-            lines += [f"## {service} ({found.parent.name})", ""]
-            lines += [f"- {r['case']}, {r['what']}: {r['headline']}" for r in ab.get("rows", [])]
+    for k, service in enumerate(services):
+        try:
+            code, found = gate_one(env, lab, base, service, metrics, runs, results)
+        except Stopped as e:  # a cancelled job: its child is down; the paths left are not measured
+            codes.append(NOT_MEASURED)
+            lines += [f"## {service}", "", f"**{service}: {VERDICTS[NOT_MEASURED]}** (exit {NOT_MEASURED}): "
+                      f"stopped, {e}.", ""]
+            lines += [f"**{left}: not gated** (stopped before it)." for left in services[k + 1:]]
+            lines += [""] if services[k + 1:] else []
+            break
         codes.append(code)
-        lines += ["", f"**{service}: {VERDICTS[code]}** (exit {code}, gated on {', '.join(metrics)})"
-                  + (":" if why else "."), ""]
-        lines += [f"- {w}" for w in why] + ([""] if why else [])
+        lines += found
     code = overall(codes)
     lines.append(f"**Gate: {VERDICTS[code]}** (exit {code}).")
-    print("\n".join(lines))
+    publish(lines, env)
     return code
 
 

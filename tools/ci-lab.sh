@@ -11,7 +11,8 @@
 #   tools/ci-lab.sh ab-gate BASE_REF [SERVICE...]
 #                                       the pull-request gate: an A/B in one run of
 #                                       each touched path, BASE_REF's against this
-#                                       checkout's (tools/change_gate.py)
+#                                       checkout's (tools/change_gate.py), after
+#                                       AB_GATE_CALIBRATION_RUNS A/As of each
 #   tools/ci-lab.sh ab-calibrate SERVICE
 #                                       an A/A of SERVICE: the gate's false alarms
 #

@@ -5,6 +5,7 @@ directory, and a container's memory as its cgroup counts it (v1 and v2).
 bench comes from .venv (installed editable: make's .venv/bin/python) or
 from loadgen/ on PYTHONPATH (tools/ci-lab.sh, for the host's python3)."""
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -46,22 +47,59 @@ def number(env: dict, name: str, default: str, low: float, high: float, whole: b
 TEARDOWN_GRACE_S = 120
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGINT reached this tool while its child ran (a CI job
+    cancelled, Ctrl-C): the child was given SIGTERM and its teardown awaited.
+    Its text says which signal and how the child ended; the tool stops there."""
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def run_stopped_at(args: list[str], timeout: float, grace: float = TEARDOWN_GRACE_S, **popen) -> int | str:
     """`args` run attached (its output shows as it goes): its exit code, or,
     when it runs past `timeout`, SIGTERM (for its own teardown), SIGKILL
     `grace` seconds later if it is still running, and a line saying so.
-    subprocess.run's timeout would SIGKILL at once: no teardown."""
+    subprocess.run's timeout would SIGKILL at once: no teardown. SIGTERM or
+    SIGINT to this process while `args` runs takes the same way, then raises
+    Stopped: without it the child would not hear of it (SIGTERM to a parent
+    is not passed on) and its compose project would stay up. A second
+    signal is noted, not passed on: it must not cut that teardown short."""
+    received: list[str] = []
+
+    def note(signum, _frame):
+        received.append(signal.Signals(signum).name)
+
+    def stop(signum, frame):
+        for name in STOP_SIGNALS:  # from here on noted only: the child's teardown must not be cut short
+            signal.signal(name, note)
+        note(signum, frame)
+        raise Stopped(received[0])
+
     with subprocess.Popen(args, **popen) as proc:
+        before = {name: signal.signal(name, stop) for name in STOP_SIGNALS}
         try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+            try:
+                return proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                why, timed_out = f"no end within {timeout:g} s", True
+            except Stopped as e:
+                why, timed_out = f"{e} to this tool", False
+            for name in STOP_SIGNALS:
+                signal.signal(name, note)
             proc.terminate()
-        try:
-            return f"no end within {timeout:g} s: SIGTERM, then exit {proc.wait(timeout=grace)}"
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            return f"no end within {timeout:g} s: SIGTERM, then SIGKILL {grace:g} s later"
+            try:
+                ended = f"{why}: SIGTERM, then exit {proc.wait(timeout=grace)}"
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                ended = f"{why}: SIGTERM, then SIGKILL {grace:g} s later"
+        finally:
+            for name, handler in before.items():
+                signal.signal(name, handler)
+    if received:  # timed out: the signal came while the child past its time was being stopped
+        raise Stopped(f"{ended}; {received[0]} to this tool meanwhile" if timed_out else ended)
+    return ended
 
 
 def compose_run(base: list[str], args: list[str], env: dict, timeout: float, what: str) -> str:
@@ -100,6 +138,13 @@ def results_dir(env: dict, lab: dict, kind: str) -> tuple[str, Path]:
     run_id = f"{kind}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     (base / run_id).mkdir(parents=True)
     return run_id, base / run_id
+
+
+def newest_result(results: Path, before: set[str]) -> Path | None:
+    """The ab.json of the run folder made since `before`; not through
+    results/latest, a link to it whose name sorts after every run id."""
+    made = sorted(p for p in results.glob("*/ab.json") if p.parent.name not in before and not p.parent.is_symlink())
+    return made[-1] if made else None
 
 
 def now_iso() -> str:
