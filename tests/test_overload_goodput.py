@@ -4,6 +4,7 @@ cutting a proxied body, answering 404; and a closed loop of 2 workers)
 tallied; the capacity climb; the flags that leave a window unjudged; the
 verdict's arithmetic; the report. Then `python -m bench overload-window`
 against a real nginx with a real vegeta."""
+import gzip
 import importlib.util
 import json
 import os
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from bench.env_file import read_env_file
 from bench.clients.vegeta_output import Answer, parse_result, parse_results
 from bench.faults.overload import (HOLDS_SHARE, ContainerAfter, Measured, Window, climbing, failure_kind,
-                                   goodput_row, goodput_windows, tally, window_flags)
+                                   goodput_row, goodput_windows, loadgen_starved, rejudged, tally, window_flags)
 from bench.measure.bottleneck import LATENCY, LOADGEN_CPU, SHARED_CORE
 from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND
 from bench.report.overload import render
+from kept_runs import example_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,7 +134,7 @@ def test_windows_the_load_generator_or_a_shared_core_bound_are_named_not_judged(
     assert three["judged"] == 2 and three["share"] == pytest.approx(0.9) and three["not_judged"] == [
         "3x #3: shared core"]
     assert ten["judged"] == 0 and ten["share"] is None and len(ten["not_judged"]) == 3
-    assert row.verdict == "10x not judged: every window's load generator or shared core saturated"
+    assert row.verdict == "10x not judged: every window's load generator saturated or shared a saturated core"
 
 
 def test_window_flags_are_the_labs_own():
@@ -170,7 +173,8 @@ def test_a_starved_load_generators_client_timeouts_are_not_the_paths():
     windows = [Measured("nginx-static", 3, r, late, flags, bound, cpu, busy) for r in (1, 2, 3)]
     capacity = [Measured("nginx-static", 0, 1, window(0, 1241.23, None, workers=32), [], LATENCY)]
     row = goodput_row("nginx-static", capacity, windows, RUNNING)
-    assert row.failures == {} and row.verdict == "3x not judged: every window's load generator or shared core saturated"
+    assert row.failures == {} and row.verdict == ("3x not judged: every window's load generator saturated or shared "
+                                                  "a saturated core")
     assert row.conditions[0]["not_judged"] == ["3x #1: load generator", "3x #2: load generator",
                                                "3x #3: load generator"]
     # the figures the flags were decided on are kept, and the report says why in words
@@ -187,6 +191,64 @@ def test_a_starved_load_generators_client_timeouts_are_not_the_paths():
     # a run from before the figures were kept reads as it did
     old = {k: v for k, v in kept[1].items() if k not in ("cpu", "busy_shares")}
     assert "nginx-static 3x #1: loadgen-bound (not judged)" in render({**doc, "goodput_windows": [old]})
+
+
+def test_a_window_is_not_judged_when_the_load_generators_core_saturated_only():
+    """A real window of the lab on this 2-core machine (the pinned example,
+    nginx-gridfs 1KB at c=100, cpus-2.env's pins): FerretDB at 0.82 of core
+    0, vegeta 0.12 of it beside it, core 0 98% busy: the load generator
+    shared the saturated core, so the window says nothing of the path. The
+    same figures with the databases on the target's core (make overload's
+    placement) saturate a core the path and its database share: the path's
+    own limit, judged."""
+    run = next(r for r in example_rounds()["runs"]
+               if (r["target"], r["file"], r["concurrency"]) == ("nginx-gridfs", "1KB.bin", 100))
+    rep = run["repetitions"][0]
+    cpu, busy = rep["cpu"], rep["cpu_window"]["busy_shares"]
+    assert rep["flags"] == [CORE_SATURATED] and busy["cpu0"] > 0.9 and cpu["bench"]["cpuset"] == [0]
+    assert window_flags(cpu, "nginx-gridfs", cpu["bench"]["tool_cores"], 1.0, busy, 0, 0) == (
+        [CORE_SATURATED], SHARED_CORE)
+    assert loadgen_starved(SHARED_CORE, cpu, busy)
+    placed = {**cpu, "mongo": {**cpu["mongo"], "cpuset": [1]}, "postgres": {**cpu["postgres"], "cpuset": [1]}}
+    swapped = {**busy, "cpu0": busy["cpu1"], "cpu1": busy["cpu0"]}
+    flags, bound = window_flags(placed, "nginx-gridfs", cpu["bench"]["tool_cores"], 1.0, swapped, 0, 0)
+    assert (flags, bound) == ([CORE_SATURATED], SHARED_CORE) and not loadgen_starved(bound, placed, swapped)
+    # a window kept without its figures cannot say whose core it was: not judged
+    assert loadgen_starved(SHARED_CORE, {}, {}) and loadgen_starved(LOADGEN_CPU, placed, swapped)
+    assert not loadgen_starved(LATENCY, {}, {})
+
+
+KEPT = ROOT / "results" / "evidence" / "overload-20261128T234415Z" / "results.json.gz"
+
+
+def test_a_kept_runs_verdict_says_what_its_windows_show():
+    """overload-20261128T234415Z was judged under a rule since withdrawn (a
+    window on a saturated shared core judged, its verdict saying "3 of 3
+    windows on a saturated shared core"). Every GridFS window there but
+    gridfs-fuse's at 3x flagged core-saturated: on cpus-2.env's pins, core 0
+    holds vegeta, FerretDB and PostgreSQL. Rendered again, each row is judged
+    from its windows by the rule in force: the table's judged windows, the
+    verdict and the flagged windows agree."""
+    doc = json.loads(gzip.decompress(KEPT.read_bytes()))
+    kept = {r["path"]: r for r in doc["goodput"]}
+    assert "3 of 3 windows on a saturated shared core" in kept["nginx-gridfs"]["verdict"]
+    rows = {r.path: r for r in rejudged(doc)}
+    windows = goodput_windows(doc)
+    for path in ("nginx-gridfs", "flask", "node", "flask-postgres"):
+        assert all(not m.judged for m in windows if m.path == path and m.multiple), path
+        assert [c["judged"] for c in rows[path].conditions] == [0, 0], path
+        assert rows[path].verdict == ("3x, 10x not judged: every window's load generator saturated or shared a "
+                                      "saturated core"), path
+    fuse = rows["gridfs-fuse"]
+    three = [m for m in windows if m.path == "gridfs-fuse" and m.multiple == 3]
+    assert [c["judged"] for c in fuse.conditions] == [3, 0] and all(m.judged for m in three)
+    # its client timeouts counted over the judged windows only
+    assert fuse.failures == {"client timeout": sum(m.window.failures["client timeout"] for m in three)}
+    assert fuse.verdict.startswith("3x keeps 78%; 963 x client timeout; 10x not judged")
+    text = render(doc)
+    assert "on a saturated shared core" not in text
+    assert f"**{rows['nginx-gridfs'].verdict}**" in text
+    assert "nginx-gridfs 3x #1: core-saturated (not judged)" in text
 
 
 def test_windows_kept_without_workers_load_and_a_capacity_step_takes_them_from_its_row():
@@ -229,6 +291,11 @@ def test_the_report_gives_each_condition_and_verdict():
     assert (f"| flask | 100 at c=1 | 3x = 300 | 300 | 90 | 90% [85%-95%], 3 of 3 | {refused} | 1.0 / 5.0 | 900 "
             "| - |") in text
     assert "| flask | c=1: 100/s | none | 0 | running | **10x keeps 30%** |" in text
+    assert "Cores:" not in text  # a run from before the pins were kept
+    pins = {"TARGET_CPUS": "1", "MONGO_CPUS": "1", "POSTGRES_CPUS": "1", "LOADGEN_CPUS": "0"}
+    text = render({**doc, "pins": pins, "pins_moved": ["MONGO_CPUS", "POSTGRES_CPUS"]})
+    assert ("Cores: target `1`, mongo `1`, postgres `1`, loadgen `0` (MONGO_CPUS, POSTGRES_CPUS moved to the "
+            "target's cores, so the load generator has its core to itself).") in text
 
 
 def driver():
@@ -251,8 +318,24 @@ def test_settings_of_the_goodput_check():
         with pytest.raises(d.LabError, match=words):
             d.read_settings(env, {})
     assert d.cpuset("0,2-3") == (0, 2, 3) and d.cpuset("") == ()
+    assert d.PINS[0] == "TARGET_CPUS" and set(d.DATABASE_PINS) < set(d.PINS)
     assert d.allowance_of({"HostConfig": {"CpusetCpus": "0-1", "NanoCpus": 0, "CpuQuota": 0}}) == (2.0, (0, 1))
     assert d.allowance_of({"HostConfig": {"CpusetCpus": "1", "NanoCpus": 500000000}}) == (0.5, (1,))
+
+
+def test_make_overload_gives_the_load_generator_its_core_where_a_database_shared_it():
+    d = driver()
+    two = read_env_file(ROOT / "cpus-2.env")
+    four = read_env_file(ROOT / ".env")
+    # cpus-2.env: vegeta, FerretDB and PostgreSQL on core 0, the target on 1
+    assert d.placement(two) == {"MONGO_CPUS": "1", "POSTGRES_CPUS": "1"}
+    # .env's 4-core pins give each role its own cores already
+    assert d.placement(four) == {}
+    # the environment's pins are the lab's too: one database beside vegeta moves
+    assert d.placement({**four, "POSTGRES_CPUS": "3"}) == {"POSTGRES_CPUS": "2"}
+    # a target sharing the load generator's core (one core), or no pins: nowhere to go
+    assert d.placement({**two, "TARGET_CPUS": "0"}) == {} and d.placement({}) == {}
+    assert d.placement({**two, "LOADGEN_CPUS": "0-1"}) == {}
 
 
 def test_this_processs_own_cgroup_counts_its_cpu():

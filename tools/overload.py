@@ -15,7 +15,9 @@ rather than the lab's REQUEST_DEADLINE_MS: that check is about memory, and
 a 503 sheds the work it would measure. For each: the kernel's OOM kills in
 the container (Docker's `oom` events), its state after, its peak memory
 against its limit (sampled from its cgroup on the host, v1 or v2), and
-whether every answer was whole or a clean error. Run from the host, which
+whether every answer was whole or a clean error. Where the lab's pins put
+the load generator on a database's core (cpus-2.env), the databases run on
+the target's cores instead (placement). Run from the host, which
 drives Docker, in a compose project of its own (taken down after); writes
 results/overload-<UTC time>/results.json (an `overload` section),
 report.md, and what each path logged during each case (<check>-<path>.log).
@@ -231,6 +233,27 @@ def cpuset(text: str) -> tuple[int, ...]:
     return tuple(cpus)
 
 
+DATABASE_PINS = ("MONGO_CPUS", "POSTGRES_CPUS")
+PINS = ("TARGET_CPUS", *DATABASE_PINS, "LOADGEN_CPUS")  # as the report gives them
+
+
+def placement(settings: dict) -> dict[str, str]:
+    """The pins make overload changes, from the lab's own (the env file's,
+    under the environment's): where the load generator shares a core with a
+    database (cpus-2.env on two cores), the databases move to the target's
+    cores, so the load generator has its core to itself. Past capacity the
+    database saturates whatever core it is on: beside the load generator
+    that starves the client, which then reads refusals late and times out on
+    answers sent; beside the target it is the path's own limit, capacity and
+    overload measured alike. None when the target itself shares the load
+    generator's cores (one core) or no database does."""
+    loadgen = set(cpuset(settings.get("LOADGEN_CPUS", "")))
+    target = settings.get("TARGET_CPUS", "")
+    if not loadgen or not target or loadgen & set(cpuset(target)):
+        return {}
+    return {name: target for name in DATABASE_PINS if loadgen & set(cpuset(settings.get(name, "")))}
+
+
 def allowance_of(state: dict) -> tuple[float | None, tuple[int, ...]]:
     """A container's CPU allowance (a CFS quota, else its cpuset's CPUs) and cpuset."""
     host = state["HostConfig"]
@@ -378,6 +401,12 @@ def main() -> int:
     except LabError as e:
         print(f"overload: error: {e}", file=sys.stderr)
         return 2
+    moved = placement({**lab, **env})
+    env.update(moved)  # over the env file's: compose takes the environment's first
+    pins = {name: env.get(name, lab.get(name, "")) for name in PINS}
+    if moved:
+        say("the databases on the target's cores, the load generator on its own: "
+            + " ".join(f"{k}={v}" for k, v in moved.items()))
     try:
         s = read_settings(env, lab)
         services = compose_services(base, env)
@@ -391,7 +420,8 @@ def main() -> int:
     run_id, out = results_dir(env, lab, "overload")
     doc = {"kind": "overload", "run_id": run_id, "env_file": env_file.name, "started": now_iso(), "finished": None,
            "settings": s, "images": {k: v for k, v in lab.items() if k.endswith("_IMAGE")},
-           "target_mem": env.get("TARGET_MEM") or lab.get("TARGET_MEM"), "goodput": [], "goodput_windows": [],
+           "target_mem": env.get("TARGET_MEM") or lab.get("TARGET_MEM"), "pins": pins, "pins_moved": sorted(moved),
+           "goodput": [], "goodput_windows": [],
            "overload": [], "failed": []}
 
     try:

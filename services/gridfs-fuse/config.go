@@ -25,13 +25,20 @@ type config struct {
 	// openfiles.go for the arithmetic): an open past it is refused at once,
 	// and entrypoint.sh gives nginx the same number as its limit_conn.
 	MaxOpenFiles int
+	// RequestDeadline is REQUEST_DEADLINE_MS, the lab's bound on a request:
+	// files open no longer than it allows (openBudget, admission.go).
+	RequestDeadline time.Duration
 	// RunAs is the user the daemon becomes once mounted ("": stays as it
 	// started; the container sets nobody).
 	RunAs string
 }
 
+// requestDeadlineMaxMs is the lab's own bound on REQUEST_DEADLINE_MS
+// (loadgen/bench/settings.py's REQUEST_DEADLINE_MAX_MS).
+const requestDeadlineMaxMs = 600000
+
 const usage = "usage: gridfs-fuse MOUNTPOINT (settings from MONGO_URI, GRIDFS_DB, GRIDFS_BUCKET, " +
-	"FUSE_KERNEL_CACHE, FUSE_ATTR_TIMEOUT, FUSE_ENTRY_TIMEOUT, MONGO_TIMEOUT, FUSE_READAHEAD_CHUNKS, FUSE_MAX_OPEN_FILES, FUSE_RUN_AS)"
+	"FUSE_KERNEL_CACHE, FUSE_ATTR_TIMEOUT, FUSE_ENTRY_TIMEOUT, MONGO_TIMEOUT, FUSE_READAHEAD_CHUNKS, FUSE_MAX_OPEN_FILES, REQUEST_DEADLINE_MS, FUSE_RUN_AS)"
 
 // loadConfig reads the settings; an error names the variable and the cause.
 func loadConfig(args []string, getenv func(string) string) (config, error) {
@@ -87,6 +94,11 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		1, maxOpenFilesLimit); err != nil {
 		return c, err
 	}
+	ms, err := wholeNumber("REQUEST_DEADLINE_MS", env("REQUEST_DEADLINE_MS", "3000"), 1, requestDeadlineMaxMs)
+	if err != nil {
+		return c, err
+	}
+	c.RequestDeadline = time.Duration(ms) * time.Millisecond
 	return c, nil
 }
 
@@ -125,7 +137,8 @@ func (c config) summary() string {
 		"gridfs_bucket": c.Bucket, "fuse_kernel_cache": cache,
 		"fuse_attr_timeout_s": c.AttrTimeout.Seconds(), "fuse_entry_timeout_s": c.EntryTimeout.Seconds(),
 		"mongo_timeout_s": c.MongoTimeout.Seconds(), "fuse_readahead_chunks": c.ReadaheadChunks,
-		"fuse_max_open_files": c.MaxOpenFiles, "fuse_run_as": c.RunAs,
+		"fuse_max_open_files": c.MaxOpenFiles, "request_deadline_ms": c.RequestDeadline.Milliseconds(),
+		"fuse_run_as": c.RunAs,
 	})
 	return string(out)
 }

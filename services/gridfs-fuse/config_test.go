@@ -80,3 +80,21 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 		t.Errorf("no mount point: err = %v", err)
 	}
 }
+
+func TestRequestDeadlineSetting(t *testing.T) {
+	c, err := loadConfig([]string{"/mnt"}, env(nil))
+	if err != nil || c.RequestDeadline != 3*time.Second || !strings.Contains(c.summary(), `"request_deadline_ms":3000`) {
+		t.Fatalf("default: %v %v %s", err, c.RequestDeadline, c.summary())
+	}
+	// make overload's large-file check gives every path LARGE_DEADLINE_MS
+	c, err = loadConfig([]string{"/mnt"}, env(map[string]string{"REQUEST_DEADLINE_MS": "300000"}))
+	if err != nil || c.RequestDeadline != 300*time.Second {
+		t.Fatalf("300000: %v %v", err, c.RequestDeadline)
+	}
+	for _, value := range []string{"0", "3s", "-1", "600001"} {
+		_, err := loadConfig([]string{"/mnt"}, env(map[string]string{"REQUEST_DEADLINE_MS": value}))
+		if err == nil || !strings.Contains(err.Error(), "REQUEST_DEADLINE_MS=") {
+			t.Errorf("%q: err = %v", value, err)
+		}
+	}
+}

@@ -25,6 +25,7 @@ type gridRoot struct {
 	logger  *log.Logger
 	skipped sync.Map   // names already logged as skipped, so a listing logs each once
 	open    *openFiles // FUSE_MAX_OPEN_FILES
+	budget  openBudget // files open no longer than REQUEST_DEADLINE_MS allows
 	gate    admission  // new work while MongoDB's queue is long
 	shed    refusalLog // work the gate refused
 }
@@ -227,6 +228,15 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		}
 		return nil, 0, errnoRetryLater
 	}
+	if !f.root.budget.admit(time.Now()) {
+		f.root.open.put()
+		if n := f.root.budget.refusalsToLog(time.Now()); n > 0 {
+			f.root.logger.Printf("open %q: one more file open would not be closed within %v at the rate files "+
+				"close: %d open(s) refused since the last such line (nginx answers 503)", f.info.Name,
+				f.root.budget.budget, n)
+		}
+		return nil, 0, errnoRetryLater
+	}
 	id, l := f.info.ID, f.info.layout()
 	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
 		return f.root.store.chunkRange(ctx, id, l, first, last)
@@ -241,28 +251,35 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 			return h, 0, 0
 		}
 		if !errors.Is(err, errCorrupt) {
-			f.root.open.put()
+			f.root.unopened()
 			return nil, 0, f.root.fail("open", f.info.Name, err)
 		}
 		// No chunks, or not the chunks the document says: damaged, unless
 		// the revision was deleted since the lookup (chunks go with it).
 		if found, existsErr := f.root.store.exists(ctx, id); existsErr == nil && !found {
-			f.root.open.put()
+			f.root.unopened()
 			return nil, 0, syscall.ENOENT
 		}
-		f.root.open.put()
+		f.root.unopened()
 		return nil, 0, f.root.fail("open", f.info.Name, err)
 	}
 	found, err := f.root.store.exists(ctx, id)
 	if err != nil {
-		f.root.open.put()
+		f.root.unopened()
 		return nil, 0, f.root.fail("open", f.info.Name, err)
 	}
 	if !found {
-		f.root.open.put()
+		f.root.unopened()
 		return nil, 0, syscall.ENOENT
 	}
 	return h, 0, 0
+}
+
+// unopened gives back the places of an open admitted that then failed: not
+// a file served, so not counted in the close rate.
+func (r *gridRoot) unopened() {
+	r.open.put()
+	r.budget.closed(time.Now(), false)
 }
 
 // Release comes once the kernel is done with the file (nginx closed it):
@@ -274,6 +291,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	if h.released.CompareAndSwap(false, true) {
 		h.reader.drop()
 		h.file.root.open.put()
+		h.file.root.budget.closed(time.Now(), true)
 	}
 	return 0
 }

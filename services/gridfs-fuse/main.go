@@ -40,7 +40,8 @@ func main() {
 		}
 	}
 	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger, open: newOpenFiles(cfg.MaxOpenFiles),
-		gate: admission{bound: queueDelayBound(cfg.MongoTimeout)}}
+		budget: openBudget{budget: openTimeBudget(cfg.RequestDeadline)},
+		gate:   admission{bound: queueDelayBound(cfg.MongoTimeout)}}
 	negative := cfg.EntryTimeout
 	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
 		EntryTimeout:    &cfg.EntryTimeout,

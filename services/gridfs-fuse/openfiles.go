@@ -25,7 +25,8 @@ import (
 // Without a cap, wrk's 1000 clients at once on 1 MB held about 500 files open
 // and 460 MiB of chunks in the heap (make overload: the kernel killed the
 // daemon at the 512 MiB limit). 128 is above the benchmark's 100 clients at
-// once, so only overload is shed.
+// once: this cap is for memory; what is served in time, openBudget
+// (admission.go) sheds, fewer at a large file.
 const defaultMaxOpenFiles = "128"
 
 // maxOpenFilesLimit is nginx's largest limit_conn.

@@ -9,8 +9,10 @@ MULTIPLES times it, open loop, interleaved; a path holds when the median
 window keeps HOLDS_SHARE of its capacity as whole answers per second at
 every multiple, its refusals (503) come back within REFUSAL_P99_MS at p99,
 and nothing failed (a cut, a client timeout, any other status) or was
-OOM-killed. A window whose load generator or shared core saturated is
-named and not judged.
+OOM-killed. A window whose load generator could get no more CPU, or
+shared a core that saturated, is named and not judged (loadgen_starved);
+a saturated core that only the path and its database share is the path's
+own limit, judged.
 
 The other checks (reported; the clients check not judged: its clients ask
 again at once on every refusal): no OOM kill (of the container or of any
@@ -26,6 +28,7 @@ from ..clients.vegeta_output import Answer
 from ..clients.wrk_output import WrkSummary
 from ..measure import usage
 from ..measure.bottleneck import LOADGEN_CPU, SHARED_CORE, bottleneck
+from ..measure.flags import CORE_SATURATED_SHARE
 from ..measure.latency import order_statistic
 
 MIB = 1024 ** 2
@@ -135,7 +138,6 @@ REFUSED = 503
 # Enough for 10x a capacity of 1,000/s whose answers take up to a second;
 # past it vegeta falls behind its schedule and the window says so.
 OPEN_LOOP_WORKERS = 10000
-NOT_JUDGED = (LOADGEN_CPU, SHARED_CORE)  # bottlenecks that make a window say nothing of the path
 
 
 def request_timeout(seconds: float) -> float:
@@ -243,6 +245,25 @@ def climbing(rates: list[float]) -> bool:
     return len(rates) < 2 or rates[-1] > CAPACITY_GAIN * max(rates[:-1])
 
 
+def loadgen_starved(bottleneck: str, cpu: dict, busy: dict[str, float]) -> bool:
+    """Whether a window says nothing of the path: its load generator could
+    get no more CPU (LOADGEN_CPU: its allowance, a core full of other work,
+    behind its schedule), or a core it is pinned to saturated with another
+    container's work on it (SHARED_CORE there): it then reads its answers
+    late, refusals and timeouts included. A saturated core that only the
+    path and its database share (make overload's placement on two cores) is
+    the path's own limit, judged. A window kept without its figures cannot
+    tell whose core saturated: not judged."""
+    if bottleneck == LOADGEN_CPU:
+        return True
+    if bottleneck != SHARED_CORE:
+        return False
+    if not cpu or not busy:
+        return True
+    saturated = {c for c in usage.shared_cpus(cpu) if busy.get(f"cpu{c}", 0.0) > CORE_SATURATED_SHARE}
+    return bool(saturated & set((cpu.get(usage.LOADGEN) or {}).get("cpuset") or ()))
+
+
 def window_flags(cpu: dict, target: str, tool_cores: float | None, tool_limit: float | None,
                  busy: dict[str, float], rate: float, sent_rate: float) -> tuple[list[str], str]:
     """A window's flags and bottleneck, decided where the lab decides them
@@ -270,7 +291,7 @@ class Measured:
 
     @property
     def judged(self) -> bool:
-        return self.bottleneck not in NOT_JUDGED
+        return not loadgen_starved(self.bottleneck, self.cpu, self.busy_shares)
 
     @property
     def name(self) -> str:
@@ -376,6 +397,14 @@ class GoodputRow:
 
 def goodput_row(path: str, steps: list[Measured], windows: list[Measured], after: ContainerAfter) -> GoodputRow:
     """The verdict: "holds", or what did not hold, in words."""
+    return judged_row(path, steps, windows, after.kills, after.describe())
+
+
+def judged_row(path: str, steps: list[Measured], windows: list[Measured], oom_kills: int,
+               container: str) -> GoodputRow:
+    """A path's row from its windows, judged by the rule in force (a kept
+    run's too: its report says what its windows show today, not what the
+    rule of its day said); the container as ContainerAfter described it."""
     best = capacity(steps)
     cap = best.window.whole_rate if best else 0.0
     conditions = [condition(m, cap, [w for w in windows if w.multiple == m])
@@ -397,15 +426,32 @@ def goodput_row(path: str, steps: list[Measured], windows: list[Measured], after
         if c.refused_p99_ms is not None and c.refused_p99_ms >= REFUSAL_P99_MS:
             problems.append(f"{c.multiple}x refusals' p99 {c.refused_p99_ms:.0f} ms")
     problems += [f"{n} x {kind}" for kind, n in sorted(failures.items())]
-    if after.kills:
-        problems.append(f"{after.kills} OOM kills")
-    if after.describe() != "running":
-        problems.append(f"container {after.describe()}")
+    if oom_kills:
+        problems.append(f"{oom_kills} OOM kills")
+    if container != "running":
+        problems.append(f"container {container}")
     if unjudged:
-        problems.append(f"{', '.join(unjudged)} not judged: every window's load generator or shared core saturated")
+        problems.append(f"{', '.join(unjudged)} not judged: every window's load generator saturated or shared a "
+                        "saturated core")
     return GoodputRow(
         path=path, capacity_rps=round(cap, 3), capacity_workers=best.window.workers if best else 0,
         capacity_flags=list(best.flags) if best else [],
         steps=[f"c={m.window.workers}: {m.window.whole_rate:g}/s" for m in steps],
-        conditions=[asdict(c) for c in conditions], failures=failures, oom_kills=after.kills,
-        container=after.describe(), verdict="; ".join(problems) or "holds")
+        conditions=[asdict(c) for c in conditions], failures=failures, oom_kills=oom_kills,
+        container=container, verdict="; ".join(problems) or "holds")
+
+
+def rejudged(doc: dict) -> list[GoodputRow]:
+    """A results.json's goodput rows, each judged again from its kept
+    windows (judged_row), its OOM kills and container state as kept: the
+    table, the verdict and the flagged windows then follow one rule."""
+    windows = goodput_windows(doc)
+    rows = []
+    for kept in map(GoodputRow.from_dict, doc.get("goodput") or []):
+        own = [m for m in windows if m.path == kept.path]
+        if not own:  # a row without its windows: as kept
+            rows.append(kept)
+            continue
+        rows.append(judged_row(kept.path, [m for m in own if not m.multiple], [m for m in own if m.multiple],
+                               kept.oom_kills, kept.container))
+    return rows

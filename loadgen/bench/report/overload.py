@@ -3,8 +3,8 @@ other check, as sections (report/model.py) that report.md and the run's page
 both render. Pure."""
 from .markdown import block_lines
 from .model import Para, Part, Table
-from ..faults.overload import (HOLDS_SHARE, MULTIPLES, REFUSAL_P99_MS, WINDOWS, GoodputRow, Measured, OverloadRow,
-                               goodput_windows)
+from ..faults.overload import (HOLDS_SHARE, MULTIPLES, REFUSAL_P99_MS, WINDOWS, Measured, OverloadRow,
+                               goodput_windows, rejudged)
 from ..measure.flags import LOADGEN_BOUND_SHARE
 from ..measure.usage import BEHIND_SCHEDULE, LOADGEN, LOADGEN_BOUND, loadgen_cores_busy
 
@@ -48,7 +48,7 @@ def _flagged(m: Measured) -> str:
 def goodput(doc: dict) -> list:
     """The goodput check: a row per path and multiple, then each path's verdict."""
     s = doc["settings"]
-    rows = [GoodputRow.from_dict(r) for r in doc.get("goodput") or []]
+    rows = rejudged(doc)
     failed = [f for f in doc.get("failed", []) if f.get("check") == "goodput"]
     if not rows and not failed:
         return []
@@ -73,8 +73,9 @@ def goodput(doc: dict) -> list:
              f"windows [their range]. A window is named and not judged when its load generator could get no more "
              f"CPU (it used {LOADGEN_BOUND_SHARE:.0%} of its allowance, or its cores were {LOADGEN_BOUND_SHARE:.0%} "
              f"busy with it and work outside the lab's containers: a starved client reads its answers late and times "
-             f"out on answers the path sent) or fell behind its schedule, or when a core two of the window's "
-             f"containers share saturated. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
+             f"out on answers the path sent) or fell behind its schedule, or when a core it shares with the path or "
+             f"its database saturated; a saturated core that only the path and its database share is the path's "
+             f"own limit, judged. Holds: at least {HOLDS_SHARE:.0%} at every multiple, refusals (503) within "
              f"{REFUSAL_P99_MS:.0f} ms at p99, no failure (a cut, a client timeout, any other status), no OOM kill. "
              "Admitted: the whole answers."),
         Table(["path", "capacity, whole/s", "offered, req/s", "sent, req/s", "whole/s", "goodput share, judged windows",
@@ -90,7 +91,8 @@ def overload_part(doc: dict) -> Part:
     s = doc["settings"]
     rows = [OverloadRow.from_dict(r) for r in doc.get("overload", [])]
     blocks = [
-        Para(f"Run `{doc['run_id']}` with `{doc['env_file']}`, {doc['started']} to {doc['finished']}."),
+        Para(f"Run `{doc['run_id']}` with `{doc['env_file']}`, {doc['started']} to {doc['finished']}."
+             + _pins(doc)),
         *goodput(doc),
         Para("For the other checks, right is no OOM kill (of the container or of any process in it), the "
              "container still running, and every answer whole or a clean HTTP error (a 5xx that sheds load). "
@@ -128,3 +130,15 @@ def _deadline(ms) -> str:
     if ms is None:    # runs before LARGE_DEADLINE_MS: the lab's REQUEST_DEADLINE_MS
         return "each answer's start within the lab's REQUEST_DEADLINE_MS"
     return f"each answer's start within {ms / 1000:g} s (LARGE_DEADLINE_MS)"
+
+
+def _pins(doc: dict) -> str:
+    """The cores each role ran on (runs that kept them), and which make overload moved."""
+    pins = doc.get("pins")
+    if not pins:
+        return ""
+    said = ", ".join(f"{name.removesuffix('_CPUS').lower()} `{value}`" for name, value in pins.items())
+    moved = doc.get("pins_moved") or []
+    why = (f" ({', '.join(moved)} moved to the target's cores, so the load generator has its core to itself)"
+           if moved else "")
+    return f" Cores: {said}{why}."
