@@ -1,10 +1,14 @@
 """Every setting the docs name is one that something reads: a variable named
 in README.md or docs/*.md is in .env (the lab's knobs) or passed by
 compose.yaml, or it is a knob a tool reads from its environment (make ab,
-resilience, overload, matrix, lab-hosts: tools/*.py). A variable named
-nowhere else would be set by a reader to no effect. No Docker: text only."""
+resilience, overload, matrix, lab-hosts: tools/*.py), or it is declared in
+bench.settings.REGISTRY (a setting only make ab's twin gets, through B_ENV,
+is in neither file). A variable named nowhere else would be set by a reader
+to no effect. No Docker: text only."""
 import re
 from pathlib import Path
+
+from bench.settings import REGISTRY
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -55,7 +59,7 @@ def tool_knobs() -> set[str]:
 
 
 def test_every_setting_the_docs_name_is_read():
-    known = lab_settings() | tool_knobs()
+    known = lab_settings() | tool_knobs() | {setting.name for setting in REGISTRY}
     unread = {name: docs for name, docs in doc_names().items() if name not in known and name not in NOT_SETTINGS}
     assert not unread, f"named in the docs, but neither in .env, compose.yaml nor read by a tool: {unread}"
 

@@ -11,9 +11,13 @@ The change, one of (environment variables, as make passes them):
   B_CONTEXT=DIR              B built from another folder (its Dockerfile as A's)
   B_REF=main                 B built from the lab at a git ref (a pull
                              request's service against main's)
-  B_CPUS=0.45                a CPU quota on B (cores), the known change the
+  B_CPUS=0.45                a CPU quota on B (cores): a known change the
                              A/B is checked against
-  B_ENV="GUNICORN_WORKERS=2" environment variables for B only
+  B_ENV="GUNICORN_WORKERS=2" environment variables for B only (B_ENV=
+                             "LAB_TEST_EXTRA_WORK=44": 44 units of fixed work
+                             more per file request on the Python paths, the
+                             other known change, test-only:
+                             lab_http/extra_work.py)
 None of them: an A/A run (B is A unchanged), to measure how often an
 unchanged B gets a verdict on this machine. A_REF=REF builds A from the lab
 at a git ref instead (the pull-request gate: A = the base branch's path, B =

@@ -473,6 +473,10 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("LOADGEN_CPU_QUOTA", check=("cpu-quota",)),
     *(Setting(f"{service}_MEM", check=("memory",)) for service in ("MONGO", "POSTGRES", "TARGET", "LOADGEN",
                                                                    "SEED", "CADVISOR")),
+    # Not in .env and passed to no service: the Python paths' test-only known
+    # change (lab_http/extra_work.py), which only make ab's twin gets, through
+    # B_ENV. Not recorded: no run but an A/B has it, and ab.json names it (AB_CHANGE).
+    Setting("LAB_TEST_EXTRA_WORK", recorded=False),
     # Not in .env: compose.yaml's addresses, the same for every run
     Setting("MONGO_URI", "mongodb://mongo:27017", _text, "mongo_uri", recorded=False,
             services=ONLY_BENCH | FOR_SEED | PATHS),

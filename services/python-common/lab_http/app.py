@@ -21,6 +21,7 @@ from .hosts import split_absolute_form, valid_host
 from .names import content_type_for, name_from_target
 from .preconditions import if_range_allows, precondition_status
 from .ranges import NOT_SATISFIABLE, is_byte_range, parse_range
+from .extra_work import extra_work, extra_work_units
 from .store import CorruptFile, FileStore, StoreError, StoreUnavailable
 
 
@@ -138,11 +139,16 @@ def create_app(store: FileStore, service: str) -> Flask:
     streams_limit = open_streams_limit()
     open_streams = BoundedSemaphore(streams_limit)
     admission = Admission(streams_limit, deadline_seconds)
+    work_units = extra_work_units()
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
     app.wsgi_app = closing_as_nginx(app.wsgi_app)
 
     def log(message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
+
+    if work_units:
+        log(f"LAB_TEST_EXTRA_WORK={work_units}: every file request does {work_units} units of fixed work first "
+            "(a test-only known change for make ab's B, never a real run's)")
 
     refusals = RefusalLog(lambda count: log(
         f"{count} requests refused in the last second or more: admission limit {admission.policy.limit:.1f}, "
@@ -197,6 +203,8 @@ def create_app(store: FileStore, service: str) -> Flask:
             return text_response(503, "server busy", {"Retry-After": "1"})
         response = None
         try:
+            if work_units:  # the A/B's known change (extra_work.py), as admitted work of the request
+                g.extra_work = extra_work(work_units)  # kept, as a real computation's result would be
             response = answer(name, deadline)
             return response
         finally:
