@@ -4,6 +4,7 @@ run cannot be judged, its verdict, and the worst over several paths. The gate
 and the gate's own A/As before its A/B) reports what it answered an unchanged B."""
 from bench.measure.calibration import blocks_short  # the one rule: a calibration leaves such a case out too
 
+
 def gate_metrics(env: dict) -> list[str]:
     """The metrics the gate judges: AB_GATE_METRICS, default requests per second."""
     return env.get("AB_GATE_METRICS", "rps").split()
