@@ -251,6 +251,23 @@ def test_a_kept_runs_verdict_says_what_its_windows_show():
     assert "nginx-gridfs 3x #1: core-saturated (not judged)" in text
 
 
+PLACED = ROOT / "results" / "evidence" / "overload-20261129T124554Z" / "results.json.gz"
+
+
+def test_a_capacity_is_a_floor_only_where_its_step_was_not_judged():
+    """overload-20261129T124554Z ran the databases on the target's core:
+    the GridFS paths' best capacity steps flagged core-saturated, the path's
+    own core with its database (judged: the capacity itself), where
+    nginx-static's was loadgen-bound (a floor of the path's)."""
+    doc = json.loads(gzip.decompress(PLACED.read_bytes()))
+    rows = {r.path: r for r in rejudged(doc)}
+    assert rows["nginx-gridfs"].capacity_flags == ["core-saturated"] and not rows["nginx-gridfs"].capacity_floor
+    assert "loadgen-bound" in rows["nginx-static"].capacity_flags and rows["nginx-static"].capacity_floor
+    text = render(doc)
+    assert f"| nginx-gridfs | {rows['nginx-gridfs'].capacity_rps:g} at c=1 (core-saturated) |" in text
+    assert f"{rows['nginx-static'].capacity_rps:g} at c=16 (a floor: loadgen-bound" in text
+
+
 def test_windows_kept_without_workers_load_and_a_capacity_step_takes_them_from_its_row():
     """Runs tools/keep_evidence.py slimmed before it kept a window's
     `workers`: a capacity step's concurrency is in its path's row

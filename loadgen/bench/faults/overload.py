@@ -379,13 +379,15 @@ class GoodputRow:
     path: str
     capacity_rps: float
     capacity_workers: int
-    capacity_flags: list[str]    # the capacity step's: loadgen-bound makes it a floor
+    capacity_flags: list[str]    # the capacity step's
     steps: list[str]             # each concurrency climbed: "c=4: 120.5/s"
     conditions: list[dict]       # Condition, one per multiple
     failures: dict               # over the capacity steps and the judged windows
     oom_kills: int
     container: str
     verdict: str
+    # the capacity step was not judged (its load generator starved): the rate is a floor of the path's
+    capacity_floor: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -435,7 +437,7 @@ def judged_row(path: str, steps: list[Measured], windows: list[Measured], oom_ki
                         "saturated core")
     return GoodputRow(
         path=path, capacity_rps=round(cap, 3), capacity_workers=best.window.workers if best else 0,
-        capacity_flags=list(best.flags) if best else [],
+        capacity_flags=list(best.flags) if best else [], capacity_floor=bool(best) and not best.judged,
         steps=[f"c={m.window.workers}: {m.window.whole_rate:g}/s" for m in steps],
         conditions=[asdict(c) for c in conditions], failures=failures, oom_kills=oom_kills,
         container=container, verdict="; ".join(problems) or "holds")

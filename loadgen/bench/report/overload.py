@@ -54,7 +54,7 @@ def goodput(doc: dict) -> list:
         return []
     conditions = []
     for r in rows:
-        floor = " (a floor: " + ", ".join(r.capacity_flags) + ")" if r.capacity_flags else ""
+        floor = f" ({'a floor: ' if r.capacity_floor else ''}{', '.join(r.capacity_flags)})" if r.capacity_flags else ""
         conditions += [[r.path, f"{r.capacity_rps:g} at c={r.capacity_workers}{floor}",
                         f"{c['multiple']}x = {c['offered_rps']:g}", _figure(c["sent_rps"]), _figure(c["whole_rps"]),
                         _share(c), str(c["refused"]),
