@@ -148,19 +148,11 @@ func TestTheCloseRateIgnoresIdleTimeAndFollowsTheLoad(t *testing.T) {
 	b := &openBudget{budget: openTimeBudget(3 * time.Second)}
 	now := time.Unix(1000, 0)
 	// one file at a time, each closed after 62.5 ms: 16 files per busy second
-	for i := 0; i < 3; i++ {
-		b.admit(now)
-		now = now.Add(62500 * time.Microsecond)
-		b.closed(now, true)
-	}
+	now = serveOneAtATime(b, now, 3, 62500*time.Microsecond)
 	if _, known := b.rate.perSecond(); known {
 		t.Fatal("three closes are too few to know the rate")
 	}
-	for i := 0; i < 50; i++ {
-		b.admit(now)
-		now = now.Add(62500 * time.Microsecond)
-		b.closed(now, true)
-	}
+	now = serveOneAtATime(b, now, 50, 62500*time.Microsecond)
 	// within 1%: a close counts whole at once, its time spread over the memory
 	if perSecond, _ := b.rate.perSecond(); math.Abs(perSecond-16) > 0.16 {
 		t.Fatalf("rate %.3f/s, want 16", perSecond)
@@ -174,11 +166,7 @@ func TestTheCloseRateIgnoresIdleTimeAndFollowsTheLoad(t *testing.T) {
 	b.admit(now)
 	b.closed(now.Add(time.Millisecond), false)
 	// the store slows to 4 files/s: after a few memories' worth, the rate says so
-	for i := 0; i < 100; i++ {
-		b.admit(now)
-		now = now.Add(250 * time.Millisecond)
-		b.closed(now, true)
-	}
+	now = serveOneAtATime(b, now, 100, 250*time.Millisecond)
 	if perSecond, _ := b.rate.perSecond(); math.Abs(perSecond-4) > 0.2 {
 		t.Fatalf("rate %.3f/s after the store slowed, want about 4", perSecond)
 	}
@@ -187,11 +175,7 @@ func TestTheCloseRateIgnoresIdleTimeAndFollowsTheLoad(t *testing.T) {
 func TestTheBudgetRefusesPastLittlesCountAndAlwaysLetsOneThrough(t *testing.T) {
 	b := &openBudget{budget: openTimeBudget(3 * time.Second)}
 	now := time.Unix(1000, 0)
-	for i := 0; i < 80; i++ { // 16 files/s, one at a time
-		b.admit(now)
-		now = now.Add(62500 * time.Microsecond)
-		b.closed(now, true)
-	}
+	now = serveOneAtATime(b, now, 80, 62500*time.Microsecond) // 16 files/s, one at a time
 	admitted := 0
 	for b.admit(now) {
 		admitted++
@@ -229,4 +213,15 @@ func TestTheBudgetRefusesPastLittlesCountAndAlwaysLetsOneThrough(t *testing.T) {
 			t.Fatalf("refused with no budget after %d", i)
 		}
 	}
+}
+
+// serveOneAtATime opens and closes n files in turn, each open for each, and
+// returns the time after the last.
+func serveOneAtATime(b *openBudget, now time.Time, n int, each time.Duration) time.Time {
+	for i := 0; i < n; i++ {
+		b.admit(now)
+		now = now.Add(each)
+		b.closed(now, true)
+	}
+	return now
 }
