@@ -497,6 +497,12 @@ def test_a_run_past_its_time_gets_sigterm_and_its_teardown_runs(tmp_path):
     assert (tmp_path / "down").read_text() == "down" and time.monotonic() - began < 20
 
 
+def test_a_run_that_sigterm_ends_is_said_to_be_ended_by_it(tmp_path):
+    # Python's default for SIGTERM: the process ends by the signal, which Popen gives as -15, not an exit code.
+    exited = run_stopped_at([sys.executable, "-S", "-c", "import time; time.sleep(60)"], 1.5, grace=20)
+    assert exited == "no end within 1.5 s: SIGTERM, then ended by SIGTERM"
+
+
 def test_a_run_that_ignores_sigterm_gets_sigkill_after_the_grace(tmp_path):
     began = time.monotonic()
     exited = run_stopped_at([sys.executable, "-S", "-c", IGNORES, str(tmp_path / "pid")], 1.5, grace=1)

@@ -252,7 +252,7 @@ def _interrupted(signum, _frame):
     # not handled, so that the `down` started next inherits it (bounded by its own timeout).
     for name in STOP_SIGNALS:
         signal.signal(name, signal.SIG_IGN)
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def stop_on_sigterm() -> None:
@@ -337,6 +337,9 @@ def main() -> int:
     except subprocess.TimeoutExpired:
         print(f"ab: error: no end within AB_TIMEOUT={env.get('AB_TIMEOUT', '3600')} s", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (stop_on_sigterm): the lab is down, nothing was kept
+        print(f"ab: stopped by {e}: the lab's containers are down; this run measured nothing", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -56,6 +56,11 @@ class Stopped(Exception):
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def exit_text(code: int) -> str:
+    """A child's end as a reader needs it: Popen gives -N for a signal."""
+    return f"ended by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+
+
 def run_stopped_at(args: list[str], timeout: float, grace: float = TEARDOWN_GRACE_S, **popen) -> int | str:
     """`args` run attached (its output shows as it goes): its exit code, or,
     when it runs past `timeout`, SIGTERM (for its own teardown), SIGKILL
@@ -89,7 +94,7 @@ def run_stopped_at(args: list[str], timeout: float, grace: float = TEARDOWN_GRAC
                 signal.signal(name, note)
             proc.terminate()
             try:
-                ended = f"{why}: SIGTERM, then exit {proc.wait(timeout=grace)}"
+                ended = f"{why}: SIGTERM, then {exit_text(proc.wait(timeout=grace))}"
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
