@@ -38,9 +38,9 @@ def test_neither_backend_reads_the_other():
 
 # Issue 41: the renderers, the section model and headline.py within 75% of
 # the 1,359 lines they had (1,019); its fixed prose is data (report/text.toml).
-# They stand at 1,031: this holds them there until the rest is folded away.
+# They stand at 1,018, within it: this holds them there.
 REPORT_CODE = ("markdown.py", "model.py", "html.py", "headline.py", "sections.py")
-REPORT_CODE_LINES = 1031
+REPORT_CODE_LINES = 1018
 
 
 def test_the_report_code_stays_within_its_line_budget():

@@ -395,14 +395,21 @@ def _images(names: str, check: str) -> list[Setting]:
     return [Setting(name, check=(check,)) for name in names.split()]
 
 
+# Each service's own image variable, and the shared base it builds FROM when
+# that is empty (compose.yaml: ${FLASK_IMAGE:-${PYTHON_IMAGE}}).
+SERVICE_IMAGE_BASES = {
+    **dict.fromkeys(("SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE"), "PYTHON_IMAGE"),
+    **dict.fromkeys(("NGINX_STATIC_IMAGE", "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE"),
+                    "NGINX_BASE_IMAGE")}
+
+
 # bench gets every recorded setting anyway; ONLY_BENCH: one it gets without recording it
 PATHS, FOR_SEED, ONLY_BENCH = frozenset({SERVING_PATH}), frozenset({SEED}), frozenset({BENCH})
 # .env's order: check_settings names bad variables in it and results.json records them in it.
 REGISTRY: tuple[Setting, ...] = (
     *_images("MONGO_IMAGE POSTGRES_IMAGE NGINX_BASE_IMAGE PYTHON_IMAGE NODE_IMAGE HTTPD_IMAGE GO_IMAGE "
              "CADVISOR_IMAGE", "image"),
-    *_images("SEED_IMAGE BENCH_IMAGE FLASK_IMAGE FLASK_POSTGRES_IMAGE NGINX_STATIC_IMAGE NGINX_GRIDFS_IMAGE "
-             "NGINX_CACHE_IMAGE GRIDFS_FUSE_IMAGE", "image-or-empty"),
+    *(Setting(name, check=("image-or-empty",)) for name in SERVICE_IMAGE_BASES),
     Setting("FILE_SIZES", check=("file-sizes",), services=FOR_SEED),
     Setting("FILE_SET", check=("file-set",), services=FOR_SEED),
     Setting("GRIDFS_DB", "lab", _text_or_default, "gridfs_db", ("database",), services=FOR_SEED | PATHS),

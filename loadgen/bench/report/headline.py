@@ -13,9 +13,10 @@ from ..measure.rounds import BASELINE, apart, flagged_baseline
 STORE_ORDER = ["disk", "GridFS", "cache", "SQL"]
 
 
-def files(results: Results) -> list[tuple[str, int]]:
-    """Every file timed and its size, smallest first."""
-    return sorted({r.file: r.size_bytes for r in results.runs}.items(), key=lambda item: item[1])
+def files(results: Results) -> list[str]:
+    """Every file timed, smallest first."""
+    sizes = {r.file: r.size_bytes for r in results.runs}
+    return sorted(sizes, key=sizes.get)
 
 
 def concurrencies(results: Results) -> list[int]:
@@ -123,7 +124,7 @@ def cpu_condition(results: Results) -> str | None:
     rates = found.get("cpu_rates") if found.get("cpu_design") == "same-moment" else None
     if not rates:
         return None
-    sizes = [file for file, _ in files(results) if file in rates] + sorted(set(rates) - set(dict(files(results))))
+    sizes = [file for file in files(results) if file in rates] + sorted(set(rates) - set(files(results)))
     if len({rates[f] for f in sizes}) == 1:
         return f"at {rates[sizes[0]]:g} req/s, all paths at once"
     return "at " + ", ".join(f"{rates[f]:g} req/s ({size_label(f)})" for f in sizes) + ", all paths at once"
@@ -135,7 +136,7 @@ def headline_rows(results: Results) -> list[HeadlineRow]:
     c = headline_level(results)
     same_moment = cpu_condition(results) is not None  # no closed-loop CPU stands in for a missing window's
     rows = [HeadlineRow(run, open_loop_for(results, t, file), store=results.store_of(t))
-            for t in grouped(results) for file, _ in files(results) if (run := results.run_for(t, file, c))]
+            for t in grouped(results) for file in files(results) if (run := results.run_for(t, file, c))]
     for row in [r for r in rows if r.run.ok]:
         run, t, base = row.run, row.target, results.run_for(BASELINE, row.run.file, c)
         base = base if base is not None and base.ok else None
@@ -175,7 +176,7 @@ def sentences(results: Results) -> list[str]:
     sizes = files(results)
     if not sizes:
         return []
-    c, largest, order = headline_level(results), sizes[-1][0], timed_targets(results)
+    c, largest, order = headline_level(results), sizes[-1], timed_targets(results)
     ok = sorted((h for h in headline_rows(results) if h.run.file == largest and h.run.ok),
                 key=lambda h: order.index(h.target))  # in the settings' order, which breaks ties
     others = [h for h in ok if h.target != BASELINE]

@@ -22,6 +22,7 @@ PAGE = "index.html"
 CSS = (Path(__file__).parent / "page.css").read_text()  # the page's style, inline in every page
 _STRONG, _CODE = re.compile(r"\*\*(.+?)\*\*"), re.compile(r"`([^`]+)`")
 _NUMBER = re.compile(r"^[-+]?[\d,.]+( ±\d+%)?$")
+LINKED = ("report.md", "results.json", "results.csv", "bencher.json")  # beside a run's page, linked when there
 
 
 def inline(text: str) -> str:
@@ -95,9 +96,6 @@ def _page(title: str, links: list[str], all_runs: bool, body: str) -> str:
             f"<title>{title}</title><style>{CSS}</style></head><body><p>{' · '.join(links)}</p>{body}</body></html>\n")
 
 
-LINKED = ("report.md", "results.json", "results.csv", "bencher.json")
-
-
 def _body(first: list, parts: list[Part], nav: bool = False) -> str:
     """What a reader must know first, a table of contents (nav), then each section under its anchor."""
     toc = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in parts) if nav else ""
@@ -106,8 +104,7 @@ def _body(first: list, parts: list[Part], nav: bool = False) -> str:
 
 
 def render_html(results: Results, linked: tuple = LINKED, all_runs: bool = True) -> str:
-    """The run's page; linked: the files beside it to link; all_runs: link
-    results/index.html."""
+    """The run's page; linked: the files beside it to link; all_runs: link results/index.html."""
     failed = results.status != "complete" or results.failed
     status = "complete, with failures" if results.status == "complete" and failed else results.status
     title = f"GridFS Serving Lab: run {escape(results.run_id)}"
@@ -135,9 +132,8 @@ def write_page(run_dir: Path, results: Results | None = None, all_runs: bool | N
                  if doc.get(key) is not None]
         page = _page(f"GridFS Serving Lab: {escape(str(doc.get('run_id', '?')))}", ["report.md", "results.json"],
                      all_runs, _blocks(parts, 2))
-    elif doc.get("ab"):
-        page = render_change_page(results or Results.from_dict(doc), all_runs)
     else:
-        page = render_html(results or Results.from_dict(doc), linked, all_runs)
+        results = results or Results.from_dict(doc)
+        page = render_change_page(results, all_runs) if doc.get("ab") else render_html(results, linked, all_runs)
     (run_dir / PAGE).write_text(page)
     return run_dir / PAGE

@@ -2,7 +2,7 @@
 and overload's from their own modules) as report.md: a heading per section,
 pipe tables, flags as their marks with the legend below, and the PNG charts
 beside it; the page's inline SVG charts have no place here."""
-from .model import Bullets, Cell, Charts, Figure, Legend, Para, Report, Row, Table
+from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Report, Row, Table
 from .sections import head, sections
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, marks, shown
 from ..results import Results
@@ -44,8 +44,7 @@ def block_lines(block, level: int) -> list[str]:
 
 
 def render_report(report: Report) -> str:
-    return "\n".join([f"# {report.title}", ""] + [line for b in report.head + report.sections
-                                                 for line in block_lines(b, 2)])
+    return "\n".join(block_lines(Part(report.title, report.head + report.sections), 1))
 
 
 def render_markdown(results: Results) -> str:

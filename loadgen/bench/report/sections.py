@@ -17,8 +17,8 @@ from ..measure.latency import nines, percentile_curve
 from ..measure.rounds import flagged_baseline, mean_positions
 from ..measure.stats import TOOLS_DISAGREE
 from ..measure.usage import LOADGEN, SENT_RATE_KEPT
-from ..results import Results, StorePass
-from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS
+from ..results import Results, StorePass, median_repetition
+from ..settings import OPEN_LOOP_MAX_S, OPEN_LOOP_REQUESTS, SERVICE_IMAGE_BASES
 
 FAILED_CASES_SHOWN = 30  # per target; results.json keeps every case
 CASE = ["target", "size", "concurrency"]  # the columns of a case's name (_case)
@@ -77,7 +77,7 @@ def _by_size_and_target(results: Results, cell) -> list[Part]:
     header = ["File size", *(f"{t} ({results.store_of(t)})" for t in targets)]
     return [Part(f"Concurrency {c}", [Table(header, [
         [_size(f), *("-" if (run := results.run_for(t, f, c)) is None else cell(run) if run.ok else "failed"
-                     for t in targets)] for f, _ in files(results)])]) for c in concurrencies(results)]
+                     for t in targets)] for f in files(results)])]) for c in concurrencies(results)]
 
 
 def _series(points) -> dict[str, list[tuple[float, float]]]:
@@ -90,7 +90,7 @@ def _series(points) -> dict[str, list[tuple[float, float]]]:
 
 def _each_case(results: Results, chart) -> list[Figure]:
     """chart(results, file, c) for every size and concurrency, the ones drawn."""
-    return [f for c in concurrencies(results) for file, _ in files(results) if (f := chart(results, file, c))]
+    return [f for c in concurrencies(results) for file in files(results) if (f := chart(results, file, c))]
 
 
 def _strip(caption: str, title: str, kind: str, unit: str, rows: list) -> Figure:
@@ -99,13 +99,6 @@ def _strip(caption: str, title: str, kind: str, unit: str, rows: list) -> Figure
     return Figure(caption, strip_chart(title, [ChartRow(label, [Point(v, kind, tip) for v, tip in dots], median, bar,
                                                         "failed" if median is None else "")
                                                for label, median, bar, dots in rows], {kind: PALETTE[0]}, unit))
-
-
-# Each service's own base variable and the shared one it defaults to.
-SERVICE_IMAGE_DEFAULTS = {
-    **dict.fromkeys(("SEED_IMAGE", "BENCH_IMAGE", "FLASK_IMAGE", "FLASK_POSTGRES_IMAGE"), "PYTHON_IMAGE"),
-    **dict.fromkeys(("NGINX_STATIC_IMAGE", "NGINX_GRIDFS_IMAGE", "NGINX_CACHE_IMAGE", "GRIDFS_FUSE_IMAGE"),
-                    "NGINX_BASE_IMAGE")}
 
 
 def head(results: Results) -> list:
@@ -118,7 +111,7 @@ def head(results: Results) -> list:
                 loadgens=text("loadgens", processes=loadgens) if loadgens > 1 else "", **cases)
     # the images: the shared bases, then any service's own base that was swapped
     images = [k for k in ("NGINX_BASE_IMAGE", "HTTPD_IMAGE", "PYTHON_IMAGE", "NODE_IMAGE") if params.get(k)]
-    images += [k for k, base in SERVICE_IMAGE_DEFAULTS.items() if params.get(k) and params[k] != params.get(base)]
+    images += [k for k, base in SERVICE_IMAGE_BASES.items() if params.get(k) and params[k] != params.get(base)]
     stopped = results.status not in ("complete", "running")
     first = [text("stopped", state=results.status.split(":")[0], status=results.status)] if stopped else []
     first += [text("ferretdb")] if ferretdb(results) else []
@@ -246,7 +239,7 @@ def _cpu_per_request(results: Results) -> list:
         return Cell(_ms(run) + (f" ({db})" if db and db != "mongo" else ""), tuple(run.flags)) if run.cpu else "-"
 
     return [Charts(_each_case(results, _cpu_chart)), Para(text("cpu")),
-            *_by_size_and_target(results, cell), _cpu_by_case(results),
+            *_by_size_and_target(results, cell), *_cpu_by_case(results),
             Part("CPU over time", [Figure(f"{t}: CPU cores over time", png=results.charts[t])
                                    for t in timed_targets(results) if t in results.charts])]
 
@@ -257,15 +250,14 @@ def _cores(usage: dict | None) -> str:
     return f"{usage['cores']:.2f}" + (f" of {allowance:g}" if (allowance := usage.get("allowance_cores")) else "")
 
 
-def _cpu_by_case(results: Results) -> Part:
+def _cpu_by_case(results: Results) -> list[Part]:
     rows = [[*_case(r), *(_cores(r.cpu.get(role)) for role in (r.target, r.database_role, LOADGEN)),
              ", ".join(f"{cpu[3:]}: {share:.0%}" for cpu, share in sorted(busy.items()) if cpu != "cpu"),
              _names(r.flags)] for r in results.runs if r.ok and r.cpu
             for busy in [(r.cpu_window or {}).get("busy_shares") or {}]]
-    return Part("CPU cores by case (mean over the timed interval, of the container's allowance)", [
-        Para(text("cpu_by_case")),
-        Table([*CASE, "target cores", "database cores", "load generator cores", "host cores busy", "flags"], rows)],
-        folded=True)
+    header = [*CASE, "target cores", "database cores", "load generator cores", "host cores busy", "flags"]
+    return _part("CPU cores by case (mean over the timed interval, of the container's allowance)", text("cpu_by_case"),
+                 Table(header, rows), folded=True)
 
 
 def _latency_charts(results: Results, file: str) -> list[Figure]:
@@ -304,7 +296,7 @@ def _open_loop(results: Results) -> list:
                     f"{o.p999_ms:.2f}", f"{o.max_ms:.1f}", _names(o.flags)] if o.ok
                    else [f"{o.rate:g}", *_failed(7), o.error or ""])
         rows.append([o.target, _size(o.file), *figures])
-    return [Charts([f for file, _ in files(results) for f in _latency_charts(results, file)]),
+    return [Charts([f for file in files(results) for f in _latency_charts(results, file)]),
             Para(text("open_loop", requests=OPEN_LOOP_REQUESTS, max_s=OPEN_LOOP_MAX_S, kept=SENT_RATE_KEPT)),
             Table(["target", "size", "rate asked /s", "sent /s", "requests", "p50 ms", "p99 ms",
                    "p99 95% interval ms", "p99.9 ms", "max ms", "flags"], rows)]
@@ -335,12 +327,12 @@ def _sweep(results: Results) -> list:
 # --- the working set over HTTP and the stores ----------------------------------
 def _working_set(results: Results) -> list:
     ws = results.working_set
-    hot_file = files(results)[0][0] if results.runs else None
+    hot_file = files(results)[0] if results.runs else None
     base = next((r for r in ws.runs if r.target == BASELINE and r.ok), None)
     runs = sorted(ws.runs, key=lambda r: grouped(results, [x.target for x in ws.runs]).index(r.target))
     rows = []
     for r in runs:
-        hot = results.run_for(r.target, hot_file, ws.concurrency) if hot_file else None
+        hot = results.run_for(r.target, hot_file, ws.concurrency)
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
@@ -372,12 +364,11 @@ def _pass_figures(row: StorePass) -> list:
         return _failed(5)
     per_gb = row.cpu_s_per_gb or {}
     store = next((v for role, v in per_gb.items() if role != LOADGEN), None)
-    ordered = sorted(row.passes, key=lambda p: p["rps"])
-    p50, p99 = (ordered[(len(ordered) - 1) // 2][k] if ordered else 0.0 for k in ("p50_ms", "p99_ms"))
+    median = median_repetition(row.passes) if row.passes else {"p50_ms": 0.0, "p99_ms": 0.0}
     return [f"{row.seconds:.2f}", f"{row.files_per_s:.2f}",
             Cell(f"{row.mb_per_s:.1f}{_spread(row.spread, len(row.passes))}", tuple(row.flags), num=True),
             " / ".join("-" if v is None else f"{v:.2f}" for v in (per_gb.get(LOADGEN), store)) if per_gb else "-",
-            f"{p50:.0f} / {p99:.0f}"]
+            f"{median['p50_ms']:.0f} / {median['p99_ms']:.0f}"]
 
 
 def _study002_cell(row: StorePass, same: bool) -> str:
@@ -469,7 +460,7 @@ def _every_case(results: Results) -> list:
         figures = ([f"{r.rps:.0f}", f"{rps.get('min', r.rps):.0f}–{rps.get('max', r.rps):.0f}", f"{r.requests}",
                     f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.transfer_kbps:.0f}"] if r.ok else _failed(6))
         rows.append([*_case(r), *figures, str(r.failed),
-                     f"{r.refused} ({r.refused / r.answers:.0%})" if r.refused and r.answers else str(r.refused),
+                     f"{r.refused} ({r.refused_share:.0%})" if r.refused and r.answers else str(r.refused),
                      _names(r.flags) if r.ok else r.error or ""])
     return [Para(text("every_case")),
             Table([*CASE, "req/s", "req/s min–max", "requests", "p50 ms", "p99 ms", "KB/s", "failed", "refused",
