@@ -480,7 +480,7 @@ def change_gate(lab):
     B throttled to a fifth of a core (one that makes flask slower), that
     one after an A/A of its own on this machine (B unchanged there)."""
     _, _, results, env = lab
-    calibrated = ci_lab(env, "ab-calibrate", "flask")
+    calibrated = ci_lab({**env, "AB_CALIBRATION_RUNS": "1"}, "ab-calibrate", "flask")  # one A/A: its page is checked
     # the restarts are the calibration's to check: the gate's runs keep the twins up (a minute of suite time)
     unchanged = ci_lab({**env, "AB_RESTART_TWINS": "off", "AB_GATE_CALIBRATION_RUNS": "0"}, "ab-gate", "HEAD", "flask")
     throttled = ci_lab({**env, "B_CPUS": "0.2", "AB_RESTART_TWINS": "off", "AB_GATE_CALIBRATION_RUNS": "1"},

@@ -14,7 +14,9 @@
 #                                       checkout's (tools/change_gate.py), after
 #                                       AB_GATE_CALIBRATION_RUNS A/As of each
 #   tools/ci-lab.sh ab-calibrate SERVICE
-#                                       an A/A of SERVICE: the gate's false alarms
+#                                       AB_CALIBRATION_RUNS A/As of SERVICE (make
+#                                       ab-calibrate): the gate's false alarms
+#                                       with their bound; prints "run-dir: DIR"
 #
 # Environment: LAB_ENV_FILE (default .env; cpus-2.env's pins are layered on
 # when the machine has fewer than 4 cores, as the Makefile does), LAB_PROJECT
@@ -100,14 +102,15 @@ change_calibrate() {
   change_env
   local before after code=0
   # (ls fails when there is none yet: pipefail would end the script there;
-  # bench names the run folders, by date and time)
+  # the calibration names its folder by path, date and time)
   # shellcheck disable=SC2012
-  before=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1 || true)
-  SERVICE=$1 timeout 3600 python3 tools/change.py || code=$?
+  before=$(ls -1d "$(results_dir)/calibration-$1-"*/ 2>/dev/null | sort | tail -n 1 || true)
+  # each A/A inside is bounded by AB_TIMEOUT (tools/change.py), the whole by the job's
+  SERVICE=$1 python3 tools/change_calibrate.py || code=$?
   # shellcheck disable=SC2012
-  after=$(ls -1d "$(results_dir)"/*/ab.json 2>/dev/null | sort | tail -n 1 || true)
-  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no A/A result (tools/change.py exited $code)"
-  echo "run-dir: $(dirname "$after")"
+  after=$(ls -1d "$(results_dir)/calibration-$1-"*/ 2>/dev/null | sort | tail -n 1 || true)
+  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no calibration (tools/change_calibrate.py exited $code)"
+  echo "run-dir: ${after%/}"
   return "$code"
 }
 
