@@ -4,6 +4,7 @@ Then more bench runs on the same stack: a target that never answers, a
 target that ignores Range, and long windows to check CPU accounting."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -490,7 +491,11 @@ def change_gate(lab):
 
 def test_an_aa_run_counts_its_own_false_alarms(change_gate):
     calibrated, _, _, runs, results = change_gate
-    assert calibrated.returncode == 0, calibrated.stdout[-3000:] + calibrated.stderr[-2000:]
+    # make ab-calibrate's loop with one run: measured, but too few to judge (exit 2, and it says why)
+    assert calibrated.returncode == 2, calibrated.stdout[-3000:] + calibrated.stderr[-2000:]
+    calibration_dir = Path(re.findall(r"^run-dir: (.+)$", calibrated.stdout, re.M)[-1])
+    summary = json.loads((calibration_dir / "calibration.json").read_text())
+    assert len(summary["statistics"]["measured"]) == 1 and "at least 3 are needed" in calibrated.stdout
     aa = runs[0]
     assert (aa["kind"], aa["a"], aa["b"]) == ("A/A", "flask", "flask-b")
     assert len(aa["cases"]) == 1
