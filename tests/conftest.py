@@ -91,7 +91,8 @@ NATIVE_FIXTURES = {
     "postgres", "ferretdb", "mongo_uri",  # above; every fixture on a database asks for one of them
     "ferretdb_on_sqlite", "own_postgres", "database",  # FerretDB and PostgreSQL of a test's own
     "fuse_binary", "floor_binary", "actionlint", "vegeta",  # built with Go or the C compiler
-    "chromium", "site", "two_nginx", "served_set", "hung_upstream", "slow_reader",  # servers and clients run here
+    "chromium", "site", "served_set", "hung_upstream", "slow_reader",  # servers and clients run here
+    "two_nginx", "two_paced_nginx",  # two nginx, timed with ab
 }
 LAB_FIXTURES = {"cadvisor_image", "cadvisor_url", "burner", "labelled_burner", "lab", "change_gate", "matrix",
                 "split_run", "host_b"}
