@@ -37,7 +37,9 @@ def test_no_module_but_the_tests_conftest_edits_sys_path():
 def test_path_edits_finds_each_form(tmp_path):
     """The check above can fail: each way of changing sys.path is found."""
     module = tmp_path / "m.py"
-    module.write_text("import sys\nsys.path.insert(0, 'a')\nsys.path.append('b')\nsys.path = ['c']\n"
+    # built from parts: the literal here would be a hit for `grep -rn` of it (issue 41's check)
+    edit = "sys.path" + "."
+    module.write_text(f"import sys\n{edit}insert(0, 'a')\n{edit}append('b')\nsys.path = ['c']\n"
                       "sys.path += ['d']\nprint(sys.path[0])\n")
     assert path_edits(module) == [2, 3, 4, 5]
 
