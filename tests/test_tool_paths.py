@@ -71,3 +71,21 @@ def test_the_tools_ci_runs_on_the_runners_python3_import_with_loadgen_on_pythonp
     assert (gate.returncode, gate.stderr.startswith("usage: tools/change_gate.py BASE_REF")) == (2, True), gate.stderr
     unfound = no_packages("tools/change_gate.py", pythonpath="")
     assert unfound.returncode == 1 and "No module named 'bench'" in unfound.stderr
+
+
+def test_the_shell_tools_read_env_files_with_bench_s_parser(tmp_path):
+    """tools/lib.sh's env_file_value (results-owner.sh, ci-lab.sh) runs
+    bench/env_file.py on the host's python3: a quoted value comes out
+    unquoted and a later file wins, as read_env_file and Compose read them."""
+    first, second = tmp_path / "a.env", tmp_path / "b.env"
+    first.write_text('RESULTS_OWNER="1000:1000"\nRESULTS_DIR=./one\n')
+    second.write_text("RESULTS_DIR = ./two \n")
+    script = '. tools/lib.sh; cd /; printf "%s|" "$(env_file_value RESULTS_OWNER "$1" "$2")" ' \
+             '"$(env_file_value RESULTS_DIR "$1" "$2")" "$(env_file_value UNSET "$1")"'
+    done = subprocess.run(["bash", "-c", script, "bash", str(first), str(second)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    layered = read_env_file(first, second)
+    assert done.stdout == f"{layered['RESULTS_OWNER']}|{layered['RESULTS_DIR']}||" == "1000:1000|./two||", done.stderr
+    missing = subprocess.run(["bash", "-c", '. tools/lib.sh; env_file_value X "$1"', "bash", str(tmp_path / "none")],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no such env file" in missing.stderr

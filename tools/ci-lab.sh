@@ -42,7 +42,7 @@ compose_args() {
 
 results_dir() {
   # where bench writes, as Compose resolves RESULTS_DIR (shell, then env file)
-  local dir=${RESULTS_DIR:-$(sed -n 's/^RESULTS_DIR=//p' "${LAB_ENV_FILE:-.env}" | tail -n 1)}
+  local dir=${RESULTS_DIR:-$(env_file_value RESULTS_DIR "${LAB_ENV_FILE:-.env}")}
   dir=${dir:-./results}
   case $dir in /*) echo "$dir" ;; *) echo "$root/${dir#./}" ;; esac
 }

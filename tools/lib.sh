@@ -7,3 +7,10 @@ mkdir -p "$LAB_CACHE" 2>/dev/null ||
   die "cannot create $LAB_CACHE (the lab's build cache): run as root, or set LAB_CACHE to a folder of yours"
 # The Go toolchain tools/install-go.sh chose, ahead of an older go on PATH.
 if [ -x "$LAB_CACHE/go/bin/go" ]; then PATH="$LAB_CACHE/go/bin:$PATH"; fi
+# NAME FILE...: NAME's value in the env files, later ones winning, as Compose
+# reads them (bench/env_file.py's parser, the one every tool uses).
+# The folder is found as this file is sourced: the script may cd later.
+LAB_ENV_PARSER=$(cd "$(dirname "${BASH_SOURCE[0]}")/../loadgen/bench" && pwd)/env_file.py
+env_file_value() {
+  python3 "$LAB_ENV_PARSER" "$@"
+}

@@ -11,25 +11,15 @@
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || die "usage: tools/results-owner.sh ENV_FILE..."
 
-from_env_files() { # NAME: its last value in the env files, as Compose reads them
-  local name=$1 value='' file line
-  for file in "${env_files[@]}"; do
-    [ -f "$file" ] || die "$file: no such env file"
-    line=$(sed -n "s/^$name=//p" "$file" | tail -n 1)
-    [ -n "$line" ] && value=$line
-  done
-  printf '%s' "$value"
-}
-
 env_files=("$@")
 if [ "$(id -u)" != 0 ]; then
   echo "$(id -u):$(id -g)"
   exit 0
 fi
-owner=${RESULTS_OWNER:-$(from_env_files RESULTS_OWNER)}
+owner=${RESULTS_OWNER:-$(env_file_value RESULTS_OWNER "${env_files[@]}")}
 [[ $owner =~ ^[1-9][0-9]*:[1-9][0-9]*$ ]] ||
   die "RESULTS_OWNER=$owner: expected uid:gid, two numbers other than 0 (bench does not run as root)"
-dir=${RESULTS_DIR:-$(from_env_files RESULTS_DIR)}
+dir=${RESULTS_DIR:-$(env_file_value RESULTS_DIR "${env_files[@]}")}
 dir=${dir:-./results}
 case $dir in /*) ;; *) dir="$root/${dir#./}" ;; esac
 mkdir -p "$dir"

@@ -4,6 +4,7 @@ as Compose's --env-file reads them, in one place: the host tools
 all take NAME=value lines the same way. Standard library only: the tools
 import it from the host's Python."""
 import re
+import sys
 from pathlib import Path
 
 # NAME=value, the value the rest of the line (tools/write-env.py rewrites by it too).
@@ -29,3 +30,21 @@ def read_env_file(*paths: Path | str) -> dict[str, str]:
     for path in paths:
         values.update(parse_env_text(Path(path).read_text()))
     return values
+
+
+def main(argv: list[str]) -> int:
+    """NAME FILE...: NAME's value in the layered files (empty when unset), for
+    the shell tools (tools/lib.sh's env_file_value): one parser for all."""
+    if len(argv) < 2:
+        print("usage: env_file.py NAME FILE...", file=sys.stderr)
+        return 2
+    try:
+        print(read_env_file(*argv[1:]).get(argv[0], ""))
+    except OSError as e:
+        print(f"error: {e.filename}: no such env file ({e.strerror})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
