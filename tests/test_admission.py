@@ -1,12 +1,13 @@
 """Admission under overload (issue 39) on flask, flask-postgres, node and
 nginx-gridfs: the policy's arithmetic (lab_http/admission.py; node's
 admission.js and the module's ngx_http_gridfs_admission.c are the same,
-tested through the real node and nginx), then each path against its real
-database, offered open-loop (vegeta) three times the capacity measured in
-the same test (the issue's lower load): the requests refused are refused fast ("server busy", before
-any database work), and of those admitted at most 1% end in a 503 or a cut
-once the overload is steady. Before, every request waited its turn for the
-database and most were a 503 at the deadline, after the work."""
+tested through the real node and nginx; node's burst wait also run by
+node beside Python's), then each path against its real database, offered
+open-loop (vegeta) three times the capacity measured in the same test (the
+issue's lower load): the requests refused are refused fast ("server busy",
+before any database work), and of those admitted at most 1% end in a 503
+or a cut once the overload is steady. Before, every request waited its
+turn for the database and most were a 503 at the deadline, after the work."""
 import base64
 import json
 import statistics
@@ -19,7 +20,7 @@ import pytest
 from pymongo import MongoClient
 
 import postgres_store
-from service_processes import (LabNginxGridFS, flask_postgres_service, flask_service, node_service,
+from service_processes import (SERVICES, LabNginxGridFS, flask_postgres_service, flask_service, node_service,
                                postgres_database)
 from lab_http.admission import SHORT_WAIT, AdmissionPolicy
 from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
@@ -102,14 +103,85 @@ def test_the_wait_is_for_a_queue_that_drains_in_time_and_short_once_the_queue_st
     assert policy.wait_allowed(now=11.0) == SHORT_WAIT  # emptied, but less than a target ago
     assert policy.wait_allowed(now=11.1) == 0.5
     # No estimate refuses at once: not a mean latency of another file (1
-    # MB's, when 1 KB follows) while the queue is a burst, nor a long
-    # queue once it stands (a refusal answered at once comes straight back
-    # from a closed-loop client).
+    # MB's, when 1 KB follows) that puts a burst's newcomer past the
+    # budget, nor a long queue once it stands (a refusal answered at once
+    # comes straight back from a closed-loop client).
     policy.mean_latency = 2.0
     for _ in range(40):
         policy.queued(now=12.0)
-    assert policy.wait_allowed(now=12.0) == 0.5
+    assert policy.wait_allowed(now=12.0) == SHORT_WAIT
     assert policy.wait_allowed(now=12.6) == SHORT_WAIT
+
+
+def burst_behind(waiting: int, mean_latency: float) -> AdmissionPolicy:
+    """A policy whose 4 places are taken and `waiting` requests queued
+    at once (a burst: the queue has stood for no budget yet)."""
+    policy = AdmissionPolicy(maximum=10, deadline=2.0)  # queue budget 0.5 s, limit 4
+    policy.in_flight, policy.mean_latency = 4, mean_latency
+    for _ in range(waiting):
+        policy.queued(now=10.0)
+    return policy
+
+
+def test_a_burst_newcomer_waits_its_budget_only_when_its_expected_wait_fits_in_it():
+    # Little's law: its place (those waiting and itself) x 0.05 s / 4 places.
+    fits = burst_behind(waiting=39, mean_latency=0.05)  # 40th: 0.5 s, the budget
+    past = burst_behind(waiting=40, mean_latency=0.05)  # 41st: 0.5125 s
+    assert fits.wait_allowed(now=10.0) == 0.5
+    assert past.wait_allowed(now=10.0) == SHORT_WAIT  # as in a standing queue, not none
+    assert not past.overloaded(now=10.0)  # the queue is no standing one for that
+    assert (fits.expected_wait(), past.expected_wait()) == pytest.approx((0.5, 0.5125))
+    past.limit = 8.0  # twice the places: half the wait
+    assert past.wait_allowed(now=10.0) == 0.5
+
+
+def test_before_any_sample_the_expected_wait_is_none_and_a_burst_newcomer_waits_its_budget():
+    policy = burst_behind(waiting=100, mean_latency=0.0)
+    assert policy.wait_allowed(now=10.0) == 0.5
+    policy.finished(admitted_at=10.0, now=10.05, failed=False)  # its first sample: 101 x 0.05 s / 5 places
+    assert policy.wait_allowed(now=10.05) == SHORT_WAIT
+
+
+# node's admission.js, its own module run by node: the same burst.
+NODE_BURST = """
+const { Admission } = require('./admission');
+const now = 10000; // a clock that stands still: the queue stays a burst
+const admission = new Admission(10, 2000, () => now); // a budget of 500 ms, 4 places
+const client = new AbortController();
+const waits = [];
+let queued = 0;
+let first = null;
+const queue = () => {
+  const place = queued++;
+  admission.enter(now + 2000, client.signal).then((admittedAt) => {
+    first = first || [place, admittedAt];
+    client.abort(); // the first settled: the others leave
+  });
+};
+for (let i = 0; i < 4; i++) admission.enter(now + 2000, client.signal); // the places taken
+for (let i = 0; i < 39; i++) queue();
+waits.push(admission.waitAllowed(now)); // the 40th, before any sample
+admission.meanLatencyMs = 50;
+waits.push(admission.waitAllowed(now)); // the 40th: 40 x 50 ms / 4 places
+queue();
+waits.push(admission.waitAllowed(now)); // the 41st: 512.5 ms
+queue();
+process.on('exit', () => console.log(JSON.stringify({ waits, first })));
+"""
+
+
+@pytest.mark.native  # node, as tools/setup.sh installs it
+def test_node_gives_a_burst_newcomer_its_budget_only_when_its_expected_wait_fits_in_it():
+    """The Python policy's answers on the same queue, and the 41st (512.5
+    ms expected) is the first refused, after its short wait, while the 40
+    ahead wait their budget (500 ms)."""
+    out = subprocess.run(["node", "-e", NODE_BURST], cwd=SERVICES / "node", capture_output=True, text=True,
+                         timeout=30, check=True)
+    node = json.loads(out.stdout)
+    python = [burst_behind(waiting=39, mean_latency=0.0), burst_behind(waiting=39, mean_latency=0.05),
+              burst_behind(waiting=40, mean_latency=0.05)]
+    assert node["waits"] == [1000 * policy.wait_allowed(now=10.0) for policy in python] == [500, 500, 50]
+    assert node["first"] == [40, None]
 
 
 def test_a_refusal_keeps_the_short_wait_for_a_target():

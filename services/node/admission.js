@@ -18,7 +18,11 @@
 // - a bounded wait for a place, in order: QUEUE_SHARE of the deadline for
 //   a burst, and once the queue stands (not emptied within that budget, or
 //   a request refused less than a target ago: CoDel for request queues)
-//   SHORT_WAIT_MS; those already waiting keep their budget.
+//   SHORT_WAIT_MS; a burst's newcomer whose expected wait (Little's law:
+//   its place in the queue times the mean latency over the limit) passes
+//   the budget gets SHORT_WAIT_MS too, as the refusals at each overload's
+//   onset were held the whole budget (their p99 750 ms); those already
+//   waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.25;
@@ -60,12 +64,23 @@ class Admission {
     return now < this.overloadedUntil;
   }
 
+  // A newcomer's wait for a place, by Little's law: its place in the queue
+  // (those waiting and itself) times the mean latency of admitted work over
+  // the places (0 before any sample).
+  expectedWait() {
+    return (this.#waiters.length + 1) * this.meanLatencyMs / Math.floor(this.limit);
+  }
+
   // How long a request that finds no room may wait: the queue's budget for
-  // a burst, SHORT_WAIT_MS once the queue stands. Never none: a refusal
-  // answered at once comes straight back from a closed-loop client
-  // (admission.py says how that kept flask refused).
+  // a burst, when its expected wait fits in it, else SHORT_WAIT_MS, as once
+  // the queue stands. Never none: a refusal answered at once comes straight
+  // back from a closed-loop client (admission.py says how that kept flask
+  // refused).
   waitAllowed(now) {
-    return this.overloaded(now) ? Math.min(SHORT_WAIT_MS, this.queueBudgetMs) : this.queueBudgetMs;
+    if (this.overloaded(now) || this.expectedWait() > this.queueBudgetMs) {
+      return Math.min(SHORT_WAIT_MS, this.queueBudgetMs);
+    }
+    return this.queueBudgetMs;
   }
 
   // Resolves to the time the request was admitted, or to null: refused (no

@@ -25,11 +25,16 @@ its capacity at 1000 clients, node 6%). So:
   once on four places); in steady overload the refusals keep the queue in
   that state, so they stay fast. No request is refused without its wait
   (wait_allowed says why).
-  Those already waiting keep their budget: cut at the onset, they were
-  refused after most of it (a p99 of 800 ms). The budget is a quarter of
-  the deadline, as the target: at half, requests admitted after it on a
-  busy machine met the deadline (6 of 30), and waiters misjudged were
-  refused after a second.
+  A burst's newcomer gets the budget only when its expected wait fits in
+  it (Little's law: its place in the queue times the mean latency over
+  the limit; 0 before any sample), else SHORT_WAIT: every overload starts
+  as a burst, and its first arrivals, all given the budget, were refused
+  after it (750 ms: the refusals' p99 at 1 MB in `make overload`, their
+  median 52-66 ms; overload-20261129T124554Z). Those already waiting keep
+  their budget: cut at the onset, they were refused after most of it (a
+  p99 of 800 ms). The budget is a quarter of the deadline, as the target:
+  at half, requests admitted after it on a busy machine met the deadline
+  (6 of 30), and waiters misjudged were refused after a second.
 
 The policy is plain arithmetic on times given (AdmissionPolicy); the Python
 paths wait with gevent (Admission), node has the same policy in JavaScript
@@ -78,16 +83,25 @@ class AdmissionPolicy:
             self.overloaded_until = now + self.target
         return now < self.overloaded_until
 
+    def expected_wait(self) -> float:
+        """A newcomer's wait for a place, by Little's law: its place in the
+        queue (those waiting and itself) times the mean latency of admitted
+        work over the places (0 before any sample)."""
+        return (self.waiting + 1) * self.mean_latency / int(self.limit)
+
     def wait_allowed(self, now: float) -> float:
         """How long a request that finds no room may wait: the queue's
-        budget for a burst, SHORT_WAIT once the queue stands. Never none:
+        budget for a burst, when its expected wait fits in it, else
+        SHORT_WAIT, as once the queue stands. Never none:
         a refusal held for SHORT_WAIT costs a waiting greenlet nothing,
         while one answered at once comes straight back from a closed-loop
         client, and on one core those refusals delay every admitted
         request's next step, its latency keeps the limit at its floor and
         the queue standing: flask served 1 KB at 100 clients at 1-7% of
         its rate for minutes (refused on an estimate, at once)."""
-        return min(SHORT_WAIT, self.queue_budget) if self.overloaded(now) else self.queue_budget
+        if self.overloaded(now) or self.expected_wait() > self.queue_budget:
+            return min(SHORT_WAIT, self.queue_budget)
+        return self.queue_budget
 
     def refused(self, now: float) -> None:
         """A request refused, at the door or after its wait: newcomers wait
