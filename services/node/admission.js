@@ -85,9 +85,9 @@ class Admission {
 
   // How long a request that finds no room may wait: the queue's budget for
   // a burst, when its expected wait fits in it (with ESTIMATE_MARGIN), else
-  // SHORT_WAIT_MS, as once the queue stands. Never none: a refusal answered at once comes straight
-  // back from a closed-loop client (admission.py says how that kept flask
-  // refused).
+  // SHORT_WAIT_MS, as once the queue stands. Never none: a refusal answered
+  // at once comes straight back from a closed-loop client (admission.py
+  // says how that kept flask refused).
   waitAllowed(now) {
     if (this.overloaded(now) || ESTIMATE_MARGIN * this.expectedWait() > this.queueBudgetMs) {
       return Math.min(SHORT_WAIT_MS, this.queueBudgetMs);

@@ -111,13 +111,13 @@ class AdmissionPolicy:
     def wait_allowed(self, now: float) -> float:
         """How long a request that finds no room may wait: the queue's
         budget for a burst, when its expected wait fits in it (with
-        ESTIMATE_MARGIN), else SHORT_WAIT, as once the queue stands. Never none:
-        a refusal held for SHORT_WAIT costs a waiting greenlet nothing,
-        while one answered at once comes straight back from a closed-loop
-        client, and on one core those refusals delay every admitted
-        request's next step, its latency keeps the limit at its floor and
-        the queue standing: flask served 1 KB at 100 clients at 1-7% of
-        its rate for minutes (refused on an estimate, at once)."""
+        ESTIMATE_MARGIN), else SHORT_WAIT, as once the queue stands. Never
+        none: a refusal held for SHORT_WAIT costs a waiting greenlet
+        nothing, while one answered at once comes straight back from a
+        closed-loop client, and on one core those refusals delay every
+        admitted request's next step, its latency keeps the limit at its
+        floor and the queue standing: flask served 1 KB at 100 clients at
+        1-7% of its rate for minutes (refused on an estimate, at once)."""
         if self.overloaded(now) or ESTIMATE_MARGIN * self.expected_wait() > self.queue_budget:
             return min(SHORT_WAIT, self.queue_budget)
         return self.queue_budget
