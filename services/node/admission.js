@@ -19,10 +19,10 @@
 //   a burst, and once the queue stands (not emptied within that budget, or
 //   a request refused less than a target ago: CoDel for request queues)
 //   SHORT_WAIT_MS; a burst's newcomer whose expected wait (Little's law:
-//   its place in the queue over the rate admitted work is done at), doubled
-//   (ESTIMATE_MARGIN), passes the budget gets SHORT_WAIT_MS too, as the
-//   refusals at each overload's onset were held the whole budget (their p99
-//   750-790 ms); those already waiting keep their budget.
+//   its place in the queue over the rate admitted work is done at) passes
+//   the budget gets SHORT_WAIT_MS too, as the refusals at each overload's
+//   onset were held the whole budget (their p99 750-790 ms); those already
+//   waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.25;
@@ -30,7 +30,6 @@ const SHORT_WAIT_MS = 50;
 const INITIAL_LIMIT = 4;
 const BACKOFF = 0.9;
 const LATENCY_WEIGHT = 0.1;
-const ESTIMATE_MARGIN = 2; // admission.py says why
 
 class Admission {
   // Resolvers of the requests waiting, oldest first.
@@ -84,12 +83,12 @@ class Admission {
   }
 
   // How long a request that finds no room may wait: the queue's budget for
-  // a burst, when its expected wait fits in it (with ESTIMATE_MARGIN), else
-  // SHORT_WAIT_MS, as once the queue stands. Never none: a refusal answered
-  // at once comes straight back from a closed-loop client (admission.py
-  // says how that kept flask refused).
+  // a burst, when its expected wait fits in it, else SHORT_WAIT_MS, as once
+  // the queue stands. Never none: a refusal answered at once comes straight
+  // back from a closed-loop client (admission.py says how that kept flask
+  // refused).
   waitAllowed(now) {
-    if (this.overloaded(now) || ESTIMATE_MARGIN * this.expectedWait() > this.queueBudgetMs) {
+    if (this.overloaded(now) || this.expectedWait() > this.queueBudgetMs) {
       return Math.min(SHORT_WAIT_MS, this.queueBudgetMs);
     }
     return this.queueBudgetMs;
