@@ -18,7 +18,11 @@
 // - a bounded wait for a place, in order: QUEUE_SHARE of the deadline for
 //   a burst, and once the queue stands (not emptied within that budget, or
 //   a request refused less than a target ago: CoDel for request queues)
-//   SHORT_WAIT_MS; those already waiting keep their budget.
+//   SHORT_WAIT_MS; a burst's newcomer whose expected wait (Little's law:
+//   its place in the queue over the rate admitted work is done at) passes
+//   the budget gets SHORT_WAIT_MS too, as the refusals at each overload's
+//   onset were held the whole budget (their p99 750-790 ms); those already
+//   waiting keep their budget.
 
 const TARGET_SHARE = 0.25;
 const QUEUE_SHARE = 0.25;
@@ -39,6 +43,7 @@ class Admission {
     this.minimum = Math.min(INITIAL_LIMIT, maximum);
     this.limit = this.minimum;
     this.meanLatencyMs = 0;
+    this.meanInFlight = 0; // of the requests in the mean latency, when each was admitted
     this.inFlight = 0;
     this.decreasedAt = -Infinity;
     this.queueEmptyAt = 0; // when the queue was last empty
@@ -60,22 +65,42 @@ class Admission {
     return now < this.overloadedUntil;
   }
 
-  // How long a request that finds no room may wait: the queue's budget for
-  // a burst, SHORT_WAIT_MS once the queue stands. Never none: a refusal
-  // answered at once comes straight back from a closed-loop client
-  // (admission.py says how that kept flask refused).
-  waitAllowed(now) {
-    return this.overloaded(now) ? Math.min(SHORT_WAIT_MS, this.queueBudgetMs) : this.queueBudgetMs;
+  // A newcomer's wait for a place, by Little's law: its place in the queue
+  // (those waiting and itself) over the rate admitted work is done at, the
+  // places in use over its latency, both as measured (0 before any sample).
+  // Not the limit's places: at an overload's onset the mean latency is that
+  // of fewer at once than the limit lets in.
+  expectedWait() {
+    if (!this.meanInFlight) return 0;
+    return (this.#waiters.length + 1) * this.meanLatencyMs / this.meanInFlight;
   }
 
-  // Resolves to the time the request was admitted, or to null: refused (no
-  // place within what it may wait or before `deadline`, Date.now()'s
-  // scale), or `signal` aborted while it waited (the client left).
+  // A request let in: when, and the places then in use, its own included
+  // (the concurrency its latency is measured at).
+  #admit(now) {
+    this.inFlight++;
+    return { at: now, inFlight: this.inFlight };
+  }
+
+  // How long a request that finds no room may wait: the queue's budget for
+  // a burst, when its expected wait fits in it, else SHORT_WAIT_MS, as once
+  // the queue stands. Never none: a refusal answered at once comes straight
+  // back from a closed-loop client (admission.py says how that kept flask
+  // refused).
+  waitAllowed(now) {
+    if (this.overloaded(now) || this.expectedWait() > this.queueBudgetMs) {
+      return Math.min(SHORT_WAIT_MS, this.queueBudgetMs);
+    }
+    return this.queueBudgetMs;
+  }
+
+  // Resolves to the request admitted, or to null: refused (no place
+  // within what it may wait or before `deadline`, Date.now()'s scale), or
+  // `signal` aborted while it waited (the client left).
   enter(deadline, signal) {
     const now = this.clock();
     if (this.hasRoom() && this.#waiters.length === 0) {
-      this.inFlight++;
-      return Promise.resolve(now);
+      return Promise.resolve(this.#admit(now));
     }
     const until = now + Math.min(this.waitAllowed(now), deadline - now);
     if (until <= now || signal.aborted) {
@@ -85,14 +110,13 @@ class Admission {
     if (this.#waiters.length === 0) this.queueEmptyAt = now;
     return new Promise((resolve) => {
       let timer;
-      const settle = (admittedAt) => {
+      const settle = (admitted) => {
         clearTimeout(timer);
         signal.removeEventListener('abort', leave);
-        resolve(admittedAt);
+        resolve(admitted);
       };
-      const grant = () => settle(this.clock());
       const leave = () => {
-        const index = this.#waiters.indexOf(grant);
+        const index = this.#waiters.indexOf(settle);
         if (index >= 0) this.#waiters.splice(index, 1);
         if (this.#waiters.length === 0) this.queueEmptyAt = this.clock();
         settle(null);
@@ -102,23 +126,23 @@ class Admission {
         leave();
       }, until - now);
       signal.addEventListener('abort', leave, { once: true });
-      this.#waiters.push(grant);
+      this.#waiters.push(settle);
     });
   }
 
   // One admitted request's database work before its head is over (failed:
   // MongoDB failed or the deadline passed): AIMD on its latency.
-  finished(admittedAt, failed) {
+  finished(admitted, failed) {
     const now = this.clock();
     this.inFlight--;
-    const latency = now - admittedAt;
+    const latency = now - admitted.at;
     if (!failed) { // a failure's latency is the deadline's or the driver's, not the work's
-      this.meanLatencyMs = this.meanLatencyMs
-        ? this.meanLatencyMs + LATENCY_WEIGHT * (latency - this.meanLatencyMs) : latency;
+      this.meanLatencyMs = movedTowards(this.meanLatencyMs, latency);
+      this.meanInFlight = movedTowards(this.meanInFlight, admitted.inFlight);
     }
     if (failed || latency > this.targetMs) {
       // Once per round: those admitted before the last cut were measured under the old limit.
-      if (admittedAt >= this.decreasedAt) {
+      if (admitted.at >= this.decreasedAt) {
         // In proportion to the overshoot (Netflix's gradient limit), halved at most.
         const factor = Math.max(0.5, Math.min(BACKOFF, this.targetMs / Math.max(latency, 1e-9)));
         this.limit = Math.max(this.minimum, this.limit * factor);
@@ -131,10 +155,14 @@ class Admission {
     while (this.#waiters.length > 0 && this.hasRoom()) {
       const grant = this.#waiters.shift();
       if (this.#waiters.length === 0) this.queueEmptyAt = now;
-      this.inFlight++;
-      grant();
+      grant(this.#admit(now));
     }
   }
+}
+
+// A mean moved by LATENCY_WEIGHT towards a new sample; the first sample itself.
+function movedTowards(mean, sample) {
+  return mean ? mean + LATENCY_WEIGHT * (sample - mean) : sample;
 }
 
 module.exports = { Admission };

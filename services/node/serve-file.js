@@ -59,9 +59,9 @@ async function serveFile(req, res) {
   const clientGone = new AbortController();
   const abort = () => clientGone.abort();
   res.once('close', abort);
-  const admittedAt = await admission.enter(deadline, clientGone.signal);
+  const admitted = await admission.enter(deadline, clientGone.signal);
   res.off('close', abort);
-  if (admittedAt === null) {
+  if (admitted === null) {
     if (res.destroyed) return;
     refusals.count();
     sendText(res, 503, 'server busy', { 'Retry-After': '1' });
@@ -72,7 +72,7 @@ async function serveFile(req, res) {
     failed = await serveAdmitted(req, res, name, deadline);
   } finally {
     // A 503 is MongoDB failing or the deadline passing: the limit comes down.
-    admission.finished(admittedAt, failed);
+    admission.finished(admitted, failed);
   }
 }
 

@@ -25,19 +25,27 @@ its capacity at 1000 clients, node 6%). So:
   once on four places); in steady overload the refusals keep the queue in
   that state, so they stay fast. No request is refused without its wait
   (wait_allowed says why).
+  A burst's newcomer gets the budget only when its expected wait fits in
+  it (Little's law: its place in the queue over the rate admitted work is
+  done at; 0 before any sample), else SHORT_WAIT: every overload starts
+  as a burst, and its first arrivals, all given the budget, were refused
+  after it (750 ms: the refusals' p99 at 1 MB in `make overload`, their
+  median 52-66 ms; overload-20261129T124554Z). No margin on it: a burst
+  that drains within the budget is served (doubled, the estimate refused
+  17 of 40 stalled readers at once on a busy machine, test_slow_readers).
   Those already waiting keep their budget: cut at the onset, they were
-  refused after most of it (a p99 of 800 ms). The budget is a quarter of
-  the deadline, as the target: at half, requests admitted after it on a
-  busy machine met the deadline (6 of 30), and waiters misjudged were
-  refused after a second.
+  refused after most of it (a p99 of 800 ms). The budget is a quarter of the deadline, as the target:
+  at half, requests admitted after it on a busy machine met the deadline
+  (6 of 30), and waiters misjudged were refused after a second.
 
 The policy is plain arithmetic on times given (AdmissionPolicy); the Python
 paths wait with gevent (Admission), node has the same policy in JavaScript
 (services/node/admission.js)."""
 import time
 from collections import deque
+from typing import NamedTuple
 
-from gevent.event import Event
+from gevent.event import AsyncResult
 
 # The share of the deadline an admitted request's database work may take
 # before the limit comes down, and the share a request may wait for its
@@ -47,7 +55,14 @@ QUEUE_SHARE = 0.25
 SHORT_WAIT = 0.05  # seconds: a waiter's wait once the queue stands
 INITIAL_LIMIT = 4
 BACKOFF = 0.9
-LATENCY_WEIGHT = 0.1  # of each new sample in the mean latency
+LATENCY_WEIGHT = 0.1  # of each new sample in the mean latency and the mean places in use
+
+
+class Admitted(NamedTuple):
+    """A request let in: when, and the places then in use, its own included
+    (the concurrency its latency is measured at)."""
+    at: float
+    in_flight: int
 
 
 class AdmissionPolicy:
@@ -61,6 +76,7 @@ class AdmissionPolicy:
         self.minimum = float(min(INITIAL_LIMIT, maximum))
         self.limit = self.minimum
         self.mean_latency = 0.0
+        self.mean_in_flight = 0.0  # of the requests in the mean latency, when each was admitted
         self.in_flight = 0
         self.waiting = 0
         self.decreased_at = float("-inf")
@@ -78,16 +94,30 @@ class AdmissionPolicy:
             self.overloaded_until = now + self.target
         return now < self.overloaded_until
 
+    def expected_wait(self) -> float:
+        """A newcomer's wait for a place, by Little's law: its place in the
+        queue (those waiting and itself) over the rate admitted work is
+        done at, the places in use over its latency, both as measured
+        (0 before any sample). Not the limit's places: at an overload's
+        onset the mean latency is that of fewer at once than the limit
+        lets in, and the wait was short of it by their ratio."""
+        if not self.mean_in_flight:
+            return 0.0
+        return (self.waiting + 1) * self.mean_latency / self.mean_in_flight
+
     def wait_allowed(self, now: float) -> float:
         """How long a request that finds no room may wait: the queue's
-        budget for a burst, SHORT_WAIT once the queue stands. Never none:
-        a refusal held for SHORT_WAIT costs a waiting greenlet nothing,
-        while one answered at once comes straight back from a closed-loop
-        client, and on one core those refusals delay every admitted
-        request's next step, its latency keeps the limit at its floor and
-        the queue standing: flask served 1 KB at 100 clients at 1-7% of
-        its rate for minutes (refused on an estimate, at once)."""
-        return min(SHORT_WAIT, self.queue_budget) if self.overloaded(now) else self.queue_budget
+        budget for a burst, when its expected wait fits in it, else
+        SHORT_WAIT, as once the queue stands. Never none: a refusal held
+        for SHORT_WAIT costs a waiting greenlet nothing, while one answered
+        at once comes straight back from a closed-loop client, and on one
+        core those refusals delay every admitted request's next step, its
+        latency keeps the limit at its floor and the queue standing: flask
+        served 1 KB at 100 clients at 1-7% of its rate for minutes (refused
+        on an estimate, at once)."""
+        if self.overloaded(now) or self.expected_wait() > self.queue_budget:
+            return min(SHORT_WAIT, self.queue_budget)
+        return self.queue_budget
 
     def refused(self, now: float) -> None:
         """A request refused, at the door or after its wait: newcomers wait
@@ -104,16 +134,21 @@ class AdmissionPolicy:
         if self.waiting == 0:
             self.queue_empty_at = now
 
-    def finished(self, admitted_at: float, now: float, failed: bool) -> None:
+    def admit(self, now: float) -> Admitted:
+        self.in_flight += 1
+        return Admitted(now, self.in_flight)
+
+    def finished(self, admitted: Admitted, now: float, failed: bool) -> None:
         """One admitted request's database work is over (failed: the store
         failed or the deadline passed): AIMD on its latency."""
         self.in_flight -= 1
-        latency = now - admitted_at
+        latency = now - admitted.at
         if not failed:  # a failure's latency is the deadline's or the driver's, not the work's
-            self.mean_latency += LATENCY_WEIGHT * (latency - self.mean_latency) if self.mean_latency else latency
+            self.mean_latency = moved_towards(self.mean_latency, latency)
+            self.mean_in_flight = moved_towards(self.mean_in_flight, admitted.in_flight)
         if failed or latency > self.target:
             # Once per round: those admitted before the last cut were measured under the old limit.
-            if admitted_at >= self.decreased_at:
+            if admitted.at >= self.decreased_at:
                 # In proportion to the overshoot (as Netflix's gradient
                 # limit), halved at most: x0.9 once a round took ten rounds
                 # to come down from a latency past the deadline.
@@ -125,6 +160,11 @@ class AdmissionPolicy:
             self.limit = min(float(self.maximum), self.limit + step)
 
 
+def moved_towards(mean: float, sample: float) -> float:
+    """A mean moved by LATENCY_WEIGHT towards a new sample; the first sample itself."""
+    return mean + LATENCY_WEIGHT * (sample - mean) if mean else sample
+
+
 class Admission:
     """The policy for one gevent worker: enter() before a request's first
     database call, finished() when its database work before the head is
@@ -133,35 +173,33 @@ class Admission:
     def __init__(self, maximum: int, deadline: float, clock=time.monotonic):
         self.policy = AdmissionPolicy(maximum, deadline)
         self.clock = clock
-        self.waiters: deque[Event] = deque()
+        self.waiters: deque[AsyncResult] = deque()
 
-    def enter(self, deadline: float) -> float | None:
-        """The time the request was admitted, or None: refused (no place
-        within what it may wait, or before its deadline)."""
+    def enter(self, deadline: float) -> Admitted | None:
+        """The request admitted, or None: refused (no place within what it
+        may wait, or before its deadline)."""
         policy, now = self.policy, self.clock()
         if policy.has_room() and not self.waiters:
-            policy.in_flight += 1
-            return now
+            return policy.admit(now)
         wait = min(policy.wait_allowed(now), deadline - now)
         if wait <= 0:
             policy.refused(now)
             return None
-        waiter = Event()
+        waiter = AsyncResult()  # set to its admission
         self.waiters.append(waiter)
         policy.queued(now)
         try:
             waiter.wait(wait)
         finally:
-            if not waiter.is_set():  # it waited in vain, or the greenlet was killed
+            if not waiter.ready():  # it waited in vain, or the greenlet was killed
                 self.waiters.remove(waiter)
                 policy.dequeued(self.clock())
                 policy.refused(self.clock())
-        return self.clock() if waiter.is_set() else None
+        return waiter.value._replace(at=self.clock()) if waiter.ready() else None  # its work begins now
 
-    def finished(self, admitted_at: float, failed: bool) -> None:
+    def finished(self, admitted: Admitted, failed: bool) -> None:
         policy = self.policy
-        policy.finished(admitted_at, self.clock(), failed)
+        policy.finished(admitted, self.clock(), failed)
         while self.waiters and policy.has_room():
             policy.dequeued(self.clock())
-            policy.in_flight += 1
-            self.waiters.popleft().set()
+            self.waiters.popleft().set(policy.admit(self.clock()))

@@ -197,8 +197,8 @@ def create_app(store: FileStore, service: str) -> Flask:
             return text_response(status, "bad file name" if status == 400 else "not found")
 
         # Admitted before any database work, or refused at once (admission.py).
-        admitted_at = admission.enter(deadline)
-        if admitted_at is None:
+        admitted = admission.enter(deadline)
+        if admitted is None:
             refusals.count()
             return text_response(503, "server busy", {"Retry-After": "1"})
         response = None
@@ -209,7 +209,7 @@ def create_app(store: FileStore, service: str) -> Flask:
             return response
         finally:
             # A 503 is the store failing or the deadline passing: the limit comes down.
-            admission.finished(admitted_at, failed=response is None or response.status_code == 503)
+            admission.finished(admitted, failed=response is None or response.status_code == 503)
 
     def answer(name: str, deadline: float) -> Response:
         """The answer to a GET or HEAD of `name`: its database work (the
