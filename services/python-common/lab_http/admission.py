@@ -34,9 +34,10 @@ its capacity at 1000 clients, node 6%). So:
   that drains within the budget is served (doubled, the estimate refused
   17 of 40 stalled readers at once on a busy machine, test_slow_readers).
   Those already waiting keep their budget: cut at the onset, they were
-  refused after most of it (a p99 of 800 ms). The budget is a quarter of the deadline, as the target:
-  at half, requests admitted after it on a busy machine met the deadline
-  (6 of 30), and waiters misjudged were refused after a second.
+  refused after most of it (a p99 of 800 ms). The budget is a quarter of
+  the deadline, as the target: at half, requests admitted after it on a
+  busy machine met the deadline (6 of 30), and waiters misjudged were
+  refused after a second.
 
 The policy is plain arithmetic on times given (AdmissionPolicy); the Python
 paths wait with gevent (Admission), node has the same policy in JavaScript
