@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from bench.measure.cadvisor import Counters, parse_docker_list, services_of_project
-from bench.report.charts import cpu_chart
 from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult, failed_run, repeated_run
 from bench.measure.usage import (CORE_SATURATED, LOADGEN, LOADGEN_BOUND, SHORT_WINDOW, HostReading, WindowInput,
@@ -269,19 +268,6 @@ def test_results_round_trip(tmp_path):
     again = Results.load(tmp_path / "results.json")
     assert again.to_dict() == results.to_dict()
     assert render_markdown(again) == render_markdown(results)
-
-
-def test_chart_is_a_png_per_target_with_every_repetition_shaded(tmp_path):
-    roles, _ = compose()
-    series = roles[TARGET].stats
-    run = repeated_run(TARGET, "1KB.bin", 1024, 5, with_target([rep(1000, 1, 0.1, start_ns=series[1].timestamp_ns)],
-                                                               TARGET))
-    results = results_of([run])
-    results.cpu_samples = {role: [[s.timestamp_ns, s.cpu_total_ns, s.working_set_bytes] for s in c.stats]
-                           for role, c in roles.items()}
-    path = tmp_path / "cpu.png"
-    assert cpu_chart(results, TARGET, DATABASE, LOADGEN, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_caching_paths_hits_are_counted_and_a_missing_cache_is_flagged():

@@ -3,10 +3,15 @@ the page must open offline from disk and results/example/index.html is
 committed, so any library would be inlined into a committed file (its
 source in our tree) and into every run's page; SVG needs no script, scales
 with the viewBox from 390 px to print, and a test can count its marks.
-Every mark carries a <title>, the browser's hover tooltip."""
+Every mark carries a <title>, the browser's hover tooltip. The same SVG,
+with the page's chart style inside it, is the file report.md links
+(figure_files): one drawing of each figure for both."""
 import math
+import re
 from dataclasses import dataclass, field
-from html import escape
+from html import escape, unescape
+
+from .model import Charts, Figure, Part
 
 # Okabe-Ito: tells apart under the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -245,3 +250,35 @@ def interval_chart(title: str, rows: list[IntervalRow], threshold: float) -> str
             body.append(f'<circle class="mark" cx="{x(v):.1f}" cy="{y + ROW_H / 2}" r="3" fill="{PALETTE[1]}">'
                         f'<title>block {n}: {_change(v)}</title></circle>')
     return _svg(height, title, body, {"a block": PALETTE[1], "estimate": PALETTE[0]})
+
+
+# page.css's chart rules, for a figure's file, which has no page around it
+FILE_STYLE = ("<style>svg { font: 13px system-ui, sans-serif; fill: #1b1f24; background: #fff; } "
+              ".grid { stroke: #d0d7de; } .tick { fill: #57606a; } .bar { fill: #9ecae1; } "
+              ".note { fill: #b00020; font-weight: 600; }</style>")
+
+
+def file_name(svg: str) -> str:
+    """The file beside report.md holding a chart: its title, as a file name."""
+    title = unescape(re.search(r"<title>(.*?)</title>", svg).group(1))
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") + ".svg"
+
+
+def standalone(svg: str) -> str:
+    """A page's chart as a file of its own: sized as drawn, with its style."""
+    width, height = re.search(r'viewBox="0 0 (\d+) (\d+)"', svg).groups()
+    tag_end = svg.index(">") + 1
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg width="{width}" height="{height}"{svg[4:tag_end]}'
+            f"{FILE_STYLE}{svg[tag_end:]}\n")
+
+
+def figure_files(blocks: list) -> dict[str, str]:
+    """Every drawn figure among a report's blocks (in its parts and chart
+    groups) as the file report.md links: file name -> standalone SVG."""
+    files = {}
+    for block in blocks:
+        if isinstance(block, Figure) and block.svg:
+            files[file_name(block.svg)] = standalone(block.svg)
+        elif isinstance(block, (Part, Charts)):
+            files |= figure_files(block.blocks if isinstance(block, Part) else block.figures)
+    return files
