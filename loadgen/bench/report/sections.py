@@ -6,6 +6,7 @@ failed case reads "failed" in every table, never a number."""
 import json
 
 from . import study000, study002
+from .cpu_time import cpu_over_time
 from .headline import (BASELINE, concurrencies, cpu_condition, ferretdb, files, grouped, headline_level,
                        headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size,
                        timed_targets)
@@ -239,7 +240,8 @@ def _cpu_per_request(results: Results) -> list:
         return Cell(_ms(run) + (f" ({db})" if db and db != "mongo" else ""), tuple(run.flags)) if run.cpu else "-"
 
     return [Charts(_each_case(results, _cpu_chart)), Para(text("cpu")),
-            *_by_size_and_target(results, cell), *_cpu_by_case(results)]
+            *_by_size_and_target(results, cell), *_cpu_by_case(results),
+            Part("CPU over time", [Charts(cpu_over_time(results))])]
 
 
 def _cores(usage: dict | None) -> str:

@@ -138,9 +138,12 @@ def stacked_bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit: str, y_unit: str,
-               x_log: bool = True, y_log: bool = False, x_ticks: list[tuple[float, str]] | None = None) -> str:
+               x_log: bool = True, y_log: bool = False, x_ticks: list[tuple[float, str]] | None = None,
+               dots: bool = True, bands: list[tuple[float, float, str]] = ()) -> str:
     """One line per series (e.g. requests per second against concurrency
-    over a log x axis). x_ticks: [(x, label)] in place of one tick per x."""
+    over a log x axis). x_ticks: [(x, label)] in place of one tick per x;
+    dots: a dot with its tip per point (not for a time series' hundreds);
+    bands: [(x from, x to, tip)] shaded behind the lines."""
     plot_h, left = 220, 56
     xs = [x for pts in series.values() for x, _ in pts] or [1]
     ys = [y for pts in series.values() for _, y in pts] or [1]
@@ -161,7 +164,9 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
             return TOP + plot_h - share * plot_h
         return TOP + plot_h - y / top * plot_h
 
-    body = []
+    body = [f'<rect x="{px(x0):.1f}" y="{TOP}" width="{max(px(x1) - px(x0), 1):.1f}" height="{plot_h}" '
+            f'fill="{"#e6e6e6" if i % 2 else "#f0f0f0"}"><title>{escape(tip)}</title></rect>'
+            for i, (x0, x1, tip) in enumerate(bands)]
     for y in (y_scale.ticks() if y_log else [top * i / 4 for i in range(5)]):
         body.append(f'<line class="grid" x1="{left}" y1="{py(y):.1f}" x2="{WIDTH - RIGHT}" y2="{py(y):.1f}"/>'
                     f'<text class="tick" x="{left - 4}" y="{py(y) + 4:.1f}" text-anchor="end">{_fmt(y)}</text>')
@@ -178,7 +183,7 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
         body.append(f'<polyline class="mark" fill="none" stroke="{kinds[name]}" stroke-width="2" points="{path}">'
                     f'<title>{escape(name)}</title></polyline>')
         body += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{kinds[name]}"><title>{escape(name)}: '
-                 f'{_fmt(y)} {escape(y_unit)} at {_x_label(x, x_ticks)}</title></circle>' for x, y in pts]
+                 f'{_fmt(y)} {escape(y_unit)} at {_x_label(x, x_ticks)}</title></circle>' for x, y in pts if dots]
     legend_rows = math.ceil(len(kinds) / 4)
     height = TOP + plot_h + 36
     svg = _svg(height, title, body, {})
