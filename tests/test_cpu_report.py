@@ -3,12 +3,13 @@ show them; every figure derived from the real cAdvisor JSON and /proc/stat
 lines in tests/fixtures/cadvisor (a compose run of `ab -c 5` against
 nginx-static, on 2 cores: mongo, bench and cAdvisor pinned to core 0)."""
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from bench.measure.cadvisor import Counters, parse_docker_list, services_of_project
-from bench.report.charts import cpu_chart
+from bench.report.cpu_time import cpu_over_time
 from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult, failed_run, repeated_run
 from bench.measure.usage import (CORE_SATURATED, LOADGEN, LOADGEN_BOUND, SHORT_WINDOW, HostReading, WindowInput,
@@ -17,6 +18,7 @@ from bench.measure.usage import (CORE_SATURATED, LOADGEN, LOADGEN_BOUND, SHORT_W
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cadvisor"
 TARGET, DATABASE = "nginx-static", "mongo"
+SVG = "{http://www.w3.org/2000/svg}"
 RPS = 1000.0  # a rate for the arithmetic; CPU per request is cores / rate
 
 
@@ -271,17 +273,23 @@ def test_results_round_trip(tmp_path):
     assert render_markdown(again) == render_markdown(results)
 
 
-def test_chart_is_a_png_per_target_with_every_repetition_shaded(tmp_path):
+def test_cpu_over_time_is_an_svg_per_target_with_its_database_the_load_generator_and_each_repetition_shaded():
     roles, _ = compose()
     series = roles[TARGET].stats
-    run = repeated_run(TARGET, "1KB.bin", 1024, 5, with_target([rep(1000, 1, 0.1, start_ns=series[1].timestamp_ns)],
-                                                               TARGET))
-    results = results_of([run])
+    reps = [rep(1000, 1, 0.1, start_ns=series[i].timestamp_ns) for i in (1, 3)]
+    results = results_of([repeated_run(TARGET, "1KB.bin", 1024, 5, with_target(reps, TARGET))])
     results.cpu_samples = {role: [[s.timestamp_ns, s.cpu_total_ns, s.working_set_bytes] for s in c.stats]
                            for role, c in roles.items()}
-    path = tmp_path / "cpu.png"
-    assert cpu_chart(results, TARGET, DATABASE, LOADGEN, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (figure,) = cpu_over_time(results)
+    root = ET.fromstring(figure.svg)
+    lines = {line.find(f"{SVG}title").text for line in root.iter(f"{SVG}polyline")}
+    assert lines == {f"{TARGET} (target)", f"{DATABASE} (database)", f"{LOADGEN} (load generator)"}
+    assert [band.find(f"{SVG}title").text for band in root.iter(f"{SVG}rect") if band.find(f"{SVG}title") is not None
+            ] == ["1KB c=5", "1KB c=5"]
+    assert "### CPU over time" in render_markdown(results)
+    assert "](cpu-cores-over-time-nginx-static.svg)" in render_markdown(results)
+    results.cpu_samples = {}  # nothing sampled: no chart, no empty section
+    assert cpu_over_time(results) == [] and "### CPU over time" not in render_markdown(results)
 
 
 def test_a_caching_paths_hits_are_counted_and_a_missing_cache_is_flagged():

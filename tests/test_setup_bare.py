@@ -26,7 +26,7 @@ for tool in go curl; do ! command -v $tool || { echo "the image is not bare: $to
 tools/setup.sh --no-engine
 ferretdb=$(tools/build-ferretdb.sh)
 "$ferretdb" --version | head -n 1
-.venv/bin/python -c 'import bench.settings, pymongo, psycopg, matplotlib; print("bench imports")'
+.venv/bin/python -c 'import bench.settings, pymongo, psycopg; print("bench imports")'
 """
 
 

@@ -374,9 +374,8 @@ class Results:
     runs: list[Run] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # shown at the top of report.md
     # role -> [[timestamp_ns, cpu_total_ns, working_set_bytes], ...], cAdvisor's
-    # stats about once a second through the run, for the charts.
+    # stats about once a second through the run.
     cpu_samples: dict = field(default_factory=dict)
-    charts: dict = field(default_factory=dict)  # target -> PNG file name beside results.json
     comparisons: list[Comparison] = field(default_factory=list)  # when BENCH_TOOLS has wrk
     open_loop: list[OpenLoop] = field(default_factory=list)  # p99 at a fixed rate, per target and size
     # The order the counted repetitions ran in ("target file c=N r=i"), as
@@ -391,7 +390,6 @@ class Results:
     status: str = "running"
     timing: dict = field(default_factory=dict)  # the timing knobs as applied (bench.settings.effective)
     sweep: list[SweepPoint] = field(default_factory=list)
-    sweep_charts: dict = field(default_factory=dict)  # target -> PNG of requests/s against concurrency
     # Wall seconds of the whole run and of each phase (seed, verify,
     # conformance, timed cases, sweep, charts), in order: what a run costs.
     phases: dict = field(default_factory=dict)

@@ -16,9 +16,8 @@ from .benchmark.costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
 from .benchmark.phase import Phase, PhaseRun, Scope
 from .benchmark.phases import PHASES, Plan
 from .checks.before_timing import check_all_conformance, verify_targets
-from .benchmark.cpu_windows import connect_monitor, database_service
+from .benchmark.cpu_windows import connect_monitor
 from .clients.link import LinkError, measure_link
-from .measure.monitor import LOADGEN
 from .progress import Progress, clock, say
 from .measure.calibration import calibration_for
 from .report.change import last_calibration, render_change
@@ -40,20 +39,19 @@ class PhaseClock:
         self._began = now_
 
 
-def draw_charts(cfg, results: Results, run_dir: Path) -> None:
-    """PNGs per timed target: CPU over time, requests/s against concurrency;
-    a charting failure never costs the results."""
+def write_figures(results: Results, run_dir: Path) -> None:
+    """report.md's charts, the page's (report/svg.py), as the SVG files it
+    links, beside it; a rendering failure never costs the results."""
     try:
-        from .report.charts import cpu_chart, sweep_chart
-        for t in sorted({r.target for r in results.runs}):
-            name = f"cpu-{t}.png"
-            if results.cpu_samples and cpu_chart(results, t, database_service(cfg), LOADGEN, run_dir / name):
-                results.charts[t] = name
-            name = f"sweep-{t}.png"
-            if sweep_chart(results, t, run_dir / name):
-                results.sweep_charts[t] = name
-    except Exception as e:  # noqa: BLE001 - any matplotlib failure
-        results.warnings.append(f"charts not drawn: {e}")
+        from .report.change import change_report
+        from .report.sections import head, sections
+        from .report.svg import figure_files
+        report = change_report(results) if results.ab else None
+        for name, svg in figure_files(report.head + report.sections if report else
+                                      head(results) + sections(results)).items():
+            (run_dir / name).write_text(svg, encoding="utf-8")
+    except Exception as e:  # noqa: BLE001 - whatever broke in rendering
+        results.warnings.append(f"charts not written: {type(e).__name__}: {e}")
 
 
 def write_pages(results: Results, run_dir: Path, results_dir: Path) -> None:
@@ -267,8 +265,8 @@ def finish(cfg, results: Results, run_dir: Path, results_dir: Path, monitor, sta
         results.cpu_samples = monitor.serialised_samples()
         if monitor.sample_errors:
             results.warnings.append(f"{monitor.sample_errors} of cAdvisor's once-a-second samples failed: "
-                                    "the CPU charts have gaps there (the timed windows do not depend on them)")
-    draw_charts(cfg, results, run_dir)
+                                    "cpu_samples have gaps there (the timed windows do not depend on them)")
+    write_figures(results, run_dir)
     phase_clock.end("charts")
     results.warnings += ([f"{c.target} {c.file} c={c.concurrency}: {t.tool} counted {t.failed} failed requests"
                           for c in results.comparisons for t in (c.ab_keepalive, c.wrk) if t.failed]

@@ -80,7 +80,7 @@ def _block(block, level: int) -> str:
         return f'<p>Flags:</p><ul class="legend">{"".join(items)}</ul>'
     if isinstance(block, Charts):
         return f'<div class="charts">{figures}</div>' if (figures := _blocks(block.figures, level)) else ""
-    if isinstance(block, Figure):  # report.md's PNGs stay beside it: the page draws its own charts
+    if isinstance(block, Figure):  # inline: the page opens offline, report.md links the same SVG as a file
         return f"<figure>{block.svg}<figcaption>{escape(block.caption)}</figcaption></figure>" if block.svg else ""
     if not (body := _blocks(block.blocks, level + 1)):
         return ""

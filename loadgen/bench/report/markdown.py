@@ -1,9 +1,10 @@
 """Writes the report's sections (report/sections.py; ab.md's, resilience's
 and overload's from their own modules) as report.md: a heading per section,
-pipe tables, flags as their marks with the legend below, and the PNG charts
-beside it; the page's inline SVG charts have no place here."""
+pipe tables, flags as their marks with the legend below, and each chart as a
+link to its SVG file beside it (svg.figure_files: the page's charts)."""
 from .model import Bullets, Cell, Charts, Figure, Legend, Para, Part, Report, Row, Table
 from .sections import head, sections
+from .svg import file_name
 from ..measure.flags import BASELINE_MARK, BASELINE_NOTE, marks, shown
 from ..results import Results
 
@@ -38,7 +39,7 @@ def block_lines(block, level: int) -> list[str]:
     if isinstance(block, Charts):
         return [line for f in block.figures for line in block_lines(f, level)]
     if isinstance(block, Figure):
-        return [f"![{block.caption}]({block.png})", ""] if block.png else []
+        return [f"![{block.caption}]({file_name(block.svg)})", ""] if block.svg else []
     body = [line for b in block.blocks for line in block_lines(b, level + 1)]
     return [f"{'#' * level} {block.title}", "", *body] if body else []
 

@@ -69,10 +69,9 @@ class Legend:
 
 @dataclass
 class Figure:
-    """A chart: drawn inline on the page (svg) and/or a PNG beside report.md."""
+    """A chart (report/svg.py): inline on the page, a file beside report.md."""
     caption: str
     svg: str = ""
-    png: str = ""
 
 
 @dataclass

@@ -6,6 +6,7 @@ failed case reads "failed" in every table, never a number."""
 import json
 
 from . import study000, study002
+from .cpu_time import cpu_over_time
 from .headline import (BASELINE, concurrencies, cpu_condition, ferretdb, files, grouped, headline_level,
                        headline_rows, open_loop_for, ratio_words, runs_at, sentences, size_label as _size,
                        timed_targets)
@@ -240,8 +241,7 @@ def _cpu_per_request(results: Results) -> list:
 
     return [Charts(_each_case(results, _cpu_chart)), Para(text("cpu")),
             *_by_size_and_target(results, cell), *_cpu_by_case(results),
-            Part("CPU over time", [Figure(f"{t}: CPU cores over time", png=results.charts[t])
-                                   for t in timed_targets(results) if t in results.charts])]
+            Part("CPU over time", [Charts(cpu_over_time(results))])]
 
 
 def _cores(usage: dict | None) -> str:
@@ -318,8 +318,7 @@ def _sweep(results: Results) -> list:
                           "concurrency", "requests per second"))
                for _, tool, file in sorted({(p.size_bytes, p.tool, p.file) for p in results.sweep})]
     seconds = results.timing.get("sweep_duration_s")
-    return [Charts(figures + [Figure(f"{t}: requests per second against concurrency", png=results.sweep_charts[t])
-                              for t in order if t in results.sweep_charts]),
+    return [Charts(figures),
             Para(text("sweep", seconds=f" of {seconds:g} s" if seconds else "")),
             Table(["target", "size", "tool", *[f"c={c}" for c in levels]], rows), *_legend(rows)]
 

@@ -3,10 +3,15 @@ the page must open offline from disk and results/example/index.html is
 committed, so any library would be inlined into a committed file (its
 source in our tree) and into every run's page; SVG needs no script, scales
 with the viewBox from 390 px to print, and a test can count its marks.
-Every mark carries a <title>, the browser's hover tooltip."""
+Every mark carries a <title>, the browser's hover tooltip. The same SVG,
+with the page's chart style inside it, is the file report.md links
+(figure_files): one drawing of each figure for both."""
 import math
+import re
 from dataclasses import dataclass, field
-from html import escape
+from html import escape, unescape
+
+from .model import Charts, Figure, Part
 
 # Okabe-Ito: tells apart under the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -133,9 +138,12 @@ def stacked_bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit: str, y_unit: str,
-               x_log: bool = True, y_log: bool = False, x_ticks: list[tuple[float, str]] | None = None) -> str:
+               x_log: bool = True, y_log: bool = False, x_ticks: list[tuple[float, str]] | None = None,
+               dots: bool = True, bands: list[tuple[float, float, str]] = ()) -> str:
     """One line per series (e.g. requests per second against concurrency
-    over a log x axis). x_ticks: [(x, label)] in place of one tick per x."""
+    over a log x axis). x_ticks: [(x, label)] in place of one tick per x;
+    dots: a dot with its tip per point (not for a time series' hundreds);
+    bands: [(x from, x to, tip)] shaded behind the lines."""
     plot_h, left = 220, 56
     xs = [x for pts in series.values() for x, _ in pts] or [1]
     ys = [y for pts in series.values() for _, y in pts] or [1]
@@ -156,7 +164,9 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
             return TOP + plot_h - share * plot_h
         return TOP + plot_h - y / top * plot_h
 
-    body = []
+    body = [f'<rect x="{px(x0):.1f}" y="{TOP}" width="{max(px(x1) - px(x0), 1):.1f}" height="{plot_h}" '
+            f'fill="{"#e6e6e6" if i % 2 else "#f0f0f0"}"><title>{escape(tip)}</title></rect>'
+            for i, (x0, x1, tip) in enumerate(bands)]
     for y in (y_scale.ticks() if y_log else [top * i / 4 for i in range(5)]):
         body.append(f'<line class="grid" x1="{left}" y1="{py(y):.1f}" x2="{WIDTH - RIGHT}" y2="{py(y):.1f}"/>'
                     f'<text class="tick" x="{left - 4}" y="{py(y) + 4:.1f}" text-anchor="end">{_fmt(y)}</text>')
@@ -173,7 +183,7 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_unit:
         body.append(f'<polyline class="mark" fill="none" stroke="{kinds[name]}" stroke-width="2" points="{path}">'
                     f'<title>{escape(name)}</title></polyline>')
         body += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{kinds[name]}"><title>{escape(name)}: '
-                 f'{_fmt(y)} {escape(y_unit)} at {_x_label(x, x_ticks)}</title></circle>' for x, y in pts]
+                 f'{_fmt(y)} {escape(y_unit)} at {_x_label(x, x_ticks)}</title></circle>' for x, y in pts if dots]
     legend_rows = math.ceil(len(kinds) / 4)
     height = TOP + plot_h + 36
     svg = _svg(height, title, body, {})
@@ -245,3 +255,35 @@ def interval_chart(title: str, rows: list[IntervalRow], threshold: float) -> str
             body.append(f'<circle class="mark" cx="{x(v):.1f}" cy="{y + ROW_H / 2}" r="3" fill="{PALETTE[1]}">'
                         f'<title>block {n}: {_change(v)}</title></circle>')
     return _svg(height, title, body, {"a block": PALETTE[1], "estimate": PALETTE[0]})
+
+
+# page.css's chart rules, for a figure's file, which has no page around it
+FILE_STYLE = ("<style>svg { font: 13px system-ui, sans-serif; fill: #1b1f24; background: #fff; } "
+              ".grid { stroke: #d0d7de; } .tick { fill: #57606a; } .bar { fill: #9ecae1; } "
+              ".note { fill: #b00020; font-weight: 600; }</style>")
+
+
+def file_name(svg: str) -> str:
+    """The file beside report.md holding a chart: its title, as a file name."""
+    title = unescape(re.search(r"<title>(.*?)</title>", svg).group(1))
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") + ".svg"
+
+
+def standalone(svg: str) -> str:
+    """A page's chart as a file of its own: sized as drawn, with its style."""
+    width, height = re.search(r'viewBox="0 0 (\d+) (\d+)"', svg).groups()
+    tag_end = svg.index(">") + 1
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg width="{width}" height="{height}"{svg[4:tag_end]}'
+            f"{FILE_STYLE}{svg[tag_end:]}\n")
+
+
+def figure_files(blocks: list) -> dict[str, str]:
+    """Every drawn figure among a report's blocks (in its parts and chart
+    groups) as the file report.md links: file name -> standalone SVG."""
+    files = {}
+    for block in blocks:
+        if isinstance(block, Figure) and block.svg:
+            files[file_name(block.svg)] = standalone(block.svg)
+        elif isinstance(block, (Part, Charts)):
+            files |= figure_files(block.blocks if isinstance(block, Part) else block.figures)
+    return files
