@@ -31,6 +31,7 @@ ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
     a->queue_empty_at = 0;
     a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
     a->answered_at = NGX_HTTP_GRIDFS_NEVER;
+    a->back_at = NGX_HTTP_GRIDFS_NEVER;
     ngx_queue_init(&a->waiters);
 }
 
@@ -68,34 +69,71 @@ ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
 
 
 /* how long a request that finds no room may wait: the queue's budget for
- * a burst, the short wait once the queue stands; never none, since a
- * refusal answered at once comes straight back from a closed-loop client */
+ * a burst whose turn is expected within it, else the short wait, as once
+ * the queue stands; never none, since a refusal answered at once comes
+ * straight back from a closed-loop client */
 
 int64_t
 ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a, int64_t now,
     ngx_msec_t deadline)
 {
-    int64_t  budget;
+    int64_t  budget, short_wait;
 
     budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
+    short_wait = ngx_min(budget, NGX_HTTP_GRIDFS_SHORT_WAIT_MS);
 
-    if (ngx_http_gridfs_admission_overloaded(a, now, deadline)) {
-        return ngx_min(budget, NGX_HTTP_GRIDFS_SHORT_WAIT_MS);
+    if (ngx_http_gridfs_admission_overloaded(a, now, deadline)
+        || ngx_http_gridfs_admission_expected_wait(a) > (double) budget)
+    {
+        return short_wait;
     }
 
     return budget;
 }
 
 
+/* a newcomer's expected wait for its turn: those in line before it and
+ * itself, each turn a mean latency of the admitted work over the limit
+ * (0 before any sample) */
+
+double
+ngx_http_gridfs_admission_expected_wait(ngx_http_gridfs_admission_t *a)
+{
+    return (a->waiting + 1) * a->mean_latency / a->limit;
+}
+
+
 /* a request refused, at the door or after its wait: newcomers wait the
- * short wait for a target */
+ * short wait for a target; not within a budget of the database's return,
+ * when those refused are the ones that waited out the outage */
 
 void
 ngx_http_gridfs_admission_refused(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline)
 {
+    if (now - a->back_at < (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE))
+    {
+        return;
+    }
+
     a->overloaded_until = now
                           + (int64_t) (deadline * NGX_HTTP_GRIDFS_TARGET_SHARE);
+}
+
+
+/* admitted work that found the database unreachable got an answer: the
+ * line that built meanwhile is the outage's, not one that stands */
+
+void
+ngx_http_gridfs_admission_back(ngx_http_gridfs_admission_t *a, int64_t now)
+{
+    a->answered_at = now;
+    a->back_at = now;
+    a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
+
+    if (a->waiting > 0) {
+        a->queue_empty_at = now;
+    }
 }
 
 
@@ -131,7 +169,11 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
         a->in_flight--;
     }
 
-    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_NONE) {
+    /* a database away is not a busy one: the work's latency was the
+     * outage's, a failure for want of a server no overload's */
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_NONE
+        || outcome == NGX_HTTP_GRIDFS_ADMISSION_AWAY)
+    {
         return;
     }
 

@@ -111,6 +111,7 @@ ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
 
     /* a response already started tries anyway: it would be cut short */
     if (conn->down && !job->continued) {
+        job->away = 1;
         ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
                                    "%s did not answer recently, retrying in "
                                    "the background", conn->display.data);
@@ -151,6 +152,10 @@ ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
         }
 
         mongoc_client_pool_push(conn->pool, client);
+    }
+
+    if (job->unreachable) {
+        job->away = 1;
     }
 
     /* logged once per outage, not once per request */
@@ -1061,6 +1066,10 @@ ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job, mongoc_client_t *client,
             return NGX_OK;
         }
     }
+
+    /* a connection failed, or the driver knows no server: whatever the
+     * work waits now is the outage's */
+    job->away = 1;
 
     until = now + conn->selection_ms;
 
