@@ -148,14 +148,17 @@ def test_work_that_found_the_database_away_neither_cuts_the_limit_nor_counts_its
     p.finished(admitted_at=0, now=10)  # a mean latency of 10 ms, the limit 11
     p.finished(admitted_at=0, now=1500, outcome="away")  # waited out a restart, then answered
     p.finished(admitted_at=0, now=3000, outcome="away")  # failed for want of a server
+    p.step("back", now=1500)
+    p.finished(admitted_at=100, now=1520)  # admitted before it came back: it waited for a thread behind those
+    p.finished(admitted_at=200, now=3100, outcome="failed")
     state = p.state()
-    assert (state["limit"], state["mean_latency"], state["in_flight"]) == (11.0, 10.0, 7)
+    assert (state["limit"], state["mean_latency"], state["in_flight"]) == (11.0, 10.0, 5)
     p.finished(admitted_at=3000, now=5000, outcome="failed")  # the database answering: a cut
     assert p.state()["limit"] == 5.5
 
 
 def test_the_line_that_built_while_the_database_was_away_does_not_stand_once_it_is_back(policy):
-    p = policy(deadline_ms=2000)  # queue budget 500 ms, target 500 ms
+    p = policy(maximum=1000, deadline_ms=2000)  # queue budget 500 ms, target 500 ms
     p.set(in_flight=4)
     p.finished(admitted_at=9990, now=10000)
     for now in range(10000, 11500, 10):  # the line through a restart
@@ -164,6 +167,8 @@ def test_the_line_that_built_while_the_database_was_away_does_not_stand_once_it_
         p.step("refused", now=now)
     p.finished(admitted_at=10000, now=11500, outcome="away")
     p.step("back", now=11500)
+    state = p.state()  # the backlog goes in at once
+    assert state["limit"] == state["in_flight"] + state["waiting"] == 2 + 150
     p.step("refused", now=11550)  # another that waited out the outage
     assert p.wait(now=11600) == 500  # a burst, not a line that stands
     p.finished(admitted_at=11500, now=11510)
@@ -172,3 +177,18 @@ def test_the_line_that_built_while_the_database_was_away_does_not_stand_once_it_
     assert p.wait(now=12010) == SHORT_WAIT_MS  # still there a budget after the return: it stands
     p.step("refused", now=12020)  # and refusals mark it again
     assert p.overloaded(now=12400)
+
+
+def test_unreachable_work_while_the_database_answers_is_no_outage(policy):
+    p = policy(deadline_ms=2000)  # queue budget 500 ms
+    p.set(limit=10, in_flight=10)
+    for now in range(10000, 11000, 20):  # a standing line, the database answering
+        p.finished(admitted_at=now - 100, now=now)
+        p.set(in_flight=10)
+        p.step("queued", now=now)
+    p.step("refused", now=10990)
+    before = p.state()
+    p.finished(admitted_at=10500, now=11000, outcome="away")  # a check of the driver's failed under load
+    p.step("back", now=11000)
+    after = p.state()
+    assert after["limit"] == before["limit"] and p.overloaded(now=11010)

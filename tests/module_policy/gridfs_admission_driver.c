@@ -99,7 +99,7 @@ main(void)
             puts("ok");
 
         } else if (strcmp(cmd, "back") == 0) {
-            ngx_http_gridfs_admission_back(&a, t1);
+            ngx_http_gridfs_admission_back(&a, t1, deadline);
             puts("ok");
 
         } else if (strcmp(cmd, "queued") == 0) {

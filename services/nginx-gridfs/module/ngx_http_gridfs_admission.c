@@ -121,15 +121,33 @@ ngx_http_gridfs_admission_refused(ngx_http_gridfs_admission_t *a,
 }
 
 
-/* admitted work that found the database unreachable got an answer: the
- * line that built meanwhile is the outage's, not one that stands */
+/* admitted work that found the deployment unreachable got an answer
+ * after the database answered nothing for a budget (or less than a budget
+ * after such an answer: the same return): the line that built meanwhile
+ * is the outage's backlog, not one that stands, and goes in at once, as
+ * without admission (behind a limit fit for the load before, newcomers
+ * waited for it past the queue's budget while the restarted database's
+ * first queries were slow); the latency of what is admitted brings the
+ * limit down again if need be.  While the database answers, such work
+ * met a check of the driver's that failed under load: no outage */
 
 void
-ngx_http_gridfs_admission_back(ngx_http_gridfs_admission_t *a, int64_t now)
+ngx_http_gridfs_admission_back(ngx_http_gridfs_admission_t *a, int64_t now,
+    ngx_msec_t deadline)
 {
+    int64_t  budget;
+
+    budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
+
+    if (now - a->answered_at <= budget && now - a->back_at >= budget) {
+        return;
+    }
+
     a->answered_at = now;
     a->back_at = now;
     a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
+    a->limit = ngx_min(a->maximum,
+                       ngx_max(a->limit, (double) (a->in_flight + a->waiting)));
 
     if (a->waiting > 0) {
         a->queue_empty_at = now;
@@ -169,8 +187,8 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
         a->in_flight--;
     }
 
-    /* a database away is not a busy one: the work's latency was the
-     * outage's, a failure for want of a server no overload's */
+    /* a client gone says nothing, nor work that waited for an outage: a
+     * database away is not a busy one */
     if (outcome == NGX_HTTP_GRIDFS_ADMISSION_NONE
         || outcome == NGX_HTTP_GRIDFS_ADMISSION_AWAY)
     {
@@ -182,7 +200,15 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
 
     if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
         a->answered_at = now;
+    }
 
+    /* nor work admitted before it came back: its latency was the
+     * outage's */
+    if (admitted_at < a->back_at) {
+        return;
+    }
+
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
         /* a failure's latency is the deadline's or the driver's, not the
          * work's */
         a->mean_latency = (a->mean_latency > 0)

@@ -982,7 +982,7 @@ ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
     if (job->away && job->status != NGX_HTTP_GRIDFS_UNAVAILABLE
         && job->status != NGX_HTTP_GRIDFS_CLIENT_CLOSED)
     {
-        ngx_http_gridfs_admission_back(a, now);
+        ngx_http_gridfs_admission_back(a, now, job->conf->deadline);
     }
 
     while (!ngx_queue_empty(&a->waiters)
