@@ -113,29 +113,45 @@ def configured_nginx() -> Path:
 FUZZ_SOURCE = REPO / "tests" / "fuzz" / "gridfs_fuzz.c"
 FUZZ_CFLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
                "-fno-omit-frame-pointer"]
+ADMISSION_DRIVER_SOURCE = REPO / "tests" / "module_policy" / "gridfs_admission_driver.c"
+ADMISSION_DRIVER_CFLAGS = ["-g", "-O1", "-Wall", "-Werror", "-fsanitize=address,undefined",
+                           "-fno-sanitize-recover=undefined"]
 
 
 def build_fuzzer() -> Path:
     """tests/fuzz/gridfs_fuzz.c and the module's pure arithmetic
     (ngx_http_gridfs_window.c) as a libFuzzer binary, with ASan and UBSan,
     cached by a hash of both."""
+    return _build_with_module("fuzz", "gridfs_fuzz", ["clang", *FUZZ_CFLAGS],
+                              [FUZZ_SOURCE, MODULE_DIR / "ngx_http_gridfs_window.c"])
+
+
+def build_admission_driver() -> Path:
+    """tests/module_policy/gridfs_admission_driver.c and the module's
+    admission policy (ngx_http_gridfs_admission.c), with ASan and UBSan,
+    cached by a hash of both."""
+    return _build_with_module("admission", "gridfs_admission_driver", ["gcc", *ADMISSION_DRIVER_CFLAGS],
+                              [ADMISSION_DRIVER_SOURCE, MODULE_DIR / "ngx_http_gridfs_admission.c"])
+
+
+def _build_with_module(kind: str, name: str, compiler: list[str], sources: list[Path]) -> Path:
+    """A program of sources compiled against the module's header (nginx's
+    and libmongoc's), cached under kind-<hash of the command and sources>."""
     tree = configured_nginx()
-    sources = [FUZZ_SOURCE, MODULE_DIR / "ngx_http_gridfs_window.c"]
-    digest = hashlib.sha256(" ".join(FUZZ_CFLAGS).encode())
+    digest = hashlib.sha256(" ".join(compiler).encode())
     for path in [*sources, MODULE_DIR / "ngx_http_gridfs.h"]:
         digest.update(path.read_bytes())
-    target = CACHE / f"fuzz-{digest.hexdigest()[:16]}" / "gridfs_fuzz"
+    target = CACHE / f"{kind}-{digest.hexdigest()[:16]}" / name
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     includes = [f"-I{tree / sub}" for sub in ("src/core", "src/event", "src/event/modules", "src/os/unix", "objs")]
     pkg = subprocess.run(["pkg-config", "--cflags", "--libs", "libmongoc-1.0"], check=True,
                          capture_output=True, text=True).stdout.split()
-    cmd = ["clang", *FUZZ_CFLAGS, *includes, f"-I{MODULE_DIR}", *map(str, sources), *pkg,
-           "-o", str(target.with_suffix(".tmp"))]
+    cmd = [*compiler, *includes, f"-I{MODULE_DIR}", *map(str, sources), *pkg, "-o", str(target.with_suffix(".tmp"))]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"building the fuzzer failed:\n{' '.join(cmd)}\n{result.stderr[-6000:]}")
+        raise RuntimeError(f"building {name} failed:\n{' '.join(cmd)}\n{result.stderr[-6000:]}")
     target.with_suffix(".tmp").rename(target)
     return target
 

@@ -266,10 +266,9 @@ def path(request):
     if request.param == "flask-postgres":
         service = flask_postgres_service(request.getfixturevalue("postgres_url"))
         service.env["REQUEST_DEADLINE_MS"] = str(int(DEADLINE_S * 1000))
-    elif request.param == "nginx-gridfs":  # the lab's nginx.conf and deadline, with gridfs_admission on
+    elif request.param == "nginx-gridfs":  # the lab's nginx.conf (gridfs_admission on) and deadline
         request.getfixturevalue("gridfs_file")
         service = LabNginxGridFS(request.getfixturevalue("mongo_uri"), DB_NAME, request.getfixturevalue("tmp_path"),
-                                 {"gridfs_max_responses 180;": "gridfs_max_responses 180; gridfs_admission on;"},
                                  deadline_ms=int(DEADLINE_S * 1000))
     else:
         request.getfixturevalue("gridfs_file")

@@ -139,6 +139,12 @@ typedef struct {
     ngx_uint_t                   seeds;
     ngx_atomic_t                 last_id;
     ngx_atomic_t                 known_ms;
+    /* when a job last found the deployment unreachable (a connection
+     * failed, or the driver knew no server), and found it again: the jobs
+     * under way then, or posted before, waited for an outage, not for a
+     * busy database */
+    ngx_atomic_t                 lost_ms;
+    ngx_atomic_t                 found_ms;
 
     /* loop only */
     ngx_thread_task_t           *probe;
@@ -193,16 +199,25 @@ typedef struct {
  * once with a 503, before any query.  The policy of the lab's other paths
  * (services/python-common/lab_http/admission.py gives the reasons): a
  * limit, AIMD on the latency of that work against a quarter of
- * gridfs_deadline, and a bounded wait in order, a quarter of the deadline
- * for a burst and NGX_HTTP_GRIDFS_SHORT_WAIT_MS once the queue stands.
- * Two differences, both for a database back from a pause: while the line
+ * gridfs_deadline, and a bounded wait in order: a quarter of the deadline
+ * for a burst whose turn is expected within it (those in line before it
+ * and itself, a mean latency over the limit each), else
+ * NGX_HTTP_GRIDFS_SHORT_WAIT_MS, as once the queue stands.
+ * Differences, all for a database back from an outage: while the line
  * stands, the newest in line goes first (adaptive LIFO, "Fail at Scale"),
- * since the oldest are refused at their wait's end anyway; and a line
- * stands only while the database answers (some admitted work done within
- * the queue's budget), since one that answers nothing is away, not busy.
- * With both, a restart under load still refused 1-19 of 300 requests sent
- * after FerretDB answered again (tests/test_nginx_gridfs_recovery.py, on
- * two busy cores), which is why the lab leaves it off.
+ * since the oldest are refused at their wait's end anyway; a line stands
+ * only while the database answers (some admitted work done within the
+ * queue's budget), since one that answers nothing is away, not busy; and
+ * work that waited for an outage (it failed for want of a server, ran
+ * while a job found the deployment unreachable, or was posted before one
+ * found it again) is no sample, and once it is answered after a budget of
+ * silence, the line that built meanwhile is admitted at once, as a
+ * backlog, not refused as a line that stands.  Before, a restart under
+ * load refused 1-19 of 300 requests sent after FerretDB answered again
+ * (tests/test_nginx_gridfs_recovery.py): the stuck work's latency (the
+ * outage's, 1-1.5 s) cut the limit and raised the mean latency, the
+ * refusals of those that waited out the outage made the line stand, and
+ * newcomers got the short wait.
  * Times in ms of ngx_http_gridfs_now_ms()
  */
 typedef struct {
@@ -216,6 +231,7 @@ typedef struct {
     int64_t                      queue_empty_at;
     int64_t                      overloaded_until;
     int64_t                      answered_at;   /* the last work done */
+    int64_t                      back_at;       /* after an outage */
     ngx_queue_t                  waiters; /* of ngx_http_gridfs_ctx_t */
 } ngx_http_gridfs_admission_t;
 
@@ -314,6 +330,11 @@ typedef struct {
     /* outcome: 0, or the HTTP status to answer and the cause */
     ngx_uint_t                   status;
     unsigned                     unreachable:1;
+    /* the deployment was unreachable during the work admitted (a job
+     * failed for want of a server, or ran while one found it
+     * unreachable): kept over the lookup and the first read, cleared at
+     * admission */
+    unsigned                     away:1;
     bson_error_t                 error;
 
     /* the loop's, never touched by a thread: the response (NULL once its
@@ -360,7 +381,11 @@ ngx_uint_t ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline);
 int64_t ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline);
+double ngx_http_gridfs_admission_expected_wait(
+    ngx_http_gridfs_admission_t *a);
 void ngx_http_gridfs_admission_refused(ngx_http_gridfs_admission_t *a,
+    int64_t now, ngx_msec_t deadline);
+void ngx_http_gridfs_admission_back(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline);
 void ngx_http_gridfs_admission_queued(ngx_http_gridfs_admission_t *a,
     int64_t now);
@@ -370,10 +395,12 @@ void ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
     int64_t admitted_at, int64_t now, ngx_msec_t deadline, ngx_int_t outcome);
 
 /* an admitted request's outcome: its latency counts, or its failure (the
- * database failed, or the deadline passed), or neither (its client left) */
+ * database failed, or the deadline passed), or neither (its client left,
+ * or the database was unreachable during the work: away, not busy) */
 #define NGX_HTTP_GRIDFS_ADMISSION_SAMPLE   0
 #define NGX_HTTP_GRIDFS_ADMISSION_FAILED   1
 #define NGX_HTTP_GRIDFS_ADMISSION_NONE     2
+#define NGX_HTTP_GRIDFS_ADMISSION_AWAY     3
 
 /* the arithmetic, pure (ngx_http_gridfs_window.c) */
 ngx_int_t ngx_http_gridfs_integer(const bson_iter_t *iter, int64_t *value);

@@ -31,6 +31,7 @@ ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
     a->queue_empty_at = 0;
     a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
     a->answered_at = NGX_HTTP_GRIDFS_NEVER;
+    a->back_at = NGX_HTTP_GRIDFS_NEVER;
     ngx_queue_init(&a->waiters);
 }
 
@@ -68,34 +69,89 @@ ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
 
 
 /* how long a request that finds no room may wait: the queue's budget for
- * a burst, the short wait once the queue stands; never none, since a
- * refusal answered at once comes straight back from a closed-loop client */
+ * a burst whose turn is expected within it, else the short wait, as once
+ * the queue stands; never none, since a refusal answered at once comes
+ * straight back from a closed-loop client */
 
 int64_t
 ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a, int64_t now,
     ngx_msec_t deadline)
 {
-    int64_t  budget;
+    int64_t  budget, short_wait;
 
     budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
+    short_wait = ngx_min(budget, NGX_HTTP_GRIDFS_SHORT_WAIT_MS);
 
-    if (ngx_http_gridfs_admission_overloaded(a, now, deadline)) {
-        return ngx_min(budget, NGX_HTTP_GRIDFS_SHORT_WAIT_MS);
+    if (ngx_http_gridfs_admission_overloaded(a, now, deadline)
+        || ngx_http_gridfs_admission_expected_wait(a) > (double) budget)
+    {
+        return short_wait;
     }
 
     return budget;
 }
 
 
+/* a newcomer's expected wait for its turn: those in line before it and
+ * itself, each turn a mean latency of the admitted work over the limit
+ * (0 before any sample) */
+
+double
+ngx_http_gridfs_admission_expected_wait(ngx_http_gridfs_admission_t *a)
+{
+    return (a->waiting + 1) * a->mean_latency / a->limit;
+}
+
+
 /* a request refused, at the door or after its wait: newcomers wait the
- * short wait for a target */
+ * short wait for a target; not within a budget of the database's return,
+ * when those refused are the ones that waited out the outage */
 
 void
 ngx_http_gridfs_admission_refused(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline)
 {
+    if (now - a->back_at < (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE))
+    {
+        return;
+    }
+
     a->overloaded_until = now
                           + (int64_t) (deadline * NGX_HTTP_GRIDFS_TARGET_SHARE);
+}
+
+
+/* admitted work that found the deployment unreachable got an answer
+ * after the database answered nothing for a budget (or less than a budget
+ * after such an answer: the same return): the line that built meanwhile
+ * is the outage's backlog, not one that stands, and goes in at once, as
+ * without admission (behind a limit fit for the load before, newcomers
+ * waited for it past the queue's budget while the restarted database's
+ * first queries were slow); the latency of what is admitted brings the
+ * limit down again if need be.  While the database answers, such work
+ * met a check of the driver's that failed under load: no outage */
+
+void
+ngx_http_gridfs_admission_back(ngx_http_gridfs_admission_t *a, int64_t now,
+    ngx_msec_t deadline)
+{
+    int64_t  budget;
+
+    budget = (int64_t) (deadline * NGX_HTTP_GRIDFS_QUEUE_SHARE);
+
+    if (now - a->answered_at <= budget && now - a->back_at >= budget) {
+        return;
+    }
+
+    a->answered_at = now;
+    a->back_at = now;
+    a->overloaded_until = NGX_HTTP_GRIDFS_NEVER;
+    a->limit = ngx_min(a->maximum,
+                       ngx_max(a->limit, (double) (a->in_flight + a->waiting)));
+
+    if (a->waiting > 0) {
+        a->queue_empty_at = now;
+    }
 }
 
 
@@ -131,7 +187,11 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
         a->in_flight--;
     }
 
-    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_NONE) {
+    /* a client gone says nothing, nor work that waited for an outage: a
+     * database away is not a busy one */
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_NONE
+        || outcome == NGX_HTTP_GRIDFS_ADMISSION_AWAY)
+    {
         return;
     }
 
@@ -140,7 +200,15 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
 
     if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
         a->answered_at = now;
+    }
 
+    /* nor work admitted before it came back: its latency was the
+     * outage's */
+    if (admitted_at < a->back_at) {
+        return;
+    }
+
+    if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
         /* a failure's latency is the deadline's or the driver's, not the
          * work's */
         a->mean_latency = (a->mean_latency > 0)

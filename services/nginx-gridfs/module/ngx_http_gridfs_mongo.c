@@ -82,11 +82,12 @@ ngx_http_gridfs_job_handler(void *data, ngx_log_t *log)
 static void
 ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
 {
-    int64_t                  waited;
+    int64_t                  waited, started;
     mongoc_client_t         *client;
     ngx_http_gridfs_conn_t  *conn;
 
     conn = job->conf->conn;
+    started = ngx_http_gridfs_now_ms();
 
     if (job->abandoned) {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_CLIENT_CLOSED,
@@ -100,7 +101,7 @@ ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
         return;
     }
 
-    waited = ngx_http_gridfs_now_ms() - job->posted_ms;
+    waited = started - job->posted_ms;
 
     if (job->max_wait && waited > (int64_t) job->max_wait) {
         ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
@@ -111,6 +112,7 @@ ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
 
     /* a response already started tries anyway: it would be cut short */
     if (conn->down && !job->continued) {
+        job->away = 1;
         ngx_http_gridfs_job_failed(job, NGX_HTTP_GRIDFS_UNAVAILABLE,
                                    "%s did not answer recently, retrying in "
                                    "the background", conn->display.data);
@@ -151,6 +153,17 @@ ngx_http_gridfs_job_run(ngx_http_gridfs_job_t *job, ngx_log_t *log)
         }
 
         mongoc_client_pool_push(conn->pool, client);
+    }
+
+    /* it failed for want of a server, a job found the deployment
+     * unreachable while this one ran, or found it again after this one was
+     * posted: whatever it waited for (a server, the driver's own selection,
+     * a thread) was the outage */
+    if (job->unreachable
+        || (int64_t) conn->lost_ms >= started
+        || (int64_t) conn->found_ms >= job->posted_ms)
+    {
+        job->away = 1;
     }
 
     /* logged once per outage, not once per request */
@@ -1062,17 +1075,21 @@ ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job, mongoc_client_t *client,
         }
     }
 
+    /* a connection failed, or the driver knows no server: the jobs under
+     * way wait for the outage */
+    conn->lost_ms = (ngx_atomic_uint_t) now;
+
     until = now + conn->selection_ms;
 
     for ( ;; ) {
 
         if (lost) {
             if (ngx_http_gridfs_ping(conn, client, &job->error) == NGX_OK) {
-                return NGX_OK;
+                break;
             }
 
         } else if (ngx_http_gridfs_known(conn, client)) {
-            return NGX_OK;
+            break;
 
         } else if (now >= (int64_t) conn->next_ping
                    && ngx_atomic_cmp_set(&conn->waking, 0, 1))
@@ -1085,7 +1102,7 @@ ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job, mongoc_client_t *client,
             (void) ngx_atomic_cmp_set(&conn->waking, 1, 0);
 
             if (rc == NGX_OK) {
-                return NGX_OK;
+                break;
             }
         }
 
@@ -1105,6 +1122,12 @@ ngx_http_gridfs_wake(ngx_http_gridfs_job_t *job, mongoc_client_t *client,
 
         now = ngx_http_gridfs_now_ms();
     }
+
+    /* found again: the jobs posted before waited for the outage, in a
+     * thread or for one */
+    conn->found_ms = (ngx_atomic_uint_t) ngx_http_gridfs_now_ms();
+
+    return NGX_OK;
 }
 
 

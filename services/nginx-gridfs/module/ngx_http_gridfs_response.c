@@ -858,6 +858,7 @@ ngx_http_gridfs_admit(ngx_http_gridfs_ctx_t *ctx)
         a->in_flight++;
         job->admitted = 1;
         job->admitted_at = now;
+        job->away = 0;
         return NGX_OK;
     }
 
@@ -946,9 +947,10 @@ ngx_http_gridfs_admitted_handler(ngx_event_t *ev)
 
 /* an admitted job's database work before the headers is over, or its
  * response ended: the policy learns its latency (a failure if the
- * deadline passed meanwhile), and the turns free go to those in line,
- * the newest first while the line stands.  Once per turn: a no-op for a
- * job not admitted */
+ * deadline passed meanwhile; nothing if the deployment was unreachable
+ * meanwhile, and if it answered at last, that it is back), and the turns
+ * free go to those in line, the newest first while the line stands.  Once
+ * per turn: a no-op for a job not admitted */
 
 static void
 ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
@@ -967,11 +969,21 @@ ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
     a = job->admission;
     now = ngx_http_gridfs_now_ms();
 
+    if (job->away) {
+        outcome = NGX_HTTP_GRIDFS_ADMISSION_AWAY;
+
+    } else if (job->late) {
+        outcome = NGX_HTTP_GRIDFS_ADMISSION_FAILED;
+    }
+
     ngx_http_gridfs_admission_finished(a, job->admitted_at, now,
-                                       job->conf->deadline,
-                                       job->late
-                                       ? NGX_HTTP_GRIDFS_ADMISSION_FAILED
-                                       : outcome);
+                                       job->conf->deadline, outcome);
+
+    if (job->away && job->status != NGX_HTTP_GRIDFS_UNAVAILABLE
+        && job->status != NGX_HTTP_GRIDFS_CLIENT_CLOSED)
+    {
+        ngx_http_gridfs_admission_back(a, now, job->conf->deadline);
+    }
 
     while (!ngx_queue_empty(&a->waiters)
            && ngx_http_gridfs_admission_has_room(a))
@@ -989,6 +1001,7 @@ ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
         a->in_flight++;
         next->job->admitted = 1;
         next->job->admitted_at = now;
+        next->job->away = 0;
 
         if (next->admitted.timer_set) {
             ngx_del_timer(&next->admitted);
