@@ -136,8 +136,9 @@ class NginxOnFuse:
     prefix on a free 127.0.0.1 port and serve the mount; shaped like the
     serving paths of tests/service_processes.py (url, port, log())."""
 
-    def __init__(self, mount: GridFSMount):
+    def __init__(self, mount: GridFSMount, workers: int = 1):
         self.mount = mount
+        self.workers = workers  # worker_processes (entrypoint.sh's FUSE_NGINX_WORKERS in the lab)
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-fuse-"))
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -147,11 +148,12 @@ class NginxOnFuse:
         return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> str:
-        return native_nginx_config(SOURCE / "nginx.conf", self.prefix, {
+        text = native_nginx_config(SOURCE / "nginx.conf", self.prefix, {
             "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
             "alias /data/gridfs/;": f"alias {self.mount.path}/;",
             "error_log stderr crit;": f"error_log {self.prefix}/error.log crit;",
         })
+        return text.replace("\nworker_processes 1;\n", f"\nworker_processes {self.workers};\n", 1)
 
     def start(self) -> "NginxOnFuse":
         # What entrypoint.sh writes: nginx's limit_conn at the daemon's cap.

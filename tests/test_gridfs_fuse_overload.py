@@ -4,12 +4,17 @@ a mount against the test FerretDB and nginx with services/gridfs-fuse/
 nginx.conf. Every open file holds its chunks in the daemon's heap until
 nginx closes it, so the files open at once are capped (FUSE_MAX_OPEN_FILES:
 nginx's limit_conn answers the excess 503 before any open, the daemon
-refuses an open past it), and a closed file keeps nothing."""
+refuses an open past it), and a closed file keeps nothing. And issue 39's
+admission, as tests/test_admission.py checks the other paths: three times
+the capacity, offered open loop, is refused fast and what is admitted is
+served whole."""
+import base64
 import errno
 import hashlib
 import random
 import select
 import socket
+import statistics
 import struct
 import subprocess
 import threading
@@ -20,9 +25,12 @@ import pytest
 import requests
 from pymongo import MongoClient
 
+from bench.env_file import read_env_file
 from processes import rss_mib
-from test_gridfs_fuse import (GridFSMount, NginxOnFuse, fuse_binary, is_mounted, lab_max_open_files,  # noqa: F401
-                              served)
+from test_admission import attack, parse_ns, quantile, whole
+from test_gridfs_fuse import (REPO, GridFSMount, NginxOnFuse, fuse_binary, is_mounted,  # noqa: F401
+                              lab_max_open_files, served)
+from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
 
 DB_NAME = "lab_fuse_overload_test"
 NAME = "1MB.bin"
@@ -32,6 +40,10 @@ GO_SOFT_LIMIT_MIB = TARGET_MEM_MIB * 3 / 4  # memlimit.go: the daemon's heap sta
 # What an open 1 MB file costs the daemon at most, in resident memory: its
 # chunks (1 MiB) and, until a collection, the driver's reply they came in.
 PER_OPEN_FILE_MIB = 2.5
+# make overload's lower load, as tests/test_admission.py offers it
+OVERLOAD = 3  # times the capacity measured
+OVERLOAD_S = 6
+WARM_UP_S = 1.5  # the close rate known and the open budget settled: "steady" after it
 
 
 @pytest.fixture(scope="module")
@@ -203,4 +215,63 @@ def test_1000_clients_at_once_are_answered_whole_or_503_within_the_memory(fuse_b
         if sampler.is_alive():
             sampler.join()
         server.stop()
+        mount.stop()
+
+
+def refused(result: dict) -> bool:
+    """A refusal: nginx.conf's @storage_unavailable (limit_conn's 503 or
+    the daemon's EACCES), a 503 with Retry-After (vegeta keeps 32 bytes of
+    the body)."""
+    return (result["code"] == 503 and (result.get("headers") or {}).get("Retry-After") == ["1"]
+            and base64.b64decode(result.get("body") or "").startswith(b"storage unavailable"))
+
+
+def timed_out(result: dict) -> bool:
+    """No answer within vegeta's -timeout (10 s, make overload's too)."""
+    return result["code"] == 0 and "Timeout" in (result.get("error") or "")
+
+
+def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_whole(
+        fuse_binary, mongo_uri, content, vegeta):  # noqa: F811 (the fixture)
+    """Issue 39 at the mount: the capacity measured here (4 clients, closed
+    loop), then three times it offered open loop, against nginx with the
+    lab's FUSE_NGINX_WORKERS. Once the overload is steady, at least 80% of
+    the capacity is served as whole answers, the excess is refused (a 503)
+    within one whole answer's time at capacity, and at most 1% of what is
+    admitted fails or times out at the client. (make overload at 1 MB
+    before: about 64 refusals a window, p99 9.2 s, and thousands of client
+    timeouts: requests waited for a worker blocked in open(2).)"""
+    workers = int(read_env_file(REPO / ".env")["FUSE_NGINX_WORKERS"])
+    mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME).start()
+    server = None
+    try:
+        server = NginxOnFuse(mount, workers=workers).start()
+        url = f"{server.url}/files/{NAME}"
+        baseline = attack(vegeta, url, 2)
+        capacity = sum(whole(r, SIZE) for r in baseline) / 2
+        assert capacity > 0, server.log()
+        unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r, SIZE)) / 1e6
+
+        started = time.time_ns()
+        results = attack(vegeta, url, OVERLOAD_S, rate=OVERLOAD * capacity)
+        steady = [r for r in results if parse_ns(r["timestamp"]) - started >= WARM_UP_S * 1e9]
+        shed = [r for r in steady if refused(r)]
+        admitted = [r for r in steady if not refused(r)]
+        failed = [r for r in admitted if not whole(r, SIZE)]
+        shed_ms = [r["latency"] / 1e6 for r in shed] or [0.0]
+        whole_per_s = (len(admitted) - len(failed)) / (OVERLOAD_S - WARM_UP_S)
+        print(f"gridfs-fuse ({workers} nginx workers): capacity {capacity:.1f}/s ({unloaded_ms:.0f} ms each at "
+              f"4 clients); at {OVERLOAD * capacity:.0f}/s steady: {whole_per_s:.1f} whole/s "
+              f"({whole_per_s / capacity:.0%} of capacity), {len(admitted)} admitted ({len(failed)} failed, "
+              f"{sum(timed_out(r) for r in failed)} client timeouts), {len(shed)} refused "
+              f"(p50 {quantile(shed_ms, 0.5):.0f}, p99 {quantile(shed_ms, 0.99):.0f} ms)")
+        assert shed, "not overloaded: nothing refused"
+        assert len(failed) <= 0.01 * len(admitted), (
+            sorted({(r["code"], r.get("error")) for r in failed})[:10], server.log()[-3000:])
+        assert whole_per_s >= 0.8 * capacity, server.log()[-3000:]
+        # Refused before any wait: sooner than a whole answer at capacity.
+        assert quantile(shed_ms, 0.99) < unloaded_ms, server.log()[-3000:]
+    finally:
+        if server is not None:
+            server.stop()
         mount.stop()
