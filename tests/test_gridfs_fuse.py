@@ -149,7 +149,8 @@ class NginxOnFuse:
 
     def config(self) -> str:
         text = native_nginx_config(SOURCE / "nginx.conf", self.prefix, {
-            "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
+            # reuseport as in the lab: each worker accepts from its own queue
+            "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port} reuseport;",
             "alias /data/gridfs/;": f"alias {self.mount.path}/;",
             "error_log stderr crit;": f"error_log {self.prefix}/error.log crit;",
         })
