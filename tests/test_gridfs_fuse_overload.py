@@ -9,6 +9,7 @@ admission, as tests/test_admission.py checks the other paths: three times
 the capacity, offered open loop, is refused fast and what is admitted is
 served whole."""
 import base64
+import collections
 import errno
 import hashlib
 import random
@@ -233,8 +234,8 @@ def timed_out(result: dict) -> bool:
 
 def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_whole(
         fuse_binary, mongo_uri, content, vegeta):  # noqa: F811 (the fixture)
-    """Issue 39 at the mount: the capacity measured here (4 clients, closed
-    loop), then three times it offered open loop, against nginx with the
+    """Issue 39 at the mount: the capacity measured here (the best of 4 and
+    32 clients, closed loop), then three times it offered open loop, against nginx with the
     lab's FUSE_NGINX_WORKERS. Once the overload is steady, at least 80% of
     the capacity is served as whole answers, the excess is refused (a 503)
     within one whole answer's time at capacity, and at most 1% of what is
@@ -248,9 +249,12 @@ def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_who
         server = NginxOnFuse(mount, workers=workers).start()
         url = f"{server.url}/files/{NAME}"
         baseline = attack(vegeta, url, 2)
-        capacity = sum(whole(r, SIZE) for r in baseline) / 2
-        assert capacity > 0, server.log()
         unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r, SIZE)) / 1e6
+        # The capacity is the most served at once: requests under way together
+        # share pages of the one file, so 32 clients are served more than 4.
+        capacity = max(sum(whole(r, SIZE) for r in results) / 2
+                       for results in (baseline, attack(vegeta, url, 2, workers=32)))
+        assert capacity > 0, server.log()
 
         started = time.time_ns()
         results = attack(vegeta, url, OVERLOAD_S, rate=OVERLOAD * capacity)
@@ -267,7 +271,7 @@ def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_who
               f"(p50 {quantile(shed_ms, 0.5):.0f}, p99 {quantile(shed_ms, 0.99):.0f} ms)")
         assert shed, "not overloaded: nothing refused"
         assert len(failed) <= 0.01 * len(admitted), (
-            sorted({(r["code"], r.get("error")) for r in failed})[:10], server.log()[-3000:])
+            collections.Counter((r["code"], r.get("error")) for r in failed).most_common(5), server.log()[-2000:])
         assert whole_per_s >= 0.8 * capacity, server.log()[-3000:]
         # Refused before any wait: sooner than a whole answer at capacity.
         assert quantile(shed_ms, 0.99) < unloaded_ms, server.log()[-3000:]
