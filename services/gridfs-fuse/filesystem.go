@@ -24,6 +24,7 @@ type gridRoot struct {
 	mounted time.Time
 	logger  *log.Logger
 	skipped sync.Map   // names already logged as skipped, so a listing logs each once
+	found   sync.Map   // inode number -> when a lookup last found its files document (Unix ns)
 	open    *openFiles // FUSE_MAX_OPEN_FILES
 	budget  openBudget // files open no longer than REQUEST_DEADLINE_MS allows
 	gate    admission  // new work while MongoDB's queue is long
@@ -47,8 +48,9 @@ type gridFile struct {
 }
 
 var (
-	_ fs.NodeGetattrer = (*gridFile)(nil)
-	_ fs.NodeOpener    = (*gridFile)(nil)
+	_ fs.NodeGetattrer   = (*gridFile)(nil)
+	_ fs.NodeOpener      = (*gridFile)(nil)
+	_ fs.NodeOnForgetter = (*gridFile)(nil)
 )
 
 type fileHandle struct {
@@ -153,7 +155,19 @@ func (r *gridRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	file := &gridFile{root: r, info: *info}
 	file.fill(&out.Attr)
-	return r.NewInode(ctx, file, fs.StableAttr{Mode: fuse.S_IFREG, Ino: inodeNumber(*info)}), 0
+	ino := inodeNumber(*info)
+	r.found.Store(ino, time.Now().UnixNano())
+	return r.NewInode(ctx, file, fs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
+}
+
+// foundRecently tells whether an open of inode ino may skip asking MongoDB
+// for its files document: a lookup found it within FUSE_ENTRY_TIMEOUT (as
+// long as the kernel keeps the entry without asking), and MongoDB answered
+// a call within pingInterval (how soon the mount notices its return, too).
+func (r *gridRoot) foundRecently(ino uint64, now time.Time) bool {
+	found, ok := r.found.Load(ino)
+	return ok && now.Sub(time.Unix(0, found.(int64))) < r.cfg.EntryTimeout &&
+		r.store.answeredWithin(now, pingInterval)
 }
 
 func (r *gridRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -203,15 +217,23 @@ func (f *gridFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 	return 0
 }
 
+// OnForget: the kernel dropped the inode, so no open of it comes before
+// another lookup.
+func (f *gridFile) OnForget() { f.root.found.Delete(inodeNumber(f.info)) }
+
 // Open reads no chunk of a file larger than openFetchBytes: a HEAD, a 304
 // or a Range request reads none of the first ones, and a GET's first read
-// fetches what it needs. Unless the kernel keeps its page cache, it asks
-// MongoDB whether this revision's files document is still there (one small
-// query), so that an outage fails the open, which nginx turns into a 503,
-// instead of a read after nginx has sent a 200, and a revision deleted
-// since the lookup is not found. A smaller file is fetched whole instead,
-// in one query as small: its reads then need MongoDB no more, and a damaged
-// chunk shows at the open (a 500) rather than as a cut answer.
+// fetches what it needs. Unless the kernel keeps its page cache, it makes
+// sure this revision's files document is still there and MongoDB answers,
+// so that an outage fails the open, which nginx turns into a 503, instead
+// of a read after nginx has sent a 200, and a revision deleted since the
+// lookup is not found: by one small query, unless a lookup found the
+// document within FUSE_ENTRY_TIMEOUT and MongoDB answered within
+// pingInterval (foundRecently). nginx waits out an open on its event loop,
+// and under load that query waited behind the chunk reads, every
+// connection of the worker with it. A smaller file is fetched whole
+// instead, in one query as small: its reads then need MongoDB no more, and
+// a damaged chunk shows at the open (a 500) rather than as a cut answer.
 func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
@@ -264,6 +286,9 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		}
 		f.root.unopened()
 		return nil, 0, f.root.fail("open", f.info.Name, err)
+	}
+	if f.root.foundRecently(inodeNumber(f.info), time.Now()) {
+		return h, f.openFlags(), 0
 	}
 	found, err := f.root.store.exists(ctx, id)
 	if err != nil {
