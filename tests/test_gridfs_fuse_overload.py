@@ -239,9 +239,12 @@ def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_who
     lab's FUSE_NGINX_WORKERS. Once the overload is steady, at least 80% of
     the capacity is served as whole answers, the excess is refused (a 503)
     within one whole answer's time at capacity, and at most 1% of what is
-    admitted fails or times out at the client. (make overload at 1 MB
-    before: about 64 refusals a window, p99 9.2 s, and thousands of client
-    timeouts: requests waited for a worker blocked in open(2).)"""
+    admitted fails or times out at the client. (Before, as make overload at
+    1 MB found: few refusals, their p50 about 1 s, and most of the admitted
+    timed out at the client: nginx's workers spent nine tenths of their time
+    in open(2), waiting out the kernel's drop of the page cache behind the
+    reads under way of the file, and the requests waited in their listen
+    queues.)"""
     workers = int(read_env_file(REPO / ".env")["FUSE_NGINX_WORKERS"])
     mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME).start()
     server = None

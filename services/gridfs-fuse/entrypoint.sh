@@ -36,7 +36,7 @@ fi
 printf 'limit_conn fuse_files %s;\n' "$FUSE_MAX_OPEN_FILES" > /tmp/fuse-limits.conf
 
 # worker_processes from .env (FUSE_NGINX_WORKERS, four on the one core: a
-# worker waits out every open of the mount, which asks MongoDB); `auto`
+# worker waits out every open of the mount, which may ask MongoDB); `auto`
 # would count the host's cores, not the container's cpuset.
 # setpriv: a uid change from root clears every capability, and
 # no-new-privileges (compose.yaml) keeps them from coming back.
