@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -121,6 +122,20 @@ class GridFSMount:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-6000:]
+
+    def totals(self) -> dict[str, int]:
+        """The daemon's counts since it started (totals.go): chunks fetched,
+        FUSE reads and their sizes, files closed; it logs them on SIGUSR1."""
+        with open(self.log_path, "rb") as log:
+            seen = log.read().count(b"totals: ")
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if "totals: " in line]
+            if len(lines) > seen:
+                return json.loads(lines[-1].split("totals: ", 1)[1])
+            time.sleep(0.02)
+        raise AssertionError(f"no totals logged within 5 s:\n{self.log()}")
 
     def stop(self) -> None:
         try:

@@ -29,6 +29,7 @@ type gridRoot struct {
 	budget  openBudget // files open no longer than REQUEST_DEADLINE_MS allows
 	gate    admission  // new work while MongoDB's queue is long
 	shed    refusalLog // work the gate refused
+	totals  totals     // logged on SIGUSR1
 }
 
 var (
@@ -263,7 +264,11 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	id, l := f.info.ID, f.info.layout()
 	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
-		return f.root.store.chunkRange(ctx, id, l, first, last)
+		chunks, err := f.root.store.chunkRange(ctx, id, l, first, last)
+		if err == nil {
+			f.root.totals.fetched(len(chunks))
+		}
+		return chunks, err
 	}
 	h := &fileHandle{file: f, reader: newChunkReader(l, fetch, f.root.cfg.ReadaheadChunks)}
 	if f.root.cfg.KernelCache {
@@ -362,6 +367,7 @@ func (r *gridRoot) unopened() {
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	if h.released.CompareAndSwap(false, true) {
 		h.reader.drop()
+		h.file.root.totals.closed.Add(1)
 		h.file.root.open.put()
 		h.file.root.budget.closed(time.Now(), true)
 	}
@@ -371,6 +377,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.file.reading.Add(1)
 	defer h.file.reading.Add(-1)
+	h.file.root.totals.read(len(dest))
 	n, err := h.reader.ReadAt(ctx, dest, off)
 	if err != nil {
 		h.file.root.fail(fmt.Sprintf("read [%d, +%d) of", off, len(dest)), h.file.info.Name, err)

@@ -78,6 +78,13 @@ func main() {
 		logger.Printf("serving as %s (uid %d, gid %d), no capabilities", runAs.Name, runAs.UID, runAs.GID)
 	}
 
+	counts := make(chan os.Signal, 1)
+	signal.Notify(counts, syscall.SIGUSR1)
+	go func() {
+		for range counts {
+			logger.Printf("totals: %s", root.totals.line())
+		}
+	}()
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
