@@ -42,10 +42,8 @@ var (
 // do its attributes: a new revision is a new inode.
 type gridFile struct {
 	fs.Inode
-	root    *gridRoot
-	info    fileInfo
-	reading atomic.Int32 // reads of it under way, through any handle
-	drops   coalesced    // of its page cache (openFlags)
+	root *gridRoot
+	info fileInfo
 }
 
 var (
@@ -277,7 +275,7 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if h.reader.fetchesAtOpen() {
 		err := h.reader.fetchAll(ctx)
 		if err == nil {
-			return h, f.openFlags(), 0
+			return h, 0, 0
 		}
 		if !errors.Is(err, errCorrupt) {
 			f.root.unopened()
@@ -293,7 +291,7 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, f.root.fail("open", f.info.Name, err)
 	}
 	if f.root.foundRecently(inodeNumber(f.info), time.Now()) {
-		return h, f.openFlags(), 0
+		return h, 0, 0
 	}
 	found, err := f.root.store.exists(ctx, id)
 	if err != nil {
@@ -304,52 +302,7 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		f.root.unopened()
 		return nil, 0, syscall.ENOENT
 	}
-	return h, f.openFlags(), 0
-}
-
-// openFlags is an open's answer with FUSE_KERNEL_CACHE=off: none, so that
-// the kernel drops the file's page cache at the open and the request reads
-// GridFS. The kernel drops it page by page, though, waiting for each page
-// a read has under way (it stays locked until the read returns), and
-// nginx waits out an open on its event loop, every connection of the
-// worker with it: at three times its capacity on one 1 MB file, nginx's
-// workers spent nine tenths of their time there (folio_lock, under
-// fuse_open), and the excess waited in their listen queues, seen by no
-// admission, until clients timed out. So while a read of the file is under
-// way the open keeps the cache (FOPEN_KEEP_CACHE), and the daemon drops it
-// at once from a goroutine (FUSE_NOTIFY_INVAL_INODE): the same pages go,
-// and only that goroutine waits. With no read under way nothing waits, and
-// the kernel drops them in the open, as before, so that one request after
-// another never reads the last one's pages.
-func (f *gridFile) openFlags() uint32 {
-	if f.reading.Load() == 0 {
-		return 0
-	}
-	f.drops.ask(func() {
-		// ENOENT: the kernel forgot the inode, and its pages with it
-		_ = f.NotifyContent(0, 0) // offset 0, length 0: all of it
-	})
-	return fuse.FOPEN_KEEP_CACHE
-}
-
-// coalesced runs a function in a goroutine when asked to, and once more
-// after a run if asked during it: any number of asks while one runs make
-// one more run, not a goroutine each.
-type coalesced struct{ asked atomic.Int32 }
-
-func (c *coalesced) ask(run func()) {
-	if c.asked.Add(1) > 1 {
-		return // the goroutine under way runs it again
-	}
-	go func() {
-		for {
-			asked := c.asked.Load()
-			run()
-			if c.asked.Add(-asked) == 0 {
-				return
-			}
-		}
-	}()
+	return h, 0, 0
 }
 
 // unopened gives back the places of an open admitted that then failed: not
@@ -375,8 +328,6 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 }
 
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h.file.reading.Add(1)
-	defer h.file.reading.Add(-1)
 	h.file.root.totals.read(len(dest))
 	n, err := h.reader.ReadAt(ctx, dest, off)
 	if err != nil {
