@@ -56,6 +56,12 @@ def lab_max_open_files() -> str:
                      (SOURCE / "entrypoint.sh").read_text())[1]
 
 
+def lab_direct_io() -> str:
+    """The lines entrypoint.sh adds to nginx's include with
+    FUSE_KERNEL_CACHE=off: files of 64 KiB and more read with O_DIRECT."""
+    return re.search(r"printf '(directio [^']*)'", (SOURCE / "entrypoint.sh").read_text())[1].replace(r"\n", "\n")
+
+
 def go_binary() -> str:
     go = shutil.which("go") or str(CACHE / "go" / "bin" / "go")
     if not os.access(go, os.X_OK):
@@ -172,9 +178,11 @@ class NginxOnFuse:
         return text.replace("\nworker_processes 1;\n", f"\nworker_processes {self.workers};\n", 1)
 
     def start(self) -> "NginxOnFuse":
-        # What entrypoint.sh writes: nginx's limit_conn at the daemon's cap.
+        # What entrypoint.sh writes: nginx's limit_conn at the daemon's cap,
+        # and direct I/O unless the kernel keeps the page cache.
         limit = self.mount.env.get("FUSE_MAX_OPEN_FILES") or lab_max_open_files()
-        (self.prefix / "fuse-limits.conf").write_text(f"limit_conn fuse_files {limit};\n")
+        direct_io = lab_direct_io() if self.mount.env.get("FUSE_KERNEL_CACHE", "off").lower() == "off" else ""
+        (self.prefix / "fuse-limits.conf").write_text(f"limit_conn fuse_files {limit};\n{direct_io}")
         conf = self.prefix / "nginx.conf"
         conf.write_text(self.config())
         self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(conf)],

@@ -27,7 +27,7 @@ import requests
 from pymongo import MongoClient
 
 from bench.env_file import read_env_file
-from processes import rss_mib
+from processes import cpu_seconds, rss_mib
 from test_admission import attack, parse_ns, quantile, whole
 from test_gridfs_fuse import (REPO, GridFSMount, NginxOnFuse, fuse_binary, is_mounted,  # noqa: F401
                               lab_max_open_files, served)
@@ -235,7 +235,8 @@ def timed_out(result: dict) -> bool:
 def chunks_per_file(before: dict, after: dict) -> float:
     """How many times each chunk of the file was fetched per file nginx
     closed, between two of the daemon's totals: 1 when every request reads
-    GridFS, below 1 when requests share what one fetched."""
+    GridFS, below 1 when requests share what one fetched (through the page
+    cache, which nginx's sendfile reads)."""
     chunks = -(-SIZE // (255 * 1024))  # GridFS's default chunkSize
     closed = after["files_closed"] - before["files_closed"]
     return (after["chunks_fetched"] - before["chunks_fetched"]) / max(closed * chunks, 1)
@@ -248,11 +249,15 @@ def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_who
     lab's FUSE_NGINX_WORKERS. Once the overload is steady, at least 80% of
     the capacity is served as whole answers, the excess is refused (a 503)
     within one whole answer's time at capacity, and at most 1% of what is
-    admitted fails or times out at the client. (Before, as make overload at
-    1 MB found: few refusals, their p50 about 1 s, and most of the admitted
-    timed out at the client: nginx's workers spent nine tenths of their time
-    in open(2), waiting out the kernel's drop of the page cache behind the
-    reads under way of the file, and the requests waited in their listen
+    admitted fails or times out at the client. And every request reads
+    GridFS, one client or many: each chunk is fetched about once per file
+    nginx closed (entrypoint.sh's directio; with sendfile, concurrent
+    requests shared the page cache, and at 3x capacity each chunk was
+    fetched 0.16 to 0.68 times per file). (Before, as make overload at 1 MB
+    found: few refusals, their p50 about 1 s, and most of the admitted timed
+    out at the client: nginx's workers spent nine tenths of their time in
+    open(2), waiting out the kernel's drop of the page cache behind the reads
+    under way of the file, and the requests waited in their listen
     queues.)"""
     workers = int(read_env_file(REPO / ".env")["FUSE_NGINX_WORKERS"])
     mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME).start()
@@ -261,15 +266,22 @@ def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_who
         server = NginxOnFuse(mount, workers=workers).start()
         url = f"{server.url}/files/{NAME}"
         counted = mount.totals()
+        assert all(whole(r, SIZE) for r in attack(vegeta, url, 1, workers=1)), server.log()
+        time.sleep(0.5)  # nginx closes the last file answered
+        now = mount.totals()
+        one_client_fetches, counted = chunks_per_file(counted, now), now
+        # CPU per file served at capacity, nginx's (its workers) and the daemon's
+        cpu = {"nginx": cpu_seconds([server.proc.pid]), "gridfs-fuse": cpu_seconds([mount.proc.pid])}
         baseline = attack(vegeta, url, 2)
         unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r, SIZE)) / 1e6
-        # The capacity is the most served at once: requests under way together
-        # share pages of the one file, so 32 clients are served more than 4.
+        # The capacity is the most served at once, at 4 or 32 clients.
         capacity = max(sum(whole(r, SIZE) for r in results) / 2
                        for results in (baseline, attack(vegeta, url, 2, workers=32)))
         assert capacity > 0, server.log()
-        time.sleep(0.5)  # nginx closes the last files answered
+        time.sleep(0.5)
         now = mount.totals()
+        cpu = {name: 1e3 * (cpu_seconds([proc.pid]) - cpu[name]) / max(now["files_closed"] - counted["files_closed"], 1)
+               for name, proc in (("nginx", server.proc), ("gridfs-fuse", mount.proc))}
         capacity_fetches, counted = chunks_per_file(counted, now), now
 
         started = time.time_ns()
@@ -287,13 +299,19 @@ def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_who
               f"({whole_per_s / capacity:.0%} of capacity), {len(admitted)} admitted ({len(failed)} failed, "
               f"{sum(timed_out(r) for r in failed)} client timeouts), {len(shed)} refused "
               f"(p50 {quantile(shed_ms, 0.5):.0f}, p99 {quantile(shed_ms, 0.99):.0f} ms); each chunk fetched "
-              f"{capacity_fetches:.2f} times per file closed at capacity, {overload_fetches:.2f} in the overload")
+              f"{one_client_fetches:.2f} times per file closed at 1 client, {capacity_fetches:.2f} at capacity, "
+              f"{overload_fetches:.2f} in the overload; CPU per file at capacity: nginx {cpu['nginx']:.2f} ms, "
+              f"gridfs-fuse {cpu['gridfs-fuse']:.2f} ms")
         assert shed, "not overloaded: nothing refused"
         assert len(failed) <= 0.01 * len(admitted), (
             collections.Counter((r["code"], r.get("error")) for r in failed).most_common(5), server.log()[-2000:])
         assert whole_per_s >= 0.8 * capacity, server.log()[-3000:]
         # Refused before any wait: sooner than a whole answer at capacity.
         assert quantile(shed_ms, 0.99) < unloaded_ms, server.log()[-3000:]
+        # Every request read GridFS, alone or among many (a little below 1:
+        # a request cut by the client fetched only part of its file).
+        assert min(one_client_fetches, capacity_fetches, overload_fetches) >= 0.9, (
+            one_client_fetches, capacity_fetches, overload_fetches, mount.log()[-2000:])
     finally:
         if server is not None:
             server.stop()
