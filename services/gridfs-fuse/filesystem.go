@@ -30,6 +30,7 @@ type gridRoot struct {
 	gate    admission  // new work while MongoDB's queue is long
 	shed    refusalLog // work the gate refused
 	totals  totals     // logged on SIGUSR1
+	fetches fetchSlots // reads' chunk fetches at MongoDB at once
 }
 
 var (
@@ -261,14 +262,22 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, errnoRetryLater
 	}
 	id, l := f.info.ID, f.info.layout()
+	h := &fileHandle{file: f}
 	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
+		if !h.reader.fetchesAtOpen() { // a read's fetch (fetchslots.go)
+			if !f.root.fetches.take(ctx, f.root.cfg.MongoTimeout) {
+				return nil, fmt.Errorf("%w: %d chunk fetches under way for %v", errUnavailable, readFetchSlots,
+					f.root.cfg.MongoTimeout)
+			}
+			defer f.root.fetches.put()
+		}
 		chunks, err := f.root.store.chunkRange(ctx, id, l, first, last)
 		if err == nil {
 			f.root.totals.fetched(len(chunks))
 		}
 		return chunks, err
 	}
-	h := &fileHandle{file: f, reader: newChunkReader(l, fetch, f.root.cfg.ReadaheadChunks)}
+	h.reader = newChunkReader(l, fetch, f.root.cfg.ReadaheadChunks)
 	if f.root.cfg.KernelCache {
 		return h, fuse.FOPEN_KEEP_CACHE, 0
 	}

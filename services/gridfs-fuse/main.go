@@ -41,7 +41,7 @@ func main() {
 	}
 	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger, open: newOpenFiles(cfg.MaxOpenFiles),
 		budget: openBudget{budget: openTimeBudget(cfg.RequestDeadline)},
-		gate:   admission{bound: queueDelayBound(cfg.MongoTimeout)}}
+		gate:   admission{bound: queueDelayBound(cfg.MongoTimeout)}, fetches: newFetchSlots(readFetchSlots)}
 	negative := cfg.EntryTimeout
 	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
 		EntryTimeout:    &cfg.EntryTimeout,
