@@ -167,6 +167,22 @@ def rss_mib(roots: list[int]) -> float:
     return total_kib / 1024
 
 
+def cpu_seconds(roots: list[int]) -> float:
+    """CPU time (user and system) these processes and their children have
+    used so far, seconds."""
+    pids = roots + [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+                    if _parent(stat) in roots]
+    ticks = 0
+    for each in pids:
+        try:
+            # after the command's closing parenthesis: utime and stime are the 12th and 13th
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except (FileNotFoundError, IndexError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _parent(stat: Path) -> int | None:
     try:
         # after the command's closing parenthesis: state, then the parent's pid

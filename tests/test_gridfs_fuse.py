@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -53,6 +54,12 @@ def lab_max_open_files() -> str:
     nginx's limit_conn alike."""
     return re.search(r"FUSE_MAX_OPEN_FILES=\$\{FUSE_MAX_OPEN_FILES:-(\d+)\}",
                      (SOURCE / "entrypoint.sh").read_text())[1]
+
+
+def lab_direct_io() -> str:
+    """The lines entrypoint.sh adds to nginx's include with
+    FUSE_KERNEL_CACHE=off: files of 64 KiB and more read with O_DIRECT."""
+    return re.search(r"printf '(directio [^']*)'", (SOURCE / "entrypoint.sh").read_text())[1].replace(r"\n", "\n")
 
 
 def go_binary() -> str:
@@ -122,6 +129,20 @@ class GridFSMount:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-6000:]
 
+    def totals(self) -> dict[str, int]:
+        """The daemon's counts since it started (totals.go): chunks fetched,
+        FUSE reads and their sizes, files closed; it logs them on SIGUSR1."""
+        with open(self.log_path, "rb") as log:
+            seen = log.read().count(b"totals: ")
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if "totals: " in line]
+            if len(lines) > seen:
+                return json.loads(lines[-1].split("totals: ", 1)[1])
+            time.sleep(0.02)
+        raise AssertionError(f"no totals logged within 5 s:\n{self.log()}")
+
     def stop(self) -> None:
         try:
             stop_process(self.proc)
@@ -136,8 +157,9 @@ class NginxOnFuse:
     prefix on a free 127.0.0.1 port and serve the mount; shaped like the
     serving paths of tests/service_processes.py (url, port, log())."""
 
-    def __init__(self, mount: GridFSMount):
+    def __init__(self, mount: GridFSMount, workers: int = 1):
         self.mount = mount
+        self.workers = workers  # worker_processes (entrypoint.sh's FUSE_NGINX_WORKERS in the lab)
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-fuse-"))
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -147,16 +169,20 @@ class NginxOnFuse:
         return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> str:
-        return native_nginx_config(SOURCE / "nginx.conf", self.prefix, {
-            "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port};",
+        text = native_nginx_config(SOURCE / "nginx.conf", self.prefix, {
+            # reuseport as in the lab: each worker accepts from its own queue
+            "listen 8080 reuseport;": f"listen 127.0.0.1:{self.port} reuseport;",
             "alias /data/gridfs/;": f"alias {self.mount.path}/;",
             "error_log stderr crit;": f"error_log {self.prefix}/error.log crit;",
         })
+        return text.replace("\nworker_processes 1;\n", f"\nworker_processes {self.workers};\n", 1)
 
     def start(self) -> "NginxOnFuse":
-        # What entrypoint.sh writes: nginx's limit_conn at the daemon's cap.
+        # What entrypoint.sh writes: nginx's limit_conn at the daemon's cap,
+        # and direct I/O unless the kernel keeps the page cache.
         limit = self.mount.env.get("FUSE_MAX_OPEN_FILES") or lab_max_open_files()
-        (self.prefix / "fuse-limits.conf").write_text(f"limit_conn fuse_files {limit};\n")
+        direct_io = lab_direct_io() if self.mount.env.get("FUSE_KERNEL_CACHE", "off").lower() == "off" else ""
+        (self.prefix / "fuse-limits.conf").write_text(f"limit_conn fuse_files {limit};\n{direct_io}")
         conf = self.prefix / "nginx.conf"
         conf.write_text(self.config())
         self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(conf)],

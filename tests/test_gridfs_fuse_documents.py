@@ -87,9 +87,10 @@ def fuse(fuse_binary, mongo_uri, stored):
     mount.stop()
 
 
-def raw_get(port: int, name: str) -> tuple[int, int | None, bytes, str]:
-    """One GET read to the connection's end: the status, the Content-Length,
-    the body bytes received and how the connection ended."""
+def raw_get(port: int, name: str) -> tuple[int | None, int | None, bytes, str]:
+    """One GET read to the connection's end: the status (None: no answer),
+    the Content-Length, the body bytes received and how the connection
+    ended."""
     with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
         sock.sendall(f"GET /files/{name} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n".encode())
         data, ending = b"", "closed"
@@ -99,7 +100,7 @@ def raw_get(port: int, name: str) -> tuple[int, int | None, bytes, str]:
         except ConnectionResetError:
             ending = "reset"
     head, _, body = data.partition(b"\r\n\r\n")
-    status = int(head[9:12])
+    status = int(head[9:12]) if head else None
     length = re.search(rb"\r\nContent-Length: (\d+)", head)
     return status, int(length[1]) if length else None, body, ending
 
@@ -128,11 +129,15 @@ def test_a_document_breaking_gridfs_rules_is_a_500_and_the_daemon_serves_on(fuse
 
 
 def test_a_lying_later_chunk_cuts_the_answer_and_the_daemon_serves_on(fuse):
-    """Seen only by a read after nginx sent the head: the connection ends
-    short of Content-Length, never with bytes that are not the file's."""
+    """Seen only by a read, once nginx has chosen a 200: the connection
+    ends with no byte that is not the file's. nginx reads a file of 64 KiB
+    and more with direct I/O (entrypoint.sh) into its buffer before the
+    head goes out, and this one's first read fetches every chunk, so the
+    connection ends with no answer at all (with sendfile: the head, then
+    short of Content-Length)."""
     mount, server = fuse
-    status, length, body, _ = raw_get(server.port, "big-lying-last-chunk.bin")
-    assert status == 200 and length == len(BIG) and len(body) < len(BIG) and BIG.startswith(body)
+    status, _, body, _ = raw_get(server.port, "big-lying-last-chunk.bin")
+    assert status is None and body == b""
     assert mount.proc.poll() is None, mount.log()
     assert requests.get(f"{server.url}/files/big.bin", timeout=10).content == BIG
 

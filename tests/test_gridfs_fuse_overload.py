@@ -4,12 +4,18 @@ a mount against the test FerretDB and nginx with services/gridfs-fuse/
 nginx.conf. Every open file holds its chunks in the daemon's heap until
 nginx closes it, so the files open at once are capped (FUSE_MAX_OPEN_FILES:
 nginx's limit_conn answers the excess 503 before any open, the daemon
-refuses an open past it), and a closed file keeps nothing."""
+refuses an open past it), and a closed file keeps nothing. And issue 39's
+admission, as tests/test_admission.py checks the other paths: three times
+the capacity, offered open loop, is refused fast and what is admitted is
+served whole."""
+import base64
+import collections
 import errno
 import hashlib
 import random
 import select
 import socket
+import statistics
 import struct
 import subprocess
 import threading
@@ -20,9 +26,12 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-from processes import rss_mib
-from test_gridfs_fuse import (GridFSMount, NginxOnFuse, fuse_binary, is_mounted, lab_max_open_files,  # noqa: F401
-                              served)
+from bench.env_file import read_env_file
+from processes import cpu_seconds, rss_mib
+from test_admission import attack, parse_ns, quantile, whole
+from test_gridfs_fuse import (REPO, GridFSMount, NginxOnFuse, fuse_binary, is_mounted,  # noqa: F401
+                              lab_max_open_files, served)
+from test_timing_rounds import vegeta  # noqa: F401 (a fixture)
 
 DB_NAME = "lab_fuse_overload_test"
 NAME = "1MB.bin"
@@ -32,6 +41,10 @@ GO_SOFT_LIMIT_MIB = TARGET_MEM_MIB * 3 / 4  # memlimit.go: the daemon's heap sta
 # What an open 1 MB file costs the daemon at most, in resident memory: its
 # chunks (1 MiB) and, until a collection, the driver's reply they came in.
 PER_OPEN_FILE_MIB = 2.5
+# make overload's lower load, as tests/test_admission.py offers it
+OVERLOAD = 3  # times the capacity measured
+OVERLOAD_S = 6
+WARM_UP_S = 1.5  # the close rate known and the open budget settled: "steady" after it
 
 
 @pytest.fixture(scope="module")
@@ -196,11 +209,124 @@ def test_1000_clients_at_once_are_answered_whole_or_503_within_the_memory(fuse_b
         assert peak[0] < GO_SOFT_LIMIT_MIB, f"the daemon's RSS reached {peak[0]:.0f} MiB"
         assert summary.socket_errors == 0, result.stdout
         assert summary.requests > summary.non_2xx_3xx > 0, result.stdout  # the excess shed
-        after = requests.get(f"{server.url}/files/{NAME}", timeout=30)
+        # The reads wrk left behind take their turns at MongoDB (fetchslots.go)
+        # before their files close: until then an open may be refused.
+        deadline = time.monotonic() + 10
+        while (after := requests.get(f"{server.url}/files/{NAME}", timeout=30)).status_code == 503:
+            assert time.monotonic() < deadline, "still 503 10 s after wrk stopped"
+            time.sleep(0.2)
         assert after.status_code == 200 and hashlib.sha256(after.content).digest() == hashlib.sha256(content).digest()
     finally:
         done.set()
         if sampler.is_alive():
             sampler.join()
         server.stop()
+        mount.stop()
+
+
+def refused(result: dict) -> bool:
+    """A refusal: nginx.conf's @storage_unavailable (limit_conn's 503 or
+    the daemon's EACCES), a 503 with Retry-After (vegeta keeps 32 bytes of
+    the body)."""
+    return (result["code"] == 503 and (result.get("headers") or {}).get("Retry-After") == ["1"]
+            and base64.b64decode(result.get("body") or "").startswith(b"storage unavailable"))
+
+
+def timed_out(result: dict) -> bool:
+    """No answer within vegeta's -timeout (10 s, make overload's too)."""
+    return result["code"] == 0 and "Timeout" in (result.get("error") or "")
+
+
+def chunks_per_file(before: dict, after: dict) -> float:
+    """How many times each chunk of the file was fetched per file nginx
+    closed, between two of the daemon's totals: 1 when every request reads
+    GridFS, below 1 when requests share what one fetched (through the page
+    cache, which nginx's sendfile reads)."""
+    chunks = -(-SIZE // (255 * 1024))  # GridFS's default chunkSize
+    closed = after["files_closed"] - before["files_closed"]
+    return (after["chunks_fetched"] - before["chunks_fetched"]) / max(closed * chunks, 1)
+
+
+def served_per_s(results: list[dict], seconds: float) -> float:
+    """Whole answers a closed loop of `seconds` finished within them, per
+    second: the requests each client sent just before the end and had
+    answered after it are not part of its rate (at 32 clients they added a
+    fifth to it)."""
+    began = min(parse_ns(r["timestamp"]) for r in results)
+    return sum(whole(r, SIZE) and parse_ns(r["timestamp"]) + r["latency"] - began <= seconds * 1e9
+               for r in results) / seconds
+
+
+def test_three_times_capacity_is_refused_fast_and_what_is_admitted_is_served_whole(
+        fuse_binary, mongo_uri, content, vegeta):  # noqa: F811 (the fixture)
+    """Issue 39 at the mount: the capacity measured here (the best of 4 and
+    32 clients, closed loop), then three times it offered open loop, against nginx with the
+    lab's FUSE_NGINX_WORKERS. Once the overload is steady, at least 80% of
+    the capacity is served as whole answers, the excess is refused (a 503)
+    within one whole answer's time at capacity, and at most 1% of what is
+    admitted fails or times out at the client. And every request reads
+    GridFS, one client or many: each chunk is fetched about once per file
+    nginx closed (entrypoint.sh's directio; with sendfile, concurrent
+    requests shared the page cache, and at 3x capacity each chunk was
+    fetched 0.16 to 0.68 times per file). (Before, as make overload at 1 MB
+    found: few refusals, their p50 about 1 s, and most of the admitted timed
+    out at the client: nginx's workers spent nine tenths of their time in
+    open(2), waiting out the kernel's drop of the page cache behind the reads
+    under way of the file, and the requests waited in their listen
+    queues.)"""
+    workers = int(read_env_file(REPO / ".env")["FUSE_NGINX_WORKERS"])
+    mount = GridFSMount(fuse_binary, mongo_uri, DB_NAME).start()
+    server = None
+    try:
+        server = NginxOnFuse(mount, workers=workers).start()
+        url = f"{server.url}/files/{NAME}"
+        counted = mount.totals()
+        assert all(whole(r, SIZE) for r in attack(vegeta, url, 1, workers=1)), server.log()
+        time.sleep(0.5)  # nginx closes the last file answered
+        now = mount.totals()
+        one_client_fetches, counted = chunks_per_file(counted, now), now
+        # CPU per file served at capacity, nginx's (its workers) and the daemon's
+        cpu = {"nginx": cpu_seconds([server.proc.pid]), "gridfs-fuse": cpu_seconds([mount.proc.pid])}
+        baseline = attack(vegeta, url, 2)
+        unloaded_ms = statistics.median(r["latency"] for r in baseline if whole(r, SIZE)) / 1e6
+        # The capacity is the most served at once, at 4 or 32 clients.
+        capacity = max(served_per_s(results, 2) for results in (baseline, attack(vegeta, url, 2, workers=32)))
+        assert capacity > 0, server.log()
+        time.sleep(0.5)
+        now = mount.totals()
+        cpu = {name: 1e3 * (cpu_seconds([proc.pid]) - cpu[name]) / max(now["files_closed"] - counted["files_closed"], 1)
+               for name, proc in (("nginx", server.proc), ("gridfs-fuse", mount.proc))}
+        capacity_fetches, counted = chunks_per_file(counted, now), now
+
+        started = time.time_ns()
+        results = attack(vegeta, url, OVERLOAD_S, rate=OVERLOAD * capacity)
+        time.sleep(0.5)
+        overload_fetches = chunks_per_file(counted, mount.totals())
+        steady = [r for r in results if parse_ns(r["timestamp"]) - started >= WARM_UP_S * 1e9]
+        shed = [r for r in steady if refused(r)]
+        admitted = [r for r in steady if not refused(r)]
+        failed = [r for r in admitted if not whole(r, SIZE)]
+        shed_ms = [r["latency"] / 1e6 for r in shed] or [0.0]
+        whole_per_s = (len(admitted) - len(failed)) / (OVERLOAD_S - WARM_UP_S)
+        print(f"gridfs-fuse ({workers} nginx workers): capacity {capacity:.1f}/s ({unloaded_ms:.0f} ms each at "
+              f"4 clients); at {OVERLOAD * capacity:.0f}/s steady: {whole_per_s:.1f} whole/s "
+              f"({whole_per_s / capacity:.0%} of capacity), {len(admitted)} admitted ({len(failed)} failed, "
+              f"{sum(timed_out(r) for r in failed)} client timeouts), {len(shed)} refused "
+              f"(p50 {quantile(shed_ms, 0.5):.0f}, p99 {quantile(shed_ms, 0.99):.0f} ms); each chunk fetched "
+              f"{one_client_fetches:.2f} times per file closed at 1 client, {capacity_fetches:.2f} at capacity, "
+              f"{overload_fetches:.2f} in the overload; CPU per file at capacity: nginx {cpu['nginx']:.2f} ms, "
+              f"gridfs-fuse {cpu['gridfs-fuse']:.2f} ms")
+        assert shed, "not overloaded: nothing refused"
+        assert len(failed) <= 0.01 * len(admitted), (
+            collections.Counter((r["code"], r.get("error")) for r in failed).most_common(5), server.log()[-2000:])
+        assert whole_per_s >= 0.8 * capacity, server.log()[-3000:]
+        # Refused before any wait: sooner than a whole answer at capacity.
+        assert quantile(shed_ms, 0.99) < unloaded_ms, server.log()[-3000:]
+        # Every request read GridFS, alone or among many (a little below 1:
+        # a request cut by the client fetched only part of its file).
+        assert min(one_client_fetches, capacity_fetches, overload_fetches) >= 0.9, (
+            one_client_fetches, capacity_fetches, overload_fetches, mount.log()[-2000:])
+    finally:
+        if server is not None:
+            server.stop()
         mount.stop()

@@ -34,9 +34,26 @@ fi
 # 1 to 65535; else it exits at start naming the variable): nginx gets the
 # same number.
 printf 'limit_conn fuse_files %s;\n' "$FUSE_MAX_OPEN_FILES" > /tmp/fuse-limits.conf
+# FUSE_KERNEL_CACHE=off (the daemon accepted it, in any case): every
+# request must read GridFS, yet sendfile reads through the page cache, which
+# concurrent requests of a file share, and each open's drop of it
+# (fuse_open) waited for the pages other requests' reads held locked. So
+# nginx reads files of 64 KiB and more with O_DIRECT (the daemon fetches
+# smaller ones whole at each open anyway): nothing enters the page cache,
+# and nginx reads into its own buffers, in the aio thread pool, instead of
+# sendfile. FUSE needs no alignment: nginx's default, 512, costs a Range at
+# most 511 bytes read before its start. Two buffers of 256 KiB: a 1 MB
+# answer in four reads of one FUSE request each (MaxWrite, main.go), one
+# read while the other buffer is sent; at most 64 MiB for
+# FUSE_MAX_OPEN_FILES=128. With on: sendfile and the page cache, which the
+# row then measures.
+kernel_cache=${FUSE_KERNEL_CACHE:-off}
+if [ "${kernel_cache,,}" = off ]; then
+  printf 'directio 64k;\ndirectio_alignment 512;\noutput_buffers 2 256k;\n' >> /tmp/fuse-limits.conf
+fi
 
 # worker_processes from .env (FUSE_NGINX_WORKERS, four on the one core: a
-# worker waits out every open of the mount, which asks MongoDB); `auto`
+# worker waits out every open of the mount, which may ask MongoDB); `auto`
 # would count the host's cores, not the container's cpuset.
 # setpriv: a uid change from root clears every capability, and
 # no-new-privileges (compose.yaml) keeps them from coming back.

@@ -24,10 +24,13 @@ type gridRoot struct {
 	mounted time.Time
 	logger  *log.Logger
 	skipped sync.Map   // names already logged as skipped, so a listing logs each once
+	found   sync.Map   // inode number -> when a lookup last found its files document (Unix ns)
 	open    *openFiles // FUSE_MAX_OPEN_FILES
 	budget  openBudget // files open no longer than REQUEST_DEADLINE_MS allows
 	gate    admission  // new work while MongoDB's queue is long
 	shed    refusalLog // work the gate refused
+	totals  totals     // logged on SIGUSR1
+	fetches fetchSlots // reads' chunk fetches at MongoDB at once
 }
 
 var (
@@ -45,8 +48,9 @@ type gridFile struct {
 }
 
 var (
-	_ fs.NodeGetattrer = (*gridFile)(nil)
-	_ fs.NodeOpener    = (*gridFile)(nil)
+	_ fs.NodeGetattrer   = (*gridFile)(nil)
+	_ fs.NodeOpener      = (*gridFile)(nil)
+	_ fs.NodeOnForgetter = (*gridFile)(nil)
 )
 
 type fileHandle struct {
@@ -151,7 +155,19 @@ func (r *gridRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	file := &gridFile{root: r, info: *info}
 	file.fill(&out.Attr)
-	return r.NewInode(ctx, file, fs.StableAttr{Mode: fuse.S_IFREG, Ino: inodeNumber(*info)}), 0
+	ino := inodeNumber(*info)
+	r.found.Store(ino, time.Now().UnixNano())
+	return r.NewInode(ctx, file, fs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
+}
+
+// foundRecently tells whether an open of inode ino may skip asking MongoDB
+// for its files document: a lookup found it within FUSE_ENTRY_TIMEOUT (as
+// long as the kernel keeps the entry without asking), and MongoDB answered
+// a call within pingInterval (how soon the mount notices its return, too).
+func (r *gridRoot) foundRecently(ino uint64, now time.Time) bool {
+	found, ok := r.found.Load(ino)
+	return ok && now.Sub(time.Unix(0, found.(int64))) < r.cfg.EntryTimeout &&
+		r.store.answeredWithin(now, pingInterval)
 }
 
 func (r *gridRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -201,15 +217,23 @@ func (f *gridFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 	return 0
 }
 
+// OnForget: the kernel dropped the inode, so no open of it comes before
+// another lookup.
+func (f *gridFile) OnForget() { f.root.found.Delete(inodeNumber(f.info)) }
+
 // Open reads no chunk of a file larger than openFetchBytes: a HEAD, a 304
 // or a Range request reads none of the first ones, and a GET's first read
-// fetches what it needs. Unless the kernel keeps its page cache, it asks
-// MongoDB whether this revision's files document is still there (one small
-// query), so that an outage fails the open, which nginx turns into a 503,
-// instead of a read after nginx has sent a 200, and a revision deleted
-// since the lookup is not found. A smaller file is fetched whole instead,
-// in one query as small: its reads then need MongoDB no more, and a damaged
-// chunk shows at the open (a 500) rather than as a cut answer.
+// fetches what it needs. Unless the kernel keeps its page cache, it makes
+// sure this revision's files document is still there and MongoDB answers,
+// so that an outage fails the open, which nginx turns into a 503, instead
+// of a read after nginx has sent a 200, and a revision deleted since the
+// lookup is not found: by one small query, unless a lookup found the
+// document within FUSE_ENTRY_TIMEOUT and MongoDB answered within
+// pingInterval (foundRecently). nginx waits out an open on its event loop,
+// and under load that query waited behind the chunk reads, every
+// connection of the worker with it. A smaller file is fetched whole
+// instead, in one query as small: its reads then need MongoDB no more, and
+// a damaged chunk shows at the open (a 500) rather than as a cut answer.
 func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
@@ -238,10 +262,22 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, errnoRetryLater
 	}
 	id, l := f.info.ID, f.info.layout()
+	h := &fileHandle{file: f}
 	fetch := func(ctx context.Context, first, last int64) ([][]byte, error) {
-		return f.root.store.chunkRange(ctx, id, l, first, last)
+		if !h.reader.fetchesAtOpen() { // a read's fetch (fetchslots.go)
+			if !f.root.fetches.take(ctx, f.root.cfg.MongoTimeout) {
+				return nil, fmt.Errorf("%w: %d chunk fetches under way for %v", errUnavailable, readFetchSlots,
+					f.root.cfg.MongoTimeout)
+			}
+			defer f.root.fetches.put()
+		}
+		chunks, err := f.root.store.chunkRange(ctx, id, l, first, last)
+		if err == nil {
+			f.root.totals.fetched(len(chunks))
+		}
+		return chunks, err
 	}
-	h := &fileHandle{file: f, reader: newChunkReader(l, fetch, f.root.cfg.ReadaheadChunks)}
+	h.reader = newChunkReader(l, fetch, f.root.cfg.ReadaheadChunks)
 	if f.root.cfg.KernelCache {
 		return h, fuse.FOPEN_KEEP_CACHE, 0
 	}
@@ -262,6 +298,9 @@ func (f *gridFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		}
 		f.root.unopened()
 		return nil, 0, f.root.fail("open", f.info.Name, err)
+	}
+	if f.root.foundRecently(inodeNumber(f.info), time.Now()) {
+		return h, 0, 0
 	}
 	found, err := f.root.store.exists(ctx, id)
 	if err != nil {
@@ -290,6 +329,7 @@ func (r *gridRoot) unopened() {
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	if h.released.CompareAndSwap(false, true) {
 		h.reader.drop()
+		h.file.root.totals.closed.Add(1)
 		h.file.root.open.put()
 		h.file.root.budget.closed(time.Now(), true)
 	}
@@ -297,6 +337,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 }
 
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.file.root.totals.read(len(dest))
 	n, err := h.reader.ReadAt(ctx, dest, off)
 	if err != nil {
 		h.file.root.fail(fmt.Sprintf("read [%d, +%d) of", off, len(dest)), h.file.info.Name, err)

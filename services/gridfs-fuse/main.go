@@ -41,7 +41,7 @@ func main() {
 	}
 	root := &gridRoot{store: st, cfg: cfg, mounted: time.Now(), logger: logger, open: newOpenFiles(cfg.MaxOpenFiles),
 		budget: openBudget{budget: openTimeBudget(cfg.RequestDeadline)},
-		gate:   admission{bound: queueDelayBound(cfg.MongoTimeout)}}
+		gate:   admission{bound: queueDelayBound(cfg.MongoTimeout)}, fetches: newFetchSlots(readFetchSlots)}
 	negative := cfg.EntryTimeout
 	server, err := fs.Mount(cfg.Mountpoint, root, &fs.Options{
 		EntryTimeout:    &cfg.EntryTimeout,
@@ -78,6 +78,13 @@ func main() {
 		logger.Printf("serving as %s (uid %d, gid %d), no capabilities", runAs.Name, runAs.UID, runAs.GID)
 	}
 
+	counts := make(chan os.Signal, 1)
+	signal.Notify(counts, syscall.SIGUSR1)
+	go func() {
+		for range counts {
+			logger.Printf("totals: %s", root.totals.line())
+		}
+	}()
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {

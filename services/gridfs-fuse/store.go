@@ -51,9 +51,10 @@ type store struct {
 	timeout time.Duration
 	logger  *log.Logger
 
-	down    atomic.Bool
-	mu      sync.Mutex // guards probing
-	probing bool
+	down     atomic.Bool
+	answered atomic.Int64 // when a call last had MongoDB's answer (Unix ns; 0: never)
+	mu       sync.Mutex   // guards probing
+	probing  bool
 }
 
 var fileProjection = bson.D{{Key: "filename", Value: 1}, {Key: "length", Value: 1},
@@ -88,6 +89,16 @@ func (s *store) begin(ctx context.Context) (context.Context, context.CancelFunc,
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	return ctx, cancel, nil
+}
+
+// answers records that MongoDB answered a call at now.
+func (s *store) answers(now time.Time) { s.answered.Store(now.UnixNano()) }
+
+// answeredWithin tells whether MongoDB answered a call less than d before
+// now and is not known to be down since.
+func (s *store) answeredWithin(now time.Time, d time.Duration) bool {
+	last := s.answered.Load()
+	return !s.down.Load() && last != 0 && now.UnixNano()-last < int64(d)
 }
 
 // failed classifies a call's error (unavailable) and marks MongoDB down
@@ -125,6 +136,7 @@ func (s *store) probe() {
 		err := s.client.Ping(ctx, nil)
 		cancel()
 		if err == nil {
+			s.answers(time.Now())
 			s.mu.Lock()
 			s.down.Store(false)
 			s.probing = false
@@ -159,11 +171,13 @@ func (s *store) lookup(ctx context.Context, name string) (*fileInfo, error) {
 	doc, err := s.files.FindOne(ctx, bson.D{{Key: "filename", Value: name}},
 		options.FindOne().SetSort(bson.D{{Key: "uploadDate", Value: -1}}).SetProjection(fileProjection)).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
+		s.answers(time.Now())
 		return nil, nil
 	}
 	if err != nil {
 		return nil, s.failed(err)
 	}
+	s.answers(time.Now())
 	info, err := parseFileInfo(doc)
 	if err != nil {
 		return nil, err
@@ -182,11 +196,13 @@ func (s *store) exists(ctx context.Context, id bson.RawValue) (bool, error) {
 	err = s.files.FindOne(ctx, bson.D{{Key: "_id", Value: id}},
 		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
+		s.answers(time.Now())
 		return false, nil
 	}
 	if err != nil {
 		return false, s.failed(err)
 	}
+	s.answers(time.Now())
 	return true, nil
 }
 
@@ -214,6 +230,7 @@ func (s *store) list(ctx context.Context) (all []fileInfo, invalid []error, err 
 	if err := cursor.Err(); err != nil {
 		return nil, nil, s.failed(err)
 	}
+	s.answers(time.Now())
 	return all, invalid, nil
 }
 
@@ -252,6 +269,7 @@ func (s *store) chunkRange(ctx context.Context, id bson.RawValue, l layout, firs
 	if err := cursor.Err(); err != nil {
 		return nil, s.failed(err)
 	}
+	s.answers(time.Now())
 	if int64(len(out)) != last-first+1 {
 		return nil, fmt.Errorf("%w: chunk %d missing", errCorrupt, first+int64(len(out)))
 	}
