@@ -9,8 +9,9 @@ import (
 // SIGUSR1 logs: what a request costs it (chunks fetched per file closed,
 // FUSE reads and their sizes), which a benchmark's figures rest on. With
 // FUSE_KERNEL_CACHE=off every request should fetch each chunk of its file
-// once, and direct I/O brings each read as the reader asked it (sendfile:
-// a pipe's worth, 64 KiB) rather than the kernel's read-ahead.
+// once, and direct I/O brings each read as nginx asked it (output_buffers,
+// 256 KiB) rather than as the page cache's read-ahead sizes it (128 KiB
+// measured under sendfile).
 type totals struct {
 	reads       atomic.Int64 // FUSE reads answered
 	readBytes   atomic.Int64 // bytes they asked for
