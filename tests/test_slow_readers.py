@@ -64,7 +64,11 @@ TARGET_MEM_MIB = 512  # .env's TARGET_MEM, every serving path's container limit
 # the piece being sent and its objects: 2 MiB each at most, with room to spare.
 # nginx-gridfs's holds its window and its pooled client's reply buffer, a
 # window more (services/nginx-gridfs/nginx.conf): 2.1 MiB measured.
-PER_STALLED_MIB = {"nginx-gridfs": 2.5}
+# gridfs-fuse's daemon keeps up to 1.74 MiB of chunks per open file
+# (services/gridfs-fuse/openfiles.go), nginx reading it with direct I/O its two
+# 256 KiB output buffers, and the Go heap the garbage of the ones served
+# meanwhile: 2.0-2.4 MiB measured.
+PER_STALLED_MIB = {"nginx-gridfs": 2.5, "gridfs-fuse": 3}
 DEFAULT_PER_STALLED_MIB = 2
 CLOSED_LINE = "SEND_TIMEOUT_MS"  # what each path logs as it closes a stalled response
 

@@ -21,7 +21,9 @@ import (
 // for the lab's 1 MB file (measured: 128 stalled 1 MB responses grew the
 // daemon by 159 MiB, 1.24 MiB each; tests/test_gridfs_fuse_overload.py);
 // within the Go soft limit of 384 MiB, three quarters of TARGET_MEM's 512 MiB
-// (memlimit.go), the rest left to nginx and the kernel's socket buffers.
+// (memlimit.go), the rest left to nginx and the kernel's socket buffers
+// (reading with direct I/O, FUSE_KERNEL_CACHE=off, nginx holds its two 256
+// KiB output buffers per response: 128 x 0.5 MiB = 64 MiB).
 // Without a cap, wrk's 1000 clients at once on 1 MB held about 500 files open
 // and 460 MiB of chunks in the heap (make overload: the kernel killed the
 // daemon at the 512 MiB limit). 128 is above the benchmark's 100 clients at
