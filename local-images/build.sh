@@ -64,7 +64,7 @@ build_cadvisor() {
     die "cAdvisor build failed, see $LAB_CACHE/cadvisor-build.log"
 }
 
-docker info >/dev/null 2>&1 || die "no Docker engine answers (run tools/setup.sh)"
+docker info >/dev/null 2>&1 || die "no Docker engine answers (run tools/install/setup.sh)"
 build_base
 build_cadvisor
 build_derived python "$PREFIX/python:3.11"
@@ -72,7 +72,7 @@ build_derived node "$PREFIX/node:18"
 "$here/golang/build-local-image.sh" "$PREFIX/debian:$SUITE" "$PREFIX/golang:bookworm"
 build_derived postgres "$PREFIX/postgres:15"
 build_derived httpd "$PREFIX/httpd:2.4"
-ferretdb_bin=$("$root/tools/build-ferretdb.sh")
+ferretdb_bin=$("$root/tools/install/build-ferretdb.sh")
 cp "$ferretdb_bin" "$LAB_CACHE/ferretdb"
 # -lab2: the stand-in's second interface (logins, for make lab-hosts); an
 # image whose tag exists is kept, so a changed interface takes a new tag
@@ -80,7 +80,7 @@ build_derived mongo "$PREFIX/mongo:ferretdb-1.24.2-lab2" "$LAB_CACHE/ferretdb"
 # A machine with fewer than 4 cores gets the 2-core pins too, so that
 # `docker compose --env-file local.env up bench` runs as it is.
 pins=(); [ "$(nproc)" -lt 4 ] && pins=("$root/cpus-2.env")
-# the host's python3 (run by hand, this may come before tools/setup.sh's .venv),
+# the host's python3 (run by hand, this may come before tools/install/setup.sh's .venv),
 # bench's env-file reader from loadgen/ (standard library only)
-PYTHONPATH="$root/loadgen" python3 "$root/tools/write-env.py" "$root/.env" "$here/images.env" "${pins[@]}" >"$root/local.env"
+PYTHONPATH="$root/loadgen" python3 "$root/tools/install/write-env.py" "$root/.env" "$here/images.env" "${pins[@]}" >"$root/local.env"
 say "wrote local.env${pins:+ (with the 2-core pins)}; run: docker compose --env-file local.env up bench"

@@ -258,7 +258,7 @@ def check_page(path, screenshot: Path | None = None, results_json: Path | None |
     path = Path(path).resolve()
     binary = chromium_binary()
     if binary is None:
-        return ["no Chromium found (tools/setup.sh installs Debian's chromium)"]
+        return ["no Chromium found (tools/install/setup.sh installs Debian's chromium)"]
     problems, results = [], None
     if results_json is not False:
         results_json = Path(results_json or path.parent / "results.json")

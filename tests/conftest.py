@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 def ferretdb_binary() -> str:
     if os.environ.get("FERRETDB_BIN"):
         return os.environ["FERRETDB_BIN"]
-    out = subprocess.run([str(REPO / "tools" / "build-ferretdb.sh")], check=True,
+    out = subprocess.run([str(REPO / "tools" / "install" / "build-ferretdb.sh")], check=True,
                          capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
 
@@ -81,7 +81,7 @@ def cadvisor_url(cadvisor_image):
 
 
 # The tiers (pyproject.toml's markers): `unit` needs only the virtualenv,
-# `native` real servers and tools run on this machine as tools/setup.sh
+# `native` real servers and tools run on this machine as tools/install/setup.sh
 # installs them (PostgreSQL, FerretDB, nginx, FUSE, Chromium, wrk...), `lab`
 # a Docker engine. A test's tier follows from the fixtures it asks for (with
 # every fixture they ask for in turn); a module whose tests start such things

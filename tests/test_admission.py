@@ -214,7 +214,7 @@ const enter = () => admission.enter(now + 2000, client.signal);
 """
 
 
-@pytest.mark.native  # node, as tools/setup.sh installs it
+@pytest.mark.native  # node, as tools/install/setup.sh installs it
 def test_node_gives_a_burst_newcomer_its_budget_only_when_its_expected_wait_fits_in_it():
     """The Python policy's answers on the same closed loop and burst; and
     the 23rd (517.5 ms expected) is the first refused, after its short

@@ -1,7 +1,7 @@
-"""The A/A calibration (bench.measure.calibration, tools/change_calibrate.py):
+"""The A/A calibration (bench.measure.calibration, tools/lab/change_calibrate.py):
 every statistic against SciPy on random and edge inputs, the whole
 summary against a hand-made set of A/A ab.json files, what an A/B page
-finds to quote, and the tool's loop with tools/change.py stood in for (no
+finds to quote, and the tool's loop with tools/lab/change.py stood in for (no
 Docker)."""
 import json
 import math
@@ -210,11 +210,12 @@ def test_a_hand_made_calibration_reads_as_scipy_and_numpy_read_it():
                                      row("1MB c=100", "rps", 1.0, 1.0, None, None, n=0)])
     broken["cases"][1]["error"] = "block 1: wrk failed"
     runs.append(broken)
-    summary = cal.summarise(runs, [{"attempt": 9, "run_id": None, "why": "no ab.json (tools/change.py exited 2)"}])
+    summary = cal.summarise(runs, [{"attempt": 9, "run_id": None, "why": "no ab.json (tools/lab/change.py exited 2)"}])
     # every run is named: six measured, two not (with why), one gave nothing
     assert summary["runs"] == 9 and len(summary["measured"]) == 6
     assert [m["why"] for m in summary["not_measured"]] == [
-        "no ab.json (tools/change.py exited 2)", "not timed: flask-b: connection refused", "bench's run is interrupted"]
+        "no ab.json (tools/lab/change.py exited 2)", "not timed: flask-b: connection refused",
+        "bench's run is interrupted"]
     assert summary["cases_not_measured"] == [{"run_id": "20990101T006000Z", "case": "1MB c=100", "metric": "rps",
                                               "why": "block 1: wrk failed"}]
     assert summary["settings"] == {"path": "flask", "files": ["1KB", "1MB"], "concurrency": [100], "blocks": 12,
@@ -390,7 +391,7 @@ def test_a_change_page_finds_the_newest_calibration_of_its_path_machine_and_sett
     assert cal.calibration_for(tmp_path / "nothing", ab) is None
 
 
-# --- tools/change_calibrate.py --------------------------------------------------------------------------------------
+# --- tools/lab/change_calibrate.py ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["B_IMAGE", "B_CONTEXT", "B_REF", "B_CPUS", "B_ENV", "B_ARG", "A_REF"])
 def test_a_change_to_b_is_refused_by_name(name, monkeypatch, capsys):
@@ -410,7 +411,7 @@ def test_the_settings_are_the_shells_then_the_env_files_then_bench_defaults():
     found = change_calibrate.change_settings({"AB_BLOCKS": "16", "AB_FILES": ""}, {"AB_BLOCKS": "14", "AB_WINDOW": "4",
                                                                              "AB_RESTART_TWINS": "off"})
     assert found["AB_BLOCKS"] == "16" and found["AB_WINDOW"] == "4" and found["AB_FILES"] == "1KB 1MB"
-    # tools/change.py reads the restarts from the shell only
+    # tools/lab/change.py reads the restarts from the shell only
     assert found["AB_RESTART_TWINS"] == "every-block"
     assert change_calibrate.settings_record("flask", found) == {
         "path": "flask", "files": ["1KB", "1MB"], "concurrency": [100], "blocks": 16, "design": "duet", "window": 4,
@@ -424,7 +425,7 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
     outcomes = iter(["ab", "none", "error", "ab", "ab", "ab"])
 
     def fake_change(env, service, deadline):
-        """tools/change.py as seen from outside: a run folder with an ab.json, or none."""
+        """tools/lab/change.py as seen from outside: a run folder with an ab.json, or none."""
         what = next(outcomes)
         assert service == "flask" and deadline == 3600 + change_calibrate.SLACK_S
         if what == "none":
@@ -439,7 +440,7 @@ def test_the_tool_runs_n_aas_names_what_was_not_measured_and_writes_both_files(t
     doc = change_calibrate.calibrate({}, "flask", 6, results, out, variables, run_one=fake_change)
     printed = capsys.readouterr().out
     assert "run 1 of 6" in printed and "run 6 of 6" in printed and "left" in printed
-    assert "run 2 of 6: not measured: no ab.json (tools/change.py exited 2)" in printed
+    assert "run 2 of 6: not measured: no ab.json (tools/lab/change.py exited 2)" in printed
     assert "not measured: not timed: flask-b: refused" in printed
     stored = json.loads((out / "calibration.json").read_text())
     assert stored["status"] == "complete" and stored["planned_runs"] == 6 and len(stored["run_ids"]) == 4
@@ -471,7 +472,7 @@ def test_a_change_page_quotes_its_calibration_or_says_it_has_none(tmp_path):
 
 # --- the gate's own A/As, on its runner before its A/B --------------------------------------------------------
 
-# tools/change.py stood in for (no Docker): a real child that files the next ab.json of a queue as the run folder
+# tools/lab/change.py stood in for (no Docker): a real child that files the next ab.json of a queue as the run folder
 # bench would have made, and notes what it was asked (the path, and the change it would have made to B)
 FILES_THE_NEXT_RUN = """
 import json, os, pathlib, sys
@@ -491,7 +492,7 @@ def gated(row_: dict, passes: bool) -> dict:
 @pytest.mark.parametrize("runs", [0, 2, 3])
 def test_the_gate_quotes_its_own_aas_and_its_exit_stays_about_b(tmp_path, monkeypatch, capsys, runs):
     """AB_GATE_CALIBRATION_RUNS A/As of the path, then its A/B, each by a
-    child run as the gate runs tools/change.py: the summary states k and
+    child run as the gate runs tools/lab/change.py: the summary states k and
     what they showed (a false alarm, the gate failing one A/A, no KS p
     below 3 runs), through the calibration.json change_calibrate wrote;
     the A/As get no change to B; the exit is the A/B's alone (0)."""

@@ -43,7 +43,7 @@ def test_a_change_run_is_read_from_its_variables():
     assert (cfg.ab.window, cfg.ab.warmup, cfg.duration, cfg.warmup) == (3, 0, 9, 9)
     defaults = from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b"}).ab
     assert (defaults.blocks, defaults.window, defaults.warmup) == (12, 3, 2)
-    # plain compose: nobody restarts the twins unless make ab (tools/change.py) is there to
+    # plain compose: nobody restarts the twins unless make ab (tools/lab/change.py) is there to
     assert defaults.restart_twins is False
     assert from_env({"BENCH_TARGETS": TARGETS, "AB_A": "flask", "AB_B": "flask-b",
                      "AB_RESTART_TWINS": "every-block"}).ab.restart_twins is True
@@ -428,7 +428,7 @@ def test_a_b_image_that_cannot_be_had_fails_at_once_naming_it():
     change_tool.image_to_be_had("gridfs-lab-local/debian:bookworm")  # a local image is there already
 
 
-# tools/change.py's run, as main runs it, with stand-ins for compose up and down: real processes, a real SIGTERM
+# tools/lab/change.py's run, as main runs it, with stand-ins for compose up and down: real processes, a real SIGTERM
 SIGTERMED = """
 import sys
 import change
@@ -451,7 +451,7 @@ def test_sigterm_takes_the_project_down_as_ctrl_c_does(tmp_path):
     started, down, out, err = (tmp_path / name for name in ("up-started", "down-ran", "out", "err"))
     # files, not pipes: an `up` left running would hold a pipe open past its parent's end
     with out.open("w") as stdout, err.open("w") as stderr:
-        path = os.pathsep.join([str(REPO / "tools"), str(REPO / "loadgen")])  # change.py, and this checkout's bench
+        path = os.pathsep.join([str(REPO / "tools" / "lab"), str(REPO / "loadgen")])  # change.py, this checkout's bench
         run = subprocess.Popen([sys.executable, "-c", SIGTERMED, str(started), str(down)], cwd=REPO,
                                env={**os.environ, "PYTHONPATH": path}, stdout=stdout, stderr=stderr)
     up = None
@@ -475,7 +475,7 @@ def test_sigterm_takes_the_project_down_as_ctrl_c_does(tmp_path):
                 os.kill(up, signal.SIGKILL)
 
 
-# The gate's and the calibration's bound on tools/change.py (run_stopped_at), on real processes: the child
+# The gate's and the calibration's bound on tools/lab/change.py (run_stopped_at), on real processes: the child
 # holds SIGTERM for a teardown, or ignores it. -S: a python that starts at once, so its handler is set in time.
 TEARS_DOWN = """
 import pathlib, signal, sys, time
@@ -516,7 +516,7 @@ def test_a_run_within_its_time_gives_its_exit_code():
     assert run_stopped_at([sys.executable, "-S", "-c", "raise SystemExit(4)"], 30) == 4
 
 
-# The gate stopped (a cancelled CI job, Ctrl-C) while a tools/change.py it started runs: a stand-in for
+# The gate stopped (a cancelled CI job, Ctrl-C) while a tools/lab/change.py it started runs: a stand-in for
 # change.py (no Docker here) that records the signal it gets and takes a moment for its compose down.
 RECORDS = """
 import os, pathlib, signal, sys, time
@@ -548,7 +548,7 @@ def test_a_signal_to_the_gate_reaches_its_change_py_and_the_gate_ends_not_measur
     teardown is awaited, the calibration keeps the attempt (incomplete), and
     the gate ends not measured (2), saying so and naming the path it left."""
     record, results, out = tmp_path / "record", tmp_path / "results", tmp_path / "out"
-    path = os.pathsep.join([str(REPO / "tools"), str(REPO / "loadgen")])
+    path = os.pathsep.join([str(REPO / "tools" / "lab"), str(REPO / "tools" / "ci"), str(REPO / "loadgen")])
     env = {**os.environ, "PYTHONPATH": path, "AB_ENV_FILE": ".env", "RESULTS_DIR": str(results),
            "AB_GATE_CALIBRATION_RUNS": "1"}
     with out.open("w") as stdout:  # a file, not a pipe: a child left running would hold a pipe open
@@ -603,7 +603,7 @@ except KeyboardInterrupt:
 
 def test_a_second_signal_does_not_cut_change_pys_teardown_short(tmp_path):
     started, down, out = tmp_path / "up-started", tmp_path / "down", tmp_path / "out"
-    path = os.pathsep.join([str(REPO / "tools"), str(REPO / "loadgen")])
+    path = os.pathsep.join([str(REPO / "tools" / "lab"), str(REPO / "loadgen")])
     with out.open("w") as stdout:
         run = subprocess.Popen([sys.executable, "-c", TWICE, str(started), str(down)], cwd=REPO,
                                env={**os.environ, "PYTHONPATH": path}, stdout=stdout, stderr=subprocess.STDOUT)

@@ -1,5 +1,5 @@
 """`make matrix` and the CI workflow's steps on local images, end to end:
-tools/matrix.py runs the lab twice through tools/ci-lab.sh run (the
+tools/lab/matrix.py runs the lab twice through tools/ci/ci-lab.sh run (the
 workflow's own step), GUNICORN_WORKERS=1 then 2, with two targets and tiny
 settings; then the workflow's summary and compare steps on those two runs."""
 import json
@@ -28,7 +28,7 @@ def matrix():
            "BENCH_TOOLS": "ab", "BENCH_OPEN_LOOP": "0", "BENCH_SWEEP": "off",
            "BENCH_PROFILE": "full", "BENCH_WRITE": "off", "FILE_SET": "off"}
     try:
-        done = subprocess.run([sys.executable, str(REPO / "tools" / "matrix.py"), "GUNICORN_WORKERS", "1", "2"],
+        done = subprocess.run([sys.executable, str(REPO / "tools" / "lab" / "matrix.py"), "GUNICORN_WORKERS", "1", "2"],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=2700)
         yield done, results, env
     finally:
@@ -69,7 +69,7 @@ def test_the_workflows_summary_and_compare_steps(matrix):
     assert done.returncode == 0, outcome(done)
     (out,) = results.glob("matrix-*")
     first, second = (results / r["run_id"] for r in json.loads((out / "matrix.json").read_text())["runs"])
-    step = [str(REPO / "tools" / "ci-lab.sh")]
+    step = [str(REPO / "tools" / "ci" / "ci-lab.sh")]
     summary = subprocess.run([*step, "summary", str(second)], capture_output=True, text=True, timeout=60)
     assert summary.returncode == 0, summary.stderr
     assert summary.stdout.startswith("# GridFS Serving Lab report") and "## Headline" in summary.stdout

@@ -174,7 +174,7 @@ def test_matrix_table_and_unknown_variable(tmp_path):
     assert flask["cells"][1]["rps"]["apart"] and not flask["cells"][1]["rps"]["significant"]
     assert "| target | file | c | GUNICORN_WORKERS=1 | GUNICORN_WORKERS=2 |" in markdown
     assert "GUNICORN_WORKERS 1 -> 2" in markdown
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "matrix.py"), "NO_SUCH_SETTING", "1", "2"],
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "lab" / "matrix.py"), "NO_SUCH_SETTING", "1", "2"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "VAR='NO_SUCH_SETTING' is not a setting in .env" in done.stderr
 

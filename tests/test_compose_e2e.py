@@ -68,8 +68,9 @@ def lab():
     results.mkdir(parents=True)
     env = {**os.environ, "RESULTS_DIR": str(results)}
     # bench is not root: it writes the results as RESULTS_OWNER, as make lab runs it
-    env["RESULTS_OWNER"] = subprocess.run([str(REPO / "tools" / "results-owner.sh"), "local.env"], cwd=REPO, env=env,
-                                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    owner = subprocess.run([str(REPO / "tools" / "lab" / "results-owner.sh"), "local.env"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=60, check=True)
+    env["RESULTS_OWNER"] = owner.stdout.strip()
     env = {**env, "FILE_SIZES": SIZES,
            "BENCH_CONCURRENCY": " ".join(map(str, CONCURRENCY)), "BENCH_DURATION": "1", "BENCH_WARMUP": "1",
            "BENCH_MIN_REQUESTS": "0", "BENCH_REPETITIONS": "2", "BENCH_TARGET_WIDTH": "off",
@@ -470,7 +471,7 @@ AB_TINY = {"LAB_ENV_FILE": "local.env", "LAB_PROJECT": PROJECT, "AB_FILES": "1KB
 
 
 def ci_lab(env: dict, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / "tools" / "ci-lab.sh"), *args], cwd=REPO, env={**env, **AB_TINY},
+    return subprocess.run([str(REPO / "tools" / "ci" / "ci-lab.sh"), *args], cwd=REPO, env={**env, **AB_TINY},
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -523,7 +524,7 @@ def test_an_aa_run_counts_its_own_false_alarms(change_gate):
         a, b = windows["A", block["block"]], windows["B", block["block"]]
         assert abs(a["started_ns"] - b["started_ns"]) < 0.2e9 and abs(a["ended_ns"] - b["ended_ns"]) < 1e9, block
         assert block["a"]["cpu_path"] and block["b"]["cpu_path"], block
-    # make ab restarted both twins before every block (bench asked, tools/change.py ran docker restart):
+    # make ab restarted both twins before every block (bench asked, tools/lab/change.py ran docker restart):
     # each block's pair of containers started anew, and the exchange left nothing in the run's folder
     restarts = aa["cases"][0]["restarts"]
     assert aa["restart_twins"] and [r["block"] for r in restarts] == [b["block"] for b in blocks]

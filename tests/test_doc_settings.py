@@ -1,7 +1,7 @@
 """Every setting the docs name is one that something reads: a variable named
 in README.md or docs/*.md is in .env (the lab's knobs) or passed by
 compose.yaml, or it is a knob a tool reads from its environment (make ab,
-resilience, overload, matrix, lab-hosts: tools/*.py), or it is declared in
+resilience, overload, matrix, lab-hosts: tools/*/*.py), or it is declared in
 bench.settings.REGISTRY (a setting only make ab's twin gets, through B_ENV,
 is in neither file). A variable named nowhere else would be set by a reader
 to no effect. No Docker: text only."""
@@ -43,12 +43,12 @@ def lab_settings() -> set[str]:
 
 
 def tool_knobs() -> set[str]:
-    """What the tools read from their environment: the names tools/*.py
+    """What the tools read from their environment: the names tools/*/*.py
     spell as string literals, PREFIX_ENV_FILE and PREFIX_PROJECT of each
     lab_compose.open_lab(env, "PREFIX", ...), and the CI workflow's env keys
     (the A/B gate's AB_GATE_INCONCLUSIVE is read by its step)."""
     knobs = set()
-    for tool in (REPO / "tools").glob("*.py"):
+    for tool in (REPO / "tools").glob("*/*.py"):
         text = tool.read_text()
         knobs |= set(re.findall(r"""["']([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)["']""", text))
         for prefix in re.findall(r'open_lab\(env, "([A-Z]+)"', text):

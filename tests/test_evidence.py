@@ -1,6 +1,6 @@
 """Every run a doc cites is kept: each run id in docs/*.md and README.md
 (20261128T072754Z, or its short form 072754Z after a long one of the same
-day) has its folder under results/evidence/ (tools/keep_evidence.py; a make
+day) has its folder under results/evidence/ (tools/lab/keep_evidence.py; a make
 overload or make resilience run under its own name, overload-<id>; a make
 ab-calibrate calibration as cited, calibration-<path>-<id>), and that
 folder holds what a reader checks the doc's figures against."""
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 EVIDENCE = REPO / "results" / "evidence"
 LONG = re.compile(r"\b(\d{8})T(\d{6})Z\b")
 SHORT = re.compile(r"(?<![T\d])(\d{6})Z\b")
-# make ab-calibrate's folder: calibration-<path>-<id> (tools/change_calibrate.py), cited whole
+# make ab-calibrate's folder: calibration-<path>-<id> (tools/lab/change_calibrate.py), cited whole
 CALIBRATION = re.compile(r"\b(calibration-[a-z0-9][a-z0-9-]*?-)(\d{8})T(\d{6})Z\b")
 
 
@@ -80,7 +80,7 @@ def test_a_calibration_is_cited_by_its_whole_id_and_must_be_kept_so(tmp_path):
                          ids=lambda p: p.name)
 def test_every_run_a_doc_cites_is_kept(doc):
     missing = not_kept(doc.read_text(), EVIDENCE)
-    assert not missing, f"{doc.name} cites runs not in results/evidence/ (tools/keep_evidence.py): {missing}"
+    assert not missing, f"{doc.name} cites runs not in results/evidence/ (tools/lab/keep_evidence.py): {missing}"
 
 
 def kept_problems(run: Path) -> list[str]:
@@ -143,14 +143,14 @@ def test_keep_evidence_keeps_an_overload_windows_workers_and_drops_a_timed_rows_
 
 
 def test_keep_evidence_keeps_a_calibration_as_make_ab_calibrate_wrote_it(tmp_path):
-    """tools/change_calibrate.py's own writer, then keep_evidence: the kept
+    """tools/lab/change_calibrate.py's own writer, then keep_evidence: the kept
     folder passes the same check as every kept run."""
     import change_calibrate
     name = "calibration-nginx-gridfs-20261129T010203Z"
     run = tmp_path / "results" / name
     run.mkdir(parents=True)
     attempts = [{"attempt": 1, "exit": 2, "seconds": 60.0, "run_id": None,
-                 "why": "no ab.json (tools/change.py exited 2)"}]
+                 "why": "no ab.json (tools/lab/change.py exited 2)"}]
     change_calibrate.write(run, change_calibrate.document(name, "nginx-gridfs", change_calibrate.change_settings(
         {}, {}), 20, attempts, [], "20261129T010203Z", False))
     kept = keep_evidence.keep(run, tmp_path / "evidence")

@@ -65,7 +65,7 @@ def lab_direct_io() -> str:
 def go_binary() -> str:
     go = shutil.which("go") or str(CACHE / "go" / "bin" / "go")
     if not os.access(go, os.X_OK):
-        pytest.fail(f"no Go toolchain: tools/setup.sh installs it ({CACHE / 'go'})")
+        pytest.fail(f"no Go toolchain: tools/install/setup.sh installs it ({CACHE / 'go'})")
     return go
 
 

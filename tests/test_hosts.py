@@ -1,4 +1,4 @@
-"""The lab split over several Docker engines (tools/hosts.py, issue 27): the
+"""The lab split over several Docker engines (tools/lab/hosts.py, issue 27): the
 roles named in LAB_HOSTS, the services each engine runs, and its compose
 override as compose itself reads it (docker compose config), publishing on
 the link address only. The whole split runs across network namespaces in

@@ -1,7 +1,7 @@
 """The lab across two hosts (issue 27), end to end on this machine: bench on
 this machine's engine, the paths and the databases on a second engine in a
 network namespace of its own (tests/netns_hosts.py), joined by a veth pair;
-images shipped by save and load; tools/hosts.py with a tiny configuration.
+images shipped by save and load; tools/lab/hosts.py with a tiny configuration.
 While it runs, both databases are tried on the link address with and
 without the run's logins. Only the namespace's address is targeted."""
 import json
@@ -44,8 +44,8 @@ def split_run():
     logins.unlink(missing_ok=True)
     try:
         with open(results / "hosts.out", "w+") as out, open(results / "hosts.err", "w+") as err:
-            started = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), "tools/hosts.py"], cwd=REPO, env=env,
-                                       stdout=out, stderr=err, text=True)
+            started = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), "tools/lab/hosts.py"], cwd=REPO,
+                                       env=env, stdout=out, stderr=err, text=True)
             tried = try_the_databases(host.address, logins, started)
             tried["an unlisted port"] = knock(host.address, 2375)  # Docker's API port, the classic one left open
             started.wait(timeout=2400)

@@ -24,7 +24,7 @@ REAL_RUNS = [EXAMPLE / "results.json", *sorted((Path(__file__).parent / "fixture
 
 @pytest.fixture(scope="module", autouse=True)
 def chromium():
-    assert chromium_binary(), "Debian's chromium is needed (tools/setup.sh installs it)"
+    assert chromium_binary(), "Debian's chromium is needed (tools/install/setup.sh installs it)"
 
 
 def _page(tmp_path: Path, source: Path) -> Path:
@@ -127,7 +127,7 @@ def test_write_pages_never_raises(tmp_path, monkeypatch, capsys):
 
 
 def test_a_resilience_runs_page(tmp_path):
-    """tools/resilience.py's results.json: its table on a page of its own."""
+    """tools/lab/resilience.py's results.json: its table on a page of its own."""
     run_dir = tmp_path / "resilience-20261124T000000Z"
     run_dir.mkdir()
     (run_dir / "results.json").write_text(json.dumps(

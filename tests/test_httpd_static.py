@@ -45,7 +45,7 @@ def framing_module() -> Path:
     built = CACHE / f"mod_lab_framing-{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}.so"
     if not built.exists():
         if not APACHE2_HEADERS.exists():
-            raise RuntimeError(f"{APACHE2_HEADERS} is missing: tools/setup.sh installs Debian's apache2-dev")
+            raise RuntimeError(f"{APACHE2_HEADERS} is missing: tools/install/setup.sh installs Debian's apache2-dev")
         CACHE.mkdir(parents=True, exist_ok=True)
         dockerfile = (SERVICE / "Dockerfile").read_text()
         command = re.search(r"RUN (gcc .*?mod_lab_framing\.c)\n", dockerfile, re.S)[1].replace("\\\n", " ")
@@ -65,7 +65,7 @@ class HttpdStatic:
 
     def __init__(self, files_dir: Path, servers: int = 1, threads: int = 16):
         if not APACHE2.exists():
-            raise RuntimeError(f"{APACHE2} is missing: tools/setup.sh installs Debian's apache2-bin")
+            raise RuntimeError(f"{APACHE2} is missing: tools/install/setup.sh installs Debian's apache2-bin")
         self.files_dir = files_dir
         self.env = {"HTTPD_SERVERS": str(servers), "HTTPD_THREADS": str(threads)}
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-httpd-"))
@@ -516,5 +516,6 @@ def test_threads_below_the_clients_cut_keep_alive_connections_and_enough_threads
         enough.stop()
     assert answered > 0 and errors == 0, errors
     env = read_env_file(REPO / ".env")
-    overload_clients = int(re.search(r'"OVERLOAD_CLIENTS", "(\d+)"', (REPO / "tools" / "overload.py").read_text())[1])
+    overload = (REPO / "tools" / "lab" / "overload.py").read_text()
+    overload_clients = int(re.search(r'"OVERLOAD_CLIENTS", "(\d+)"', overload)[1])
     assert int(env["HTTPD_SERVERS"]) * int(env["HTTPD_THREADS"]) >= 1.25 * overload_clients

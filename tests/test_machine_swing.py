@@ -1,4 +1,4 @@
-"""tools/machine_swing.py: the figures it prints, on known rates and on a
+"""tools/lab/machine_swing.py: the figures it prints, on known rates and on a
 real (tiny) run of its busy loops."""
 import re
 import subprocess
@@ -22,7 +22,7 @@ def test_the_swing_of_known_rates():
 
 
 def test_a_run_prints_a_line_per_core():
-    done = subprocess.run([sys.executable, str(REPO / "tools" / "machine_swing.py"), "--window", "0.2",
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "lab" / "machine_swing.py"), "--window", "0.2",
                            "--windows", "3", "--cores", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     line = re.fullmatch(r"core 0: 3 windows of 0.2 s: CoV ([\d.]+), MAD/median ([\d.]+), slowest ([\d.]+) and "

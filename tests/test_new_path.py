@@ -1,5 +1,5 @@
 """A serving path added from one page (docs/adding-a-path.md): the scaffold
-`make new-path NAME=... FROM=...` (tools/new_path.py) writes the folder, the
+`make new-path NAME=... FROM=...` (tools/lab/new_path.py) writes the folder, the
 compose entry with bench's depends_on and the BENCH_TARGETS word; its copy
 of flask passes bench's verification and conformance in a quick run; and
 the README's steps are the page's."""
@@ -88,7 +88,7 @@ def test_the_readme_steps_are_the_pages():
                                                 "make new-path"}
     assert "docs/adding-a-path.md" in sentence
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^new-path:\n\t.*tools/new_path\.py \"\$\(NAME\)\" \"\$\(FROM\)\"", makefile, re.M)
+    assert re.search(r"^new-path:\n\t.*tools/lab/new_path\.py \"\$\(NAME\)\" \"\$\(FROM\)\"", makefile, re.M)
 
 
 def compose(root: Path, env: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -121,8 +121,9 @@ def test_a_copy_of_flask_passes_verification_and_conformance(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     env = {**os.environ, "FILE_SIZES": "1KB 300KB", "FILE_SET": "off", "BENCH_PROFILE": "quick"}
-    env["RESULTS_OWNER"] = subprocess.run([str(root / "tools" / "results-owner.sh"), "local.env"], cwd=root, env=env,
-                                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    owner = subprocess.run([str(root / "tools" / "lab" / "results-owner.sh"), "local.env"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=60, check=True)
+    env["RESULTS_OWNER"] = owner.stdout.strip()
     # bench lists it among what it depends on, as `up bench` needs; the checks start only what they ask
     config = json.loads(compose(root, env, "config", "--format", "json").stdout)["services"]
     assert "flask-copy" in config["bench"]["depends_on"]

@@ -21,7 +21,7 @@ FINE = ContainerAfter(oom_kills=0, status="running", oom_killed=False, exit_code
 
 
 def driver():
-    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "overload.py")
+    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "lab" / "overload.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

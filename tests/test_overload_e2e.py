@@ -1,7 +1,7 @@
 """make overload end to end on local images, small: nginx-static and
 nginx-gridfs's goodput (capacity at 1 and 4 clients, then 1 s windows at
 3x and 10x it), then under a few hundred clients, then a 20 MB file to a
-few clients in a 256m limit (tools/overload.py as `make overload` runs it),
+few clients in a 256m limit (tools/lab/overload.py as `make overload` runs it),
 in a compose project of its own."""
 import json
 import os
@@ -31,7 +31,7 @@ def run(tmp_path_factory):
            "OVERLOAD_CLIENTS": str(CLIENTS), "OVERLOAD_SECONDS": "5", "OVERLOAD_FILE": "100KB",
            "OVERLOAD_CONCURRENCIES": " ".join(map(str, CONCURRENCIES)), "OVERLOAD_WINDOW_SECONDS": "1",
            "LARGE_FILE": "20MB", "LARGE_CLIENTS": "4", "LARGE_MEM": "256m"}
-    proc = subprocess.run([sys.executable, "tools/overload.py"], cwd=REPO, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "tools/lab/overload.py"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=1800)
     dirs = sorted(results.glob("overload-*"))
     assert len(dirs) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -269,7 +269,7 @@ def test_a_capacity_is_a_floor_only_where_its_step_was_not_judged():
 
 
 def test_windows_kept_without_workers_load_and_a_capacity_step_takes_them_from_its_row():
-    """Runs tools/keep_evidence.py slimmed before it kept a window's
+    """Runs tools/lab/keep_evidence.py slimmed before it kept a window's
     `workers`: a capacity step's concurrency is in its path's row
     ("c=2: 100/s"), matched by its rate; not found there, the report says
     it was not recorded."""
@@ -316,7 +316,7 @@ def test_the_report_gives_each_condition_and_verdict():
 
 
 def driver():
-    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "overload.py")
+    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "lab" / "overload.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -370,7 +370,7 @@ def test_this_processs_own_cgroup_counts_its_cpu():
 
 @pytest.fixture(scope="module")
 def vegeta():
-    binary = subprocess.run([str(ROOT / "tools" / "install-vegeta.sh")], check=True, capture_output=True,
+    binary = subprocess.run([str(ROOT / "tools" / "install" / "install-vegeta.sh")], check=True, capture_output=True,
                             text=True, timeout=900).stdout.strip().splitlines()[-1]
     return binary
 

@@ -18,7 +18,7 @@ GOOD = "a" * 64
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("resilience_driver", ROOT / "tools" / "resilience.py")
+    spec = importlib.util.spec_from_file_location("resilience_driver", ROOT / "tools" / "lab" / "resilience.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

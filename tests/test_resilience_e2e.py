@@ -1,6 +1,6 @@
 """make resilience end to end on local images, short: a GridFS path and the
 SQL path each under load while their database restarts and pauses
-(tools/resilience.py, as `make resilience` runs it), in a project of its own."""
+(tools/lab/resilience.py, as `make resilience` runs it), in a project of its own."""
 import csv
 import json
 import os
@@ -20,7 +20,7 @@ RATE = 50
 
 def resilience(env_extra: dict, timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "RESILIENCE_PROJECT": PROJECT, **env_extra}
-    return subprocess.run([sys.executable, "tools/resilience.py"], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "tools/lab/resilience.py"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

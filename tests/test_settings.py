@@ -56,7 +56,7 @@ def test_bad_settings_name_the_variable(change, named):
     ("BENCH_WRITE", "'on' or 'off'"),
     ("AB_KIND", "'A/B' or 'A/A' (B unchanged, to calibrate)"),
     ("AB_DESIGN", "'duet' (A and B loaded at the same moments) or 'blocks' (one window of A, then one of B)"),
-    ("AB_RESTART_TWINS", "'every-block' (make ab's default: tools/change.py restarts both twins before each block) "
+    ("AB_RESTART_TWINS", "'every-block' (make ab's default: tools/lab/change.py restarts both twins before each block) "
                          "or 'off'"),
 ])
 def test_a_bad_choice_names_the_variable_its_value_and_the_words_it_takes(name, expected):

@@ -1,4 +1,4 @@
-"""tools/setup.sh on a bare Debian bookworm (issue 40): the steps that need
+"""tools/install/setup.sh on a bare Debian bookworm (issue 40): the steps that need
 no Docker engine (the Debian packages, Go, .venv with bench's packages, and
 FerretDB built with that Go) run in a fresh container of the lab's own
 local Debian image, which holds nothing but debootstrap's minbase: no Go,
@@ -23,16 +23,16 @@ CACHES = {"/var/cache/apt/archives": "/var/cache/apt/archives", "/root/go/pkg/mo
 SET_UP = """set -euo pipefail
 mkdir /lab && tar -x -C /lab && cd /lab
 for tool in go curl; do ! command -v $tool || { echo "the image is not bare: $tool is here"; exit 3; }; done
-tools/setup.sh --no-engine
-ferretdb=$(tools/build-ferretdb.sh)
+tools/install/setup.sh --no-engine
+ferretdb=$(tools/install/build-ferretdb.sh)
 "$ferretdb" --version | head -n 1
 .venv/bin/python -c 'import bench.settings, pymongo, psycopg; print("bench imports")'
 """
 
 
 def ferretdb_version() -> str:
-    """The version tools/build-ferretdb.sh pins."""
-    script = (REPO / "tools" / "build-ferretdb.sh").read_text()
+    """The version tools/install/build-ferretdb.sh pins."""
+    script = (REPO / "tools" / "install" / "build-ferretdb.sh").read_text()
     return re.search(r"FERRETDB_VERSION=\$\{FERRETDB_VERSION:-(v[0-9.]+)\}", script).group(1)
 
 
@@ -62,7 +62,7 @@ def test_setup_installs_what_it_calls_on_a_bare_bookworm():
 
 def test_setup_says_in_one_line_that_it_needs_root():
     done = subprocess.run(["docker", "run", "--rm", "-i", "--user", "65534:65534", bare_image(), "bash", "-c",
-                           "mkdir /tmp/lab && tar -x -C /tmp/lab && cd /tmp/lab && tools/setup.sh"],
+                           "mkdir /tmp/lab && tar -x -C /tmp/lab && cd /tmp/lab && tools/install/setup.sh"],
                           input=checkout(), capture_output=True, text=False, timeout=120)
     err = done.stderr.decode(errors="replace")
     assert done.returncode == 1 and err.count("\n") == 1 and "run as root" in err, err

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def vegeta():
-    binary = subprocess.run([str(REPO / "tools" / "install-vegeta.sh")], check=True, capture_output=True,
+    binary = subprocess.run([str(REPO / "tools" / "install" / "install-vegeta.sh")], check=True, capture_output=True,
                             text=True, timeout=900).stdout.strip().splitlines()[-1]
     os.environ["VEGETA"] = binary
     yield binary

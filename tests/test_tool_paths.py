@@ -1,11 +1,13 @@
 """How the host tools find bench: from .venv, where it is installed editable
 (make ab, make overload...: .venv/bin/python), or from loadgen/ on
 PYTHONPATH, set by the caller where the host's python3 runs them
-(tools/ci-lab.sh in CI, local-images/build.sh): never by a path edit of
+(tools/ci/ci-lab.sh in CI, local-images/build.sh): never by a path edit of
 their own (issue 41). python -S stands for a python3 with no packages:
-no site-packages, the editable bench included."""
+no site-packages, the editable bench included. And every tools/ path the
+repository names is there (tools/ split into install/, lab/ and ci/)."""
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,22 +57,39 @@ def test_write_env_runs_on_the_hosts_python3_as_local_images_build_sh_runs_it(tm
     """local.env: .env with the later files' variables over it, the same
     values as Compose's layered --env-file (bench.env_file reads both)."""
     layers = [REPO / ".env", REPO / "local-images" / "images.env", REPO / "cpus-2.env"]
-    done = no_packages("tools/write-env.py", *map(str, layers), pythonpath=str(REPO / "loadgen"))
+    done = no_packages("tools/install/write-env.py", *map(str, layers), pythonpath=str(REPO / "loadgen"))
     assert done.returncode == 0, done.stderr
     assert parse_env_text(done.stdout) == read_env_file(*layers)
 
 
 def test_the_tools_ci_runs_on_the_runners_python3_import_with_loadgen_on_pythonpath():
-    """tools/ci-lab.sh runs change_gate.py (and through it change.py),
-    change.py and the workflow matrix.py with the runner's python3 and
-    PYTHONPATH=loadgen: standard library and bench only."""
+    """tools/ci/ci-lab.sh runs change_gate.py (and through it change.py),
+    change_calibrate.py and the workflow matrix.py with the runner's python3
+    and PYTHONPATH=loadgen, tools/lab added for the gate, which imports the
+    lab's A/B tools: standard library and bench only."""
+    lab, ci = REPO / "tools" / "lab", REPO / "tools" / "ci"
     done = no_packages("-c", "import change_gate, change, change_calibrate, gate_rule, matrix",
-                       pythonpath=os.pathsep.join([str(REPO / "loadgen"), str(REPO / "tools")]))
+                       pythonpath=os.pathsep.join(map(str, [REPO / "loadgen", lab, ci])))
     assert done.returncode == 0, done.stderr
-    gate = no_packages("tools/change_gate.py", pythonpath=str(REPO / "loadgen"))
-    assert (gate.returncode, gate.stderr.startswith("usage: tools/change_gate.py BASE_REF")) == (2, True), gate.stderr
-    unfound = no_packages("tools/change_gate.py", pythonpath="")
+    gate = no_packages("tools/ci/change_gate.py", pythonpath=os.pathsep.join(map(str, [REPO / "loadgen", lab])))
+    assert gate.returncode == 2 and gate.stderr.startswith("usage: tools/ci/change_gate.py BASE_REF"), gate.stderr
+    unfound = no_packages("tools/ci/change_gate.py", pythonpath=str(lab))
     assert unfound.returncode == 1 and "No module named 'bench'" in unfound.stderr
+    apart = no_packages("tools/ci/change_gate.py", pythonpath=str(REPO / "loadgen"))
+    assert apart.returncode == 1 and "No module named 'change_calibrate'" in apart.stderr
+
+
+def test_ci_lab_sh_gives_the_gate_the_lab_tools(tmp_path):
+    """tools/ci/ci-lab.sh ab-gate finds the lab tools the gate imports: a
+    base that git cannot diff against is the gate's own error (exit 2, no
+    Docker), not an import error. PYTHONPATH as pytest's children get it:
+    pyproject.toml's pythonpath is this process's sys.path only."""
+    env = {**os.environ, "LAB_CACHE": str(tmp_path), "AB_GATE_CALIBRATION_RUNS": "0"}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    done = subprocess.run([str(REPO / "tools" / "ci" / "ci-lab.sh"), "ab-gate", "no-such-ref-anywhere"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "ab-gate: error: BASE_REF=no-such-ref-anywhere: git diff failed" in done.stderr, \
+        done.stderr
 
 
 def test_the_shell_tools_read_env_files_with_bench_s_parser(tmp_path):
@@ -89,3 +108,49 @@ def test_the_shell_tools_read_env_files_with_bench_s_parser(tmp_path):
     missing = subprocess.run(["bash", "-c", '. tools/lib.sh; env_file_value X "$1"', "bash", str(tmp_path / "none")],
                              cwd=REPO, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no such env file" in missing.stderr
+
+
+# a tools/ path as text names it (not a Go module's: gotest.tools/v3), and as Python joins it: "tools" / "lab"
+TOOL_PATH = re.compile(r"(?<![\w.-])tools/[\w.-]+(?:/[\w.-]+)*")
+JOINED = re.compile(r'"tools"((?:\s*/\s*"[\w.-]+")+)')
+
+
+def tool_paths(text: str) -> set[str]:
+    """The tools/ paths `text` names, written out or joined (\\. is a regex's dot)."""
+    written = {m.group().rstrip(".") for m in TOOL_PATH.finditer(text.replace("\\.", "."))}
+    return written | {"/".join(["tools", *re.findall(r'"([\w.-]+)"', m[1])]) for m in JOINED.finditer(text)}
+
+
+def stale_tool_paths(root: Path, names: list[str]) -> dict[str, list[str]]:
+    """The tools/ paths each text file of `names` names that are not in `root`."""
+    stale = {}
+    for name in names:
+        try:
+            text = (root / name).read_text()
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):  # binary, a submodule, deleted
+            continue
+        missing = sorted(path for path in tool_paths(text) if not (root / path).exists())
+        if missing:
+            stale[name] = missing
+    return stale
+
+
+def test_every_tools_path_the_repository_names_is_there():
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                             check=True).stdout.split()
+    assert stale_tool_paths(REPO, tracked) == {}
+
+
+def test_stale_tool_paths_finds_a_moved_tool(tmp_path):
+    """The check above can fail: a path the tools' split left behind is found,
+    in prose, a command, a Python path and a regex; a Go module's is not."""
+    (tmp_path / "tools" / "lab").mkdir(parents=True)
+    (tmp_path / "tools" / "lab" / "change.py").write_text("")
+    old = "tools/" + "change.py"  # built from parts: the literal would be a stale path of this file
+    (tmp_path / "doc.md").write_text(f"`{old}` and tools/lab/change.py.\ngotest.tools/v3 v3.0.2\n")
+    (tmp_path / "Makefile").write_text(f"ab:\n\t.venv/bin/python {old}\n")
+    joined = '"tools" / ' + '"change.py"'
+    (tmp_path / "t.py").write_text(f'REPO / {joined}\nREPO / "tools" / "lab" / "change.py"\n')
+    (tmp_path / "t2.py").write_text(f're.search(r"{old.replace(".", chr(92) + ".")} ")\n')
+    assert stale_tool_paths(tmp_path, ["doc.md", "Makefile", "t.py", "t2.py", "gone.txt"]) == {
+        "doc.md": [old], "Makefile": [old], "t.py": [old], "t2.py": [old]}

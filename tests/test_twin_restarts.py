@@ -1,7 +1,7 @@
 """Fresh twins before each block (bench/benchmark/twins.py): bench asks
-through files in its run folder, the host (tools/change.py) answers. Both real
+through files in its run folder, the host (tools/lab/change.py) answers. Both real
 sides of the exchange run here, the host's in a thread; what it runs to
-restart is docker in tools/change.py, exercised end to end in
+restart is docker in tools/lab/change.py, exercised end to end in
 tests/test_compose_e2e.py (every block's twins have new start times)."""
 import json
 import threading

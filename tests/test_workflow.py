@@ -1,6 +1,6 @@
 """The CI workflow (.github/workflows/lab.yml) cannot run here: actionlint
 (with shellcheck for its run: scripts) checks it, and a broken copy shows the
-check can fail. Its steps are tools/ci-lab.sh's commands, which
+check can fail. Its steps are tools/ci/ci-lab.sh's commands, which
 tests/test_compose_e2e.py runs on local images."""
 import re
 import shutil
@@ -15,10 +15,10 @@ WORKFLOW = REPO / ".github" / "workflows" / "lab.yml"
 
 @pytest.fixture(scope="module")
 def actionlint() -> str:
-    done = subprocess.run([str(REPO / "tools" / "install-actionlint.sh")], capture_output=True, text=True,
+    done = subprocess.run([str(REPO / "tools" / "install" / "install-actionlint.sh")], capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr
-    assert shutil.which("shellcheck"), "tools/setup.sh installs shellcheck, which actionlint runs on scripts"
+    assert shutil.which("shellcheck"), "tools/install/setup.sh installs shellcheck, which actionlint runs on scripts"
     return done.stdout.strip()
 
 
@@ -48,10 +48,10 @@ def test_actionlint_catches_a_broken_copy(actionlint, tmp_path):
 
 
 def test_every_run_step_is_a_command_the_tests_run():
-    # the workflow's scripts call tools/ci-lab.sh and tools/matrix.py only
+    # the workflow's scripts call tools/ci/ci-lab.sh and tools/lab/matrix.py only
     # (plus shell plumbing), so what CI here runs is what the runner runs
     text = WORKFLOW.read_text()
-    called = set(re.findall(r"tools/[\w.-]+", text))
-    assert called == {"tools/ci-lab.sh", "tools/matrix.py"}, called
+    called = set(re.findall(r"tools/[\w./-]+", text))
+    assert called == {"tools/ci/ci-lab.sh", "tools/lab/matrix.py"}, called
     for script in called:
         assert (REPO / script).exists(), script

@@ -13,10 +13,10 @@ commands:
   check-settings               every .env variable checked, one line per bad one
   index RESULTS_DIR [ENV_FILE] write RESULTS_DIR/index.html: every run, its settings, status, headline
   resilience-load URL FILE RATE SECONDS
-                               make resilience's open-loop load (tools/resilience.py)
-  fetch URL FILE CLIENTS       make overload's large-file clients (tools/overload.py)
+                               make resilience's open-loop load (tools/lab/resilience.py)
+  fetch URL FILE CLIENTS       make overload's large-file clients (tools/lab/overload.py)
   overload-window URL RATE SECONDS WORKERS
-                               one window of make overload's goodput check (tools/overload.py)
+                               one window of make overload's goodput check (tools/lab/overload.py)
   -h, --help                   this text
 """
 

@@ -15,7 +15,7 @@ import re
 import sys
 from functools import partial
 
-from .settings import (REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401  (tools/overload.py imports it from here)
+from .settings import (REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401  (tools/lab/overload.py imports it from here)
                        RETIRED, SettingsError, change_from_env, from_env)
 from .benchmark.writes import BENCH_OWN_BYTES, memory_shortfall
 

@@ -1,13 +1,13 @@
 """The lab's env files (.env, cpus-2.env, local.env, a run's logins) read
 as Compose's --env-file reads them, in one place: the host tools
-(tools/lab_compose.py, tools/matrix.py...), `bench index` and the tests
+(tools/lab/lab_compose.py, tools/lab/matrix.py...), `bench index` and the tests
 all take NAME=value lines the same way. Standard library only: the tools
 import it from the host's Python."""
 import re
 import sys
 from pathlib import Path
 
-# NAME=value, the value the rest of the line (tools/write-env.py rewrites by it too).
+# NAME=value, the value the rest of the line (tools/install/write-env.py rewrites by it too).
 ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
 
 

@@ -52,7 +52,7 @@ class SettingsError(ValueError):
     pass
 
 
-# An A/B run (tools/change.py, make ab): B, a twin of service A, timed against A
+# An A/B run (tools/lab/change.py, make ab): B, a twin of service A, timed against A
 # in interleaved blocks. Below 6 blocks no 95% interval exists
 # (bench.measure.paired). Its windows are its own (AB_WINDOW, AB_WARMUP),
 # not the timed cases': a window's rate here swings by 10-15% from one block
@@ -65,7 +65,8 @@ class SettingsError(ValueError):
 # plain compose, where nobody with a Docker socket answers bench.
 AB_KINDS = {"A/B": "", "A/A": "B unchanged, to calibrate"}
 AB_DESIGNS = {"duet": "A and B loaded at the same moments", "blocks": "one window of A, then one of B"}
-RESTART_TWINS = {"every-block": "make ab's default: tools/change.py restarts both twins before each block", "off": ""}
+RESTART_TWINS = {"every-block": "make ab's default: tools/lab/change.py restarts both twins before each block",
+                 "off": ""}
 AB_BLOCKS_MIN = 6
 
 
@@ -74,14 +75,14 @@ class ChangeSettings:
     a: str                 # the service measured as it is
     b: str                 # its twin, with one thing changed (or nothing: A/A)
     kind: str = "A/B"      # "A/A": B is A unchanged, to measure the verdicts' false alarms
-    change: str = ""       # what differs in B, in words (tools/change.py writes it)
+    change: str = ""       # what differs in B, in words (tools/lab/change.py writes it)
     blocks: int = 12       # paired blocks per case (each: one window of A, one of B)
     window: int = 3        # seconds per window (longer for a slow case): two of cAdvisor's 1 s readings inside
     warmup: int = 2        # seconds of warm-up before each window, at most
     threshold: float = 0.05  # changes within +-this are "no change"; the gate's margin
     files: tuple[str, ...] = ("1KB", "1MB")  # sizes from FILE_SIZES
     concurrency: tuple[int, ...] = (100,)
-    restart_twins: bool = False  # both restarted before each block (tools/change.py does it: bench has no socket)
+    restart_twins: bool = False  # both restarted before each block (tools/lab/change.py does it: bench has no socket)
     design: str = "duet"   # duet: A and B loaded at once in each window; blocks: one after the other
 
 
@@ -124,13 +125,13 @@ class Settings:
     allow_nonconforming: bool = False  # time a target that fails conformance, marked
     gridfs_db: str = "lab"
     cache_upstream: str = ""      # what nginx-cache fronts (CACHE_UPSTREAM): an A/B run's twin of it fronts the same
-    # BENCH_TARGET_URLS, set by tools/hosts.py when the paths run on another
+    # BENCH_TARGET_URLS, set by tools/lab/hosts.py when the paths run on another
     # engine: each path's URL on the link (default: its compose name, port 8080)
     target_urls: dict = field(default_factory=dict)
-    # BENCH_LINK, set by tools/hosts.py likewise: the paths host's one-shot
+    # BENCH_LINK, set by tools/lab/hosts.py likewise: the paths host's one-shot
     # iperf3 server (ADDRESS:PORT), the link measured once before timing
     link: tuple[str, int] | None = None
-    link_shaping: str = ""   # LINK_RATE, LINK_DELAY, LINK_LOSS as tools/hosts.py applied them, recorded
+    link_shaping: str = ""   # LINK_RATE, LINK_DELAY, LINK_LOSS as tools/lab/hosts.py applied them, recorded
     # The store benchmark (seed 002): WRITE_FILES files of WRITE_SIZE bytes
     # written into every store with 1 thread and WRITE_THREADS, then read back.
     write: bool = True
@@ -207,7 +208,7 @@ def _sweep(env, name: str, default: str) -> tuple[int, ...]:
 
 def _target_urls(env, targets: list[str]) -> dict[str, str]:
     """BENCH_TARGET_URLS="name=http://address:port ...": where bench finds a
-    path that runs on another host (tools/hosts.py sets it)."""
+    path that runs on another host (tools/lab/hosts.py sets it)."""
     urls = {}
     for word in env.get("BENCH_TARGET_URLS", "").split():
         name, _, url = word.partition("=")
@@ -359,7 +360,7 @@ def _ab_files(env, name: str, default: str) -> tuple[str, ...]:
 # what its environment holds). SERVING_PATH: the x-serving-path map every path
 # shares (tests/test_settings_registry.py holds compose.yaml to these).
 SETTINGS, BENCH, SEED, SERVING_PATH = "settings", "bench", "seed", "x-serving-path"
-# Bounds that tools share (tools/overload.py's deadlines): flask, flask-postgres
+# Bounds that tools share (tools/lab/overload.py's deadlines): flask, flask-postgres
 # and node's one deadline per request, in ms; past it a 503 (lab_http/app.py, node/settings.js).
 REQUEST_DEADLINE_MAX_MS = 600_000
 # gridfs-fuse's files open at once: nginx's largest limit_conn (openfiles.go).
@@ -439,7 +440,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("AB_A", check=("ab",)),
     Setting("AB_B", check=("ab",)),
     Setting("AB_KIND", "A/B", _choice(AB_KINDS), check=("ab",)),
-    Setting("AB_CHANGE"),  # what differs in B, in words: tools/change.py sets it
+    Setting("AB_CHANGE"),  # what differs in B, in words: tools/lab/change.py sets it
     Setting("AB_BLOCKS", "12", _number(int, AB_BLOCKS_MIN, 100), check=("ab",)),
     Setting("AB_WINDOW", "3", _number(int, 1, 600), check=("ab",)),
     Setting("AB_WARMUP", "2", _number(int, 0, 600), check=("ab",)),
@@ -488,7 +489,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("MONGO_URI", "mongodb://mongo:27017", _text, "mongo_uri", recorded=False,
             services=ONLY_BENCH | FOR_SEED | PATHS),
     Setting("POSTGRES_URL", "", _text, "postgres_url", recorded=False, services=ONLY_BENCH | FOR_SEED | PATHS),
-    # ... set by tools/hosts.py when the paths run on another engine (unset: bench's defaults);
+    # ... set by tools/lab/hosts.py when the paths run on another engine (unset: bench's defaults);
     # BENCH_TARGET_URLS is read against BENCH_TARGETS, the LINK_ ones together (from_env)
     Setting("BENCH_TARGET_URLS", recorded=False, services=ONLY_BENCH),
     Setting("BENCH_LINK", "", _link, "link", recorded=False, services=ONLY_BENCH),

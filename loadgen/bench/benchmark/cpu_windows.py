@@ -58,7 +58,7 @@ def connect_monitor(cfg, deadline: float, results: Results) -> Monitor | None:
 
 
 def hosts_of(hosts, roles: dict[str, str], results: Results) -> list[dict]:
-    """The hosts of a lab split by tools/hosts.py: each one's cAdvisor, CPUs,
+    """The hosts of a lab split by tools/lab/hosts.py: each one's cAdvisor, CPUs,
     memory, and the containers it ran (by role)."""
     try:
         machines = hosts.machines_by_host()

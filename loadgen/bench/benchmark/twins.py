@@ -1,7 +1,7 @@
 """Fresh twins for every block of an A/B run. bench has no Docker socket (by
-design), so it asks the one that started the run, tools/change.py on the host,
+design), so it asks the one that started the run, tools/lab/change.py on the host,
 to restart A and B, through files in the run's folder: bench writes
-`.twins/<block>.restart` (JSON: the services), tools/change.py restarts them and
+`.twins/<block>.restart` (JSON: the services), tools/lab/change.py restarts them and
 answers `<block>.done` (JSON: each container's new start time, the seconds
 it took) or `<block>.failed` (JSON: why). Both sides write a file whole
 (a temporary name, then a rename), so neither reads one half written.
@@ -62,7 +62,7 @@ class Restarter:
                 if failed.exists():
                     raise TwinRestartError(read_answer(failed).get("error") or "failed, no reason given")
                 time.sleep(POLL_S)
-            raise TwinRestartError(f"no answer within {self.timeout:g} s (tools/change.py restarts them; "
+            raise TwinRestartError(f"no answer within {self.timeout:g} s (tools/lab/change.py restarts them; "
                                    "AB_RESTART_TWINS=off runs without restarts)")
         finally:
             for path in (asked, done, failed):

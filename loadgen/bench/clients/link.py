@@ -1,5 +1,5 @@
 """The link between bench's host and the paths' host (issue 27), measured
-once before timing: iperf3 against the one-shot server tools/hosts.py starts
+once before timing: iperf3 against the one-shot server tools/lab/hosts.py starts
 on the paths' host (compose service `link`), in reverse, so it carries what
 the answers do: from the paths' host to bench's. A row that moves 90% of
 that is link-bound (bench.measure.bottleneck)."""

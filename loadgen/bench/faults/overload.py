@@ -1,4 +1,4 @@
-"""Pure judgement of make overload's checks (tools/overload.py): a serving
+"""Pure judgement of make overload's checks (tools/lab/overload.py): a serving
 path's goodput when offered load open-loop past its capacity, then under
 far more clients than the lab's timed cases use, or serving a file far
 larger than its memory limit. No I/O.
@@ -172,7 +172,7 @@ class Window:
     @classmethod
     def from_dict(cls, d: dict) -> "Window":
         """A window as results.json keeps it; without `workers` in the runs
-        tools/keep_evidence.py slimmed before it kept that number (None:
+        tools/lab/keep_evidence.py slimmed before it kept that number (None:
         not recorded; goodput_windows finds a capacity step's elsewhere)."""
         return cls(**{"workers": None, **d})
 

@@ -1,6 +1,6 @@
 """`python -m bench overload-window URL RATE SECONDS WORKERS`: one window of
 make overload's goodput check, run in the bench container while the host
-(tools/overload.py) reads every container's CPU. vegeta for SECONDS: at
+(tools/lab/overload.py) reads every container's CPU. vegeta for SECONDS: at
 RATE requests/s (open loop, up to WORKERS connections), or with RATE 0 as
 WORKERS clients each asking again as soon as answered (closed loop: a
 capacity step). Each request times out after SECONDS (an answer later

@@ -1,6 +1,6 @@
 """`python -m bench resilience-load URL FILE RATE SECONDS [DATABASE]`: the
 load side of make resilience, run in a bench container while the host
-(tools/resilience.py) takes the database away. Waits until URL serves FILE
+(tools/lab/resilience.py) takes the database away. Waits until URL serves FILE
 byte for byte, prints one JSON line (the file's sha256, the database server),
 then streams vegeta's answers as `vegeta encode -to=json` lines as they come,
 so the host sees the load start. Open loop: requests leave on schedule

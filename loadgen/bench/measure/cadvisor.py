@@ -46,7 +46,7 @@ class Container:
     cpuset: tuple[int, ...]      # the CPUs it may run on (spec.cpu.mask); empty when not reported
     memory_limit_bytes: int | None
     stats: tuple[Counters, ...]  # oldest first
-    host: str = ""               # the host whose cAdvisor listed it (several hosts: tools/hosts.py)
+    host: str = ""               # the host whose cAdvisor listed it (several hosts: tools/lab/hosts.py)
     store: str | None = None     # its compose label lab.store; None for a container without one
 
     @property

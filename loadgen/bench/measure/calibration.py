@@ -1,5 +1,5 @@
 """Does an A/B run's "no change" hold? N A/A runs of one path at the same
-settings (tools/change_calibrate.py), read per case and metric. Pure, the
+settings (tools/lab/change_calibrate.py), read per case and metric. Pure, the
 standard library only (bench's image has no scipy), but for
 calibration_for, which reads the results directory.
 
@@ -363,7 +363,7 @@ def blocks_short(ab: dict, case: dict) -> str:
     """Why one case of an ab.json counted too few blocks ('' when it did
     not): fewer counted than the run planned (a disturbed block not run
     again). Its interval stands on fewer pairs than the run promised, so
-    the pull-request gate (tools/change_gate.py) calls the run not
+    the pull-request gate (tools/ci/change_gate.py) calls the run not
     measured, and a calibration leaves the case out: one rule for both."""
     counted = sum(1 for blk in case.get("blocks", []) if blk.get("counted", True))
     planned = ab.get("blocks", 0)

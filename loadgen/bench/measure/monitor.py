@@ -84,7 +84,7 @@ class CadvisorClient:
 
 
 class CadvisorHosts:
-    """The cAdvisors of several hosts (tools/hosts.py) read as one: every
+    """The cAdvisors of several hosts (tools/lab/hosts.py) read as one: every
     container tagged with the host whose cAdvisor lists it, and the root
     cgroup's series once per distinct machine (namespace hosts on one
     kernel all report the same one). The first host is bench's own."""
@@ -125,7 +125,7 @@ class CadvisorHosts:
 
 def cadvisor_hosts(text: str, timeout: float = 5.0) -> CadvisorHosts:
     """CADVISOR_URL as CadvisorHosts: one URL (this machine's cAdvisor), or
-    several as HOST=URL, bench's own host first (tools/hosts.py writes it)."""
+    several as HOST=URL, bench's own host first (tools/lab/hosts.py writes it)."""
     clients = {}
     for word in text.split():
         host, _, url = word.partition("=") if "=" in word.split("://", 1)[0] else ("", "", word)

@@ -37,7 +37,7 @@ def _entry(run_dir: Path) -> dict | None:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         return entry | {"date": "", "status": f"unreadable: {e}", "bad": True, "params": {}, "headline": ""}
-    if "runs" not in doc:  # a resilience or overload run (tools/resilience.py, tools/overload.py)
+    if "runs" not in doc:  # a resilience or overload run (tools/lab/resilience.py, tools/lab/overload.py)
         kind = next((k for k in ("resilience", "overload") if k in doc), "other")
         rows = doc.get(kind) or []
         verdicts = [r.get("verdict", "") for r in rows if isinstance(r, dict)]

@@ -2,9 +2,9 @@
 """Prints BASE env file with the variables of each OVERRIDES file replaced
 (later files win; new ones appended), so local.env keeps every knob of .env
 with one source of truth:
-    PYTHONPATH=loadgen python3 tools/write-env.py .env local-images/images.env [cpus-2.env] > local.env
+    PYTHONPATH=loadgen python3 tools/install/write-env.py .env local-images/images.env [cpus-2.env] > local.env
 (bench from loadgen/ on the path, standard library only: local-images/build.sh
-runs it with the host's python3, as it may run before tools/setup.sh made .venv)"""
+runs it with the host's python3, as it may run before tools/install/setup.sh made .venv)"""
 import sys
 
 from bench.env_file import ASSIGNMENT  # NAME=value as every reader of the env files takes it

@@ -390,7 +390,7 @@ def write_logins(path: Path) -> None:
     path.unlink(missing_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
-        out.write("# make lab-hosts: the databases' passwords for this run (tools/hosts.py), made anew each run\n")
+        out.write("# make lab-hosts: the databases' passwords for this run (tools/lab/hosts.py), made anew each run\n")
         for variable in PASSWORDS.values():
             out.write(f"{variable}={secrets.token_urlsafe(24)}\n")
 
@@ -413,7 +413,7 @@ def main() -> int:
                   f"{' '.join(plan['services'])}", flush=True)
         if "--plan" in sys.argv:
             return 0
-        owner = subprocess.run([str(ROOT / "tools" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=env,
+        owner = subprocess.run([str(ROOT / "tools" / "lab" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=60)
         if owner.returncode != 0:
             raise LabError(f"RESULTS_OWNER: {owner.stderr.strip()[-300:]}")

@@ -8,7 +8,7 @@ gone; a make ab-calibrate calibration (calibration-<path>-<id>) gets its
 calibration.json and calibration.md as they are. tests/test_evidence.py
 checks that every run id docs/*.md and README.md name is kept here.
 
-usage: tools/keep_evidence.py RUN_ID [RUN_ID ...]   (from RESULTS_DIR, ./results;
+usage: tools/lab/keep_evidence.py RUN_ID [RUN_ID ...]   (from RESULTS_DIR, ./results;
        a calibration's RUN_ID is its folder's name, calibration-<path>-<id>)"""
 import gzip
 import json
@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ROOT / "results" / "evidence"
 # what a reader of a doc's table never needs and a run has plenty of ("workers": a timed row's per-load-generator
 # list; a number of that name is kept: make overload's window's clients, which its report names)

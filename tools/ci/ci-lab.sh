@@ -3,17 +3,17 @@
 # so that the workflow and this project's own tests run the very same
 # commands (the tests on local images, the workflow on official ones):
 #
-#   tools/ci-lab.sh run                 the lab once; prints "run-dir: DIR" last
-#   tools/ci-lab.sh summary RUN_DIR     the report's first screen (heading and
+#   tools/ci/ci-lab.sh run                 the lab once; prints "run-dir: DIR" last
+#   tools/ci/ci-lab.sh summary RUN_DIR     the report's first screen (heading and
 #                                       headline), for a job summary
-#   tools/ci-lab.sh compare BASE RUN PCT
+#   tools/ci/ci-lab.sh compare BASE RUN PCT
 #                                       bench compare BASE -> RUN, gated at PCT %
-#   tools/ci-lab.sh ab-gate BASE_REF [SERVICE...]
+#   tools/ci/ci-lab.sh ab-gate BASE_REF [SERVICE...]
 #                                       the pull-request gate: an A/B in one run of
 #                                       each touched path, BASE_REF's against this
-#                                       checkout's (tools/change_gate.py), after
+#                                       checkout's (tools/ci/change_gate.py), after
 #                                       AB_GATE_CALIBRATION_RUNS A/As of each
-#   tools/ci-lab.sh ab-calibrate SERVICE
+#   tools/ci/ci-lab.sh ab-calibrate SERVICE
 #                                       AB_CALIBRATION_RUNS A/As of SERVICE (make
 #                                       ab-calibrate): the gate's false alarms
 #                                       with their bound; prints "run-dir: DIR"
@@ -23,14 +23,15 @@
 # (compose project, default gridfs-lab), LAB_RUN_TIMEOUT (seconds, default
 # 7200). Any knob exported (BENCH_PROFILE, BENCH_TARGETS...) overrides the env
 # file, as Compose lets the shell do.
-. "$(dirname "$0")/lib.sh"
-root=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-# bench for tools/*.py and `python3 -m bench`: CI runs them with the runner's
-# python3, which has no .venv (where tools/venv.sh installs bench)
+# bench for tools/lab/*.py, tools/ci/*.py and `python3 -m bench`: CI runs them
+# with the runner's python3, which has no .venv (where tools/install/venv.sh
+# installs bench)
 export PYTHONPATH="$root/loadgen${PYTHONPATH:+:$PYTHONPATH}"
 
-usage() { die "usage: tools/ci-lab.sh run | summary RUN_DIR | compare BASE_DIR RUN_DIR PCT | ab-gate BASE_REF [SERVICE...] | ab-calibrate SERVICE"; }
+usage() { die "usage: tools/ci/ci-lab.sh run | summary RUN_DIR | compare BASE_DIR RUN_DIR PCT | ab-gate BASE_REF [SERVICE...] | ab-calibrate SERVICE"; }
 
 compose_args() {
   local env_file=${LAB_ENV_FILE:-.env}
@@ -53,7 +54,7 @@ run() {
   # globals: the EXIT trap reads them after run() has returned
   mapfile -t compose_args <<<"$lines"
   # bench writes the results as this uid:gid (never root)
-  RESULTS_OWNER=$(tools/results-owner.sh "${LAB_ENV_FILE:-.env}") || exit 1
+  RESULTS_OWNER=$(tools/lab/results-owner.sh "${LAB_ENV_FILE:-.env}") || exit 1
   export RESULTS_OWNER
   run_log=$(mktemp)
   # Down whatever happens, so the next run starts from clean volumes.
@@ -94,7 +95,7 @@ compare() {
 }
 
 change_env() {
-  # tools/change.py reads AB_ENV_FILE (LAB_ENV_FILE's value) and AB_PROJECT
+  # tools/lab/change.py reads AB_ENV_FILE (LAB_ENV_FILE's value) and AB_PROJECT
   export AB_ENV_FILE=${AB_ENV_FILE:-${LAB_ENV_FILE:-.env}} AB_PROJECT=${AB_PROJECT:-${LAB_PROJECT:-gridfs-lab}}
 }
 
@@ -105,18 +106,20 @@ change_calibrate() {
   # the calibration names its folder by path, date and time)
   # shellcheck disable=SC2012
   before=$(ls -1d "$(results_dir)/calibration-$1-"*/ 2>/dev/null | sort | tail -n 1 || true)
-  # each A/A inside is bounded by AB_TIMEOUT (tools/change.py), the whole by the job's
-  SERVICE=$1 python3 tools/change_calibrate.py || code=$?
+  # each A/A inside is bounded by AB_TIMEOUT (tools/lab/change.py), the whole by the job's
+  SERVICE=$1 python3 tools/lab/change_calibrate.py || code=$?
   # shellcheck disable=SC2012
   after=$(ls -1d "$(results_dir)/calibration-$1-"*/ 2>/dev/null | sort | tail -n 1 || true)
-  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no calibration (tools/change_calibrate.py exited $code)"
+  { [ -n "$after" ] && [ "$after" != "$before" ]; } || die "no calibration (tools/lab/change_calibrate.py exited $code)"
   echo "run-dir: ${after%/}"
   return "$code"
 }
 
 case ${1:-} in
   run) [ $# -eq 1 ] || usage; run ;;
-  ab-gate) [ $# -ge 2 ] || usage; shift; change_env; exec python3 tools/change_gate.py "$@" ;;
+  # the gate runs the lab's A/B tools as a library: tools/lab too (a script's own folder is on its path already)
+  ab-gate) [ $# -ge 2 ] || usage; shift; change_env
+    PYTHONPATH="$root/tools/lab:$PYTHONPATH" exec python3 tools/ci/change_gate.py "$@" ;;
   ab-calibrate) [ $# -eq 2 ] || usage; change_calibrate "$2" ;;
   summary) [ $# -eq 2 ] || usage; summary "$2" ;;
   compare) [ $# -eq 4 ] || usage; set +e; compare "$2" "$3" "$4"; exit $? ;;

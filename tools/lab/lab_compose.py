@@ -1,9 +1,9 @@
-"""What the host-side fault tools (tools/resilience.py, tools/overload.py)
+"""What the host-side fault tools (tools/lab/resilience.py, tools/lab/overload.py)
 share: running docker compose with a timeout and an error naming the step,
 their checked number settings, the paths a run considers, the run's
 directory, and a container's memory as its cgroup counts it (v1 and v2).
 bench comes from .venv (installed editable: make's .venv/bin/python) or
-from loadgen/ on PYTHONPATH (tools/ci-lab.sh, for the host's python3)."""
+from loadgen/ on PYTHONPATH (tools/ci/ci-lab.sh, for the host's python3)."""
 import json
 import signal
 import subprocess
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.env_file import read_env_file  # the one reader of the lab's env files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class LabError(Exception):
@@ -41,7 +41,7 @@ def number(env: dict, name: str, default: str, low: float, high: float, whole: b
 
 
 # A run past its time limit gets SIGTERM, so that its own teardown runs, and SIGKILL only this much later.
-# tools/change.py's on SIGTERM (stop_on_sigterm): its twin restarts stop (one in flight: up to a minute,
+# tools/lab/change.py's on SIGTERM (stop_on_sigterm): its twin restarts stop (one in flight: up to a minute,
 # DOCKER_TIMEOUT_S there), then `docker compose down -t 5` of the A/B project, some seconds (5 s for each
 # container to stop, then the containers and the network go), more on a loaded machine.
 TEARDOWN_GRACE_S = 120

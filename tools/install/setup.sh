@@ -8,21 +8,21 @@
 # it will install and why, then installs it. Idempotent; safe to re-run.
 # --no-engine leaves the Docker engine and Compose out (an engine elsewhere,
 # DOCKER_HOST; or a container, as tests/test_setup_bare.py runs it).
-#   tools/setup.sh [--tests] [--no-engine]
+#   tools/install/setup.sh [--tests] [--no-engine]
 set -euo pipefail
 # One line, before anything fails half-way for want of root.
 if [ "$(id -u)" -ne 0 ]; then
   echo "[setup.sh] error: run as root (sudo make ...): it installs Debian packages, Compose into /usr/local/lib/docker and builds into /var/cache/gridfs-lab" >&2
   exit 1
 fi
-. "$(dirname "$0")/lib.sh"
-root=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
 tests='' no_engine=''
 for arg in "$@"; do
   case $arg in
     --tests) tests=1 ;;
     --no-engine) no_engine=1 ;;
-    *) die "usage: tools/setup.sh [--tests] [--no-engine]" ;;
+    *) die "usage: tools/install/setup.sh [--tests] [--no-engine]" ;;
   esac
 done
 
@@ -31,7 +31,7 @@ LAB_PACKAGES=(
   "debootstrap: the local Debian base image (make lab-local)"
   "curl: FerretDB's module, the local stand-in for mongo"
   "ca-certificates: HTTPS for curl and go"
-  "python3: bench's tools (tools/*.py) and unpacking FerretDB's module"
+  "python3: bench's tools (tools/lab/*.py, tools/ci/*.py) and unpacking FerretDB's module"
   "python3-venv: .venv for tools/ (make ab, matrix, resilience, overload, lab-hosts)"
 )
 # Only when no Docker engine is installed (docker.io conflicts with docker-ce's containerd).
@@ -39,7 +39,7 @@ ENGINE_PACKAGES=(
   "docker.io: the Docker engine (none is installed)"
   "iptables: the engine's networks"
 )
-# Only when no Go of at least 1.25 is here (tools/install-go.sh).
+# Only when no Go of at least 1.25 is here (tools/install/install-go.sh).
 GO_PACKAGES=(
   "golang-1.19-go: fetches the pinned Go toolchain (itself too old to build the lab's Go programs)"
 )
@@ -88,7 +88,7 @@ elif client=$(command -v docker); then
 else
   engine="no Docker engine: Debian's docker.io installed and dockerd started"; engine_missing=1
 fi
-go_plan=$("$root/tools/install-go.sh" --plan)
+go_plan=$("$root/tools/install/install-go.sh" --plan)
 
 wanted=("${LAB_PACKAGES[@]}")
 [ -n "$engine_missing" ] && wanted+=("${ENGINE_PACKAGES[@]}")
@@ -105,7 +105,7 @@ if [ ${#missing[@]} -eq 0 ]; then say "  Debian packages: all there"
 else say "  Debian packages to install:"; for r in "${reasons[@]}"; do say "    $r"; done
 fi
 say "  $go_plan"
-[ -n "$no_engine" ] || say "  $("$root/tools/install-compose.sh" --plan)"
+[ -n "$no_engine" ] || say "  $("$root/tools/install/install-compose.sh" --plan)"
 if [ -n "$tests" ]; then say "  .venv: bench's Python packages for tools/, and the tests' (tests/requirements.txt)"
 else say "  .venv: bench's Python packages for tools/ (loadgen/requirements.txt)"
 fi
@@ -141,14 +141,14 @@ venv_install() { # FOR REQUIREMENTS [FILES IT INCLUDES...]: once per change of t
 }
 
 [ -n "$no_engine" ] || start_docker
-"$root/tools/install-go.sh" >/dev/null
+"$root/tools/install/install-go.sh" >/dev/null
 PATH="$LAB_CACHE/go/bin:$PATH"  # the Go it chose, for the scripts below
-[ -n "$no_engine" ] || "$root/tools/install-compose.sh" >/dev/null
+[ -n "$no_engine" ] || "$root/tools/install/install-compose.sh" >/dev/null
 venv_install lab "$root/loadgen/requirements.txt"
 if [ -n "$tests" ]; then
-  "$root/tools/build-ferretdb.sh" >/dev/null
-  "$root/tools/install-vegeta.sh" >/dev/null
-  "$root/tools/install-actionlint.sh" >/dev/null
+  "$root/tools/install/build-ferretdb.sh" >/dev/null
+  "$root/tools/install/install-vegeta.sh" >/dev/null
+  "$root/tools/install/install-actionlint.sh" >/dev/null
   venv_install tests "$root/tests/requirements.txt" "$root/services/flask/requirements.txt" \
     "$root/services/flask-postgres/requirements.txt" "$root/loadgen/requirements.txt"
 fi

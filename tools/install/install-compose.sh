@@ -5,9 +5,9 @@
 # COMPOSE_VERSION or newer already installed is left alone, and never
 # shadowed: ours goes in /usr/local/lib/docker/cli-plugins, which docker
 # searches before the packages' /usr/lib and /usr/libexec.
-#   tools/install-compose.sh         install unless a new enough one is there
-#   tools/install-compose.sh --plan  say which it would do, change nothing
-. "$(dirname "$0")/lib.sh"
+#   tools/install/install-compose.sh         install unless a new enough one is there
+#   tools/install/install-compose.sh --plan  say which it would do, change nothing
+. "$(dirname "$0")/../lib.sh"
 COMPOSE_VERSION=${COMPOSE_VERSION:-v2.29.7}
 want=${COMPOSE_VERSION#v}
 plugin_dir=/usr/local/lib/docker/cli-plugins

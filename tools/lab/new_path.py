@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")  # a compose service, a folder and a BENCH_TARGETS word
 # compose.yaml's marks: the serving paths end where monitoring starts, and
 # bench's depends_on lists the paths before cadvisor

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make check: the one-minute tier (docs/ci.md). ruff, shellcheck, gofmt and
 # go vet on the FUSE filesystem, node --check, and the unit tests, which need
-# only .venv (tools/venv.sh). A checker that is not installed is skipped with
+# only .venv (tools/install/venv.sh). A checker that is not installed is skipped with
 # a line saying so, never a failure; every step runs, then any finding fails.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
 venv=$root/.venv/bin
 failed=()
@@ -39,7 +39,7 @@ go_checks() {
   want=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$module/go.mod")
   have=$(go env GOVERSION | sed 's/^go//')
   if [ "$(printf '%s\n' "$want" "$have" | sort -V | head -n 1)" != "$want" ]; then
-    echo "go vet: skipped, go $have is older than go.mod's $want (tools/install-go.sh installs one)"
+    echo "go vet: skipped, go $have is older than go.mod's $want (tools/install/install-go.sh installs one)"
     return 0
   fi
   # Unreachable modules are the network's fault, not the code's: said, not failed.
@@ -62,20 +62,20 @@ step "ruff" "$venv/ruff" check .
 
 mapfile -t scripts < <(shell_scripts)
 if ! command -v shellcheck >/dev/null; then
-  skipped shellcheck "not installed (apt-get install shellcheck; tools/setup.sh --tests installs it)"
+  skipped shellcheck "not installed (apt-get install shellcheck; tools/install/setup.sh --tests installs it)"
 elif [ ${#scripts[@]} -eq 0 ]; then
   skipped shellcheck "no scripts found (git ls-files lists them: not a git checkout?)"
 else
-  # -P SCRIPTDIR: a script's `. "$(dirname "$0")/lib.sh"` is found beside it
+  # -P SCRIPTDIR: a script's `. "$(dirname "$0")/../lib.sh"` is found from its own folder
   step "shellcheck (${#scripts[@]} scripts)" shellcheck -x -P SCRIPTDIR "${scripts[@]}"
 fi
 
-# The Go tools/install-go.sh chose, ahead of an older go on PATH (as make's PATH)
+# The Go tools/install/install-go.sh chose, ahead of an older go on PATH (as make's PATH)
 PATH=${LAB_CACHE:-/var/cache/gridfs-lab}/go/bin:$PATH
 if command -v go >/dev/null; then
   step "gofmt, go vet (services/gridfs-fuse)" go_checks
 else
-  skipped "gofmt, go vet" "no go on PATH (tools/install-go.sh installs one)"
+  skipped "gofmt, go vet" "no go on PATH (tools/install/install-go.sh installs one)"
 fi
 
 if command -v node >/dev/null; then

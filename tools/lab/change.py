@@ -21,7 +21,7 @@ The change, one of (environment variables, as make passes them):
 None of them: an A/A run (B is A unchanged), to measure how often an
 unchanged B gets a verdict on this machine. A_REF=REF builds A from the lab
 at a git ref instead (the pull-request gate: A = the base branch's path, B =
-this checkout's; tools/change_gate.py).
+this checkout's; tools/ci/change_gate.py).
 
 AB_ENV_FILE (default local.env), AB_PROJECT (default gridfs-lab, the lab's
 own project: its seeded volumes are reused), and every AB_* knob of .env.
@@ -312,7 +312,7 @@ def main() -> int:
         run_env = {**env, "AB_A": service, "AB_B": twin_name(service), "AB_KIND": "A/B" if changed else "A/A",
                    "AB_CHANGE": "; ".join(changed), "BENCH_TARGETS": " ".join(targets_for(service, lab, services)),
                    "AB_RESTART_TWINS": restart}
-        owner = subprocess.run([str(ROOT / "tools" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=run_env,
+        owner = subprocess.run([str(ROOT / "tools" / "lab" / "results-owner.sh"), str(env_file)], cwd=ROOT, env=run_env,
                                capture_output=True, text=True, timeout=60)
         if owner.returncode != 0:
             raise LabError(f"RESULTS_OWNER: {owner.stderr.strip()[-300:]}")

@@ -2,7 +2,7 @@
 # Builds FerretDB, the MongoDB-protocol stand-in used where no mongo image or
 # server can be had. `go install` fails on its version list, so fetch the
 # module zip from the Go proxy and build it. Prints the binary's path.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 FERRETDB_VERSION=${FERRETDB_VERSION:-v1.24.2}
 bin="$LAB_CACHE/ferretdb-$FERRETDB_VERSION"
 if [ ! -x "$bin" ]; then

@@ -41,7 +41,7 @@ from bench.clients.vegeta_output import VegetaOutputError, parse_results
 from lab_compose import (LabError, compose_run, compose_services, finish, keep_log, known_targets, now_iso,
                          number, open_lab, results_dir, save)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 FAULTS = ("restart", "pause")
 JITTER_S = 3.0             # each trial's fault falls this much later at most (seeded per trial)

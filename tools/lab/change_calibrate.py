@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make ab-calibrate SERVICE=<path> [AB_CALIBRATION_RUNS=20]: how far can
 an A/B run's verdicts be trusted on this machine? N A/A runs of the path
-(tools/change.py with B unchanged, one after the other, at the A/B's own
+(tools/lab/change.py with B unchanged, one after the other, at the A/B's own
 settings), read together per case and metric (bench/measure/calibration.py):
 whether the signed-rank p-values of an unchanged B are uniform (a
 Kolmogorov-Smirnov p and a QQ table), whether runs differ by more than each
@@ -13,17 +13,17 @@ calibration: 0 false alarms of 6 still allows 46%.
 Writes results/calibration-<SERVICE>-<UTC time>/calibration.json and
 calibration.md, after every run (status "incomplete" until the last), so a
 calibration cut short keeps what it measured (SIGTERM or SIGINT: passed on
-to the tools/change.py running, its project taken down, then exit 2). The
+to the tools/lab/change.py running, its project taken down, then exit 2). The
 pull-request gate runs a few of these before its A/B (calibrate, as a
-library: tools/change_gate.py). A run that gives no ab.json,
+library: tools/ci/change_gate.py). A run that gives no ab.json,
 or one whose ab.json has an error, is listed as not measured, with why; so
 is a case that counted fewer blocks than planned, which the gate calls not
 measured too (bench.measure.calibration.blocks_short, the rule both read).
 
 Environment: SERVICE (required), AB_CALIBRATION_RUNS (default 20),
-AB_TIMEOUT (seconds per run, as tools/change.py reads it; this adds 30 minutes
-for its build and teardown, as tools/change_gate.py does; past it, SIGTERM, so
-that change.py takes its project down, and SIGKILL two minutes later), and tools/change.py's
+AB_TIMEOUT (seconds per run, as tools/lab/change.py reads it; this adds 30 minutes
+for its build and teardown, as tools/ci/change_gate.py does; past it, SIGTERM, so
+that change.py takes its project down, and SIGKILL two minutes later), and tools/lab/change.py's
 own (AB_ENV_FILE, AB_PROJECT, AB_FILES, AB_BLOCKS...). A change to B
 (B_IMAGE, B_CONTEXT, B_REF, B_CPUS, B_ENV, B_ARG) or A_REF is refused:
 this is an A/A. Exits 0 when every case-metric's KS p is at least 0.01
@@ -44,10 +44,10 @@ from bench.measure import calibration
 
 # Whatever makes B differ from A: refused, since an A/A is what is measured
 REFUSED = (*CHANGES, "B_ARG", "A_REF")
-# The A/B settings a calibration holds, with bench's defaults (bench/settings.py; tools/change.py's for the restarts)
+# The A/B settings a calibration holds, with bench's defaults (bench/settings.py; change.py's for the restarts)
 SETTINGS = {"AB_FILES": "1KB 1MB", "AB_CONCURRENCY": "100", "AB_BLOCKS": "12", "AB_DESIGN": "duet",
             "AB_WINDOW": "3", "AB_WARMUP": "2", "AB_THRESHOLD": "5", "AB_RESTART_TWINS": "every-block"}
-# tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown), the gate's too
+# tools/lab/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown), the gate's too
 SLACK_S = 1800
 STAMP = "%Y%m%dT%H%M%SZ"
 
@@ -65,7 +65,7 @@ def change_settings(env: dict, lab: dict) -> dict:
     for name, default in SETTINGS.items():
         value = env[name] if name in env else lab.get(name, "")
         found[name] = value.strip() or default
-    # tools/change.py passes bench its own choice: the shell's, else every-block (the env file's is not read)
+    # tools/lab/change.py passes bench its own choice: the shell's, else every-block (the env file's is not read)
     found["AB_RESTART_TWINS"] = env.get("AB_RESTART_TWINS", "").strip() or SETTINGS["AB_RESTART_TWINS"]
     return found
 
@@ -177,7 +177,7 @@ def write(out: Path, doc: dict) -> None:
 
 
 def gate_tally(attempts: list[dict], aa_runs: list[dict], metrics: list[str]) -> dict:
-    """Pure: what the pull-request gate (tools/change_gate.py, on `metrics`)
+    """Pure: what the pull-request gate (tools/ci/change_gate.py, on `metrics`)
     would have answered each A/A: it passes an unchanged B when it exits 0
     (shown within the threshold) or 3 (inconclusive, not a failure by
     default); a run with no ab.json counts as not measured (2)."""
@@ -204,11 +204,11 @@ def document(calibration_id: str, service: str, variables: dict, planned: int, a
             "gate": gate_tally(attempts, aa_runs, list(gate_metrics))}
 
 
-CHANGE = [sys.executable, str(ROOT / "tools" / "change.py")]
+CHANGE = [sys.executable, str(ROOT / "tools" / "lab" / "change.py")]
 
 
 def run_change(env: dict, service: str, deadline: float) -> int | str:
-    """One run of tools/change.py (CHANGE), attached (bench's plan and time
+    """One run of tools/lab/change.py (CHANGE), attached (bench's plan and time
     left show): an A/A here, the gate's A/B with A_REF in `env`."""
     return run_stopped_at(CHANGE, deadline, cwd=ROOT, env={**env, "SERVICE": service})
 
@@ -236,7 +236,7 @@ def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, v
         attempt = {"attempt": k, "exit": exited, "seconds": round(took[-1], 1)}
         found = newest_result(results, before)
         if found is None:
-            attempt.update(run_id=None, why=f"no ab.json (tools/change.py exited {exited})")
+            attempt.update(run_id=None, why=f"no ab.json (tools/lab/change.py exited {exited})")
         else:
             attempt["run_id"] = found.parent.name
             try:

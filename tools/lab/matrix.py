@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make matrix VAR=NAME VALUES="v1 v2 ...": one lab run per value of one
 setting (NAME=value exported over the env file, which Compose lets the shell
-override), each by the CI workflow's own step (tools/ci-lab.sh run: a clean
+override), each by the CI workflow's own step (tools/ci/ci-lab.sh run: a clean
 project, down -v after), then one table
 across them: a column per value, each case's requests per second as a ratio
 to the first value's, "apart" as `bench compare` judges it (separate runs
@@ -25,7 +25,7 @@ from bench.report.compare import (CompareError, cell, compare_case, differences,
                            metric_values, reference_moved, _shown)
 from lab_compose import settings_in
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RUN_DIR = re.compile(r"^run-dir: (.+)$", re.M)  # ci-lab.sh run's last line
 # Past MATRIX_RUN_TIMEOUT, ci-lab.sh may still kill the lab (60 s) and take it down (300 s).
@@ -65,12 +65,13 @@ def run_streaming(cmd: list[str], env: dict, timeout: float, log: Path) -> tuple
 
 def one_run(var: str, value: str, env_file: Path, project: str, timeout: float, log: Path) -> dict:
     """One lab run with var=value, by the CI workflow's own step
-    (tools/ci-lab.sh run: up, then down -v whatever happened)."""
+    (tools/ci/ci-lab.sh run: up, then down -v whatever happened)."""
     env = {**os.environ, var: value, "LAB_ENV_FILE": str(env_file), "LAB_PROJECT": project,
            "LAB_RUN_TIMEOUT": str(int(timeout))}
     print(f"matrix: {var}={value}", flush=True)
     try:
-        code, output = run_streaming([str(ROOT / "tools" / "ci-lab.sh"), "run"], env, timeout + CI_LAB_SLACK, log)
+        step = [str(ROOT / "tools" / "ci" / "ci-lab.sh"), "run"]
+        code, output = run_streaming(step, env, timeout + CI_LAB_SLACK, log)
         error = None
     except MatrixError as e:
         code, output, error = None, log.read_text(errors="replace"), str(e)

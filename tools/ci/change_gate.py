@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The pull-request gate: did the change make a serving path slower? For
-each path the change touches, one A/B run on this machine (tools/change.py): A
+each path the change touches, one A/B run on this machine (tools/lab/change.py): A
 built from the lab at BASE_REF, B from this checkout, timed in interleaved
 blocks. The gate fails only where a pre-chosen metric's 95% interval lies
 entirely beyond AB_THRESHOLD on B's worse side: "slower by more than 5%,
@@ -8,19 +8,19 @@ whatever the noise"; it passes only where every such interval lies short
 of it on that side (B shown no worse than 5%). Two runs on different
 machines or at different times are never compared (tests/test_compose_e2e.py
 runs it). Before each A/B, AB_GATE_CALIBRATION_RUNS A/As of the path on this
-machine (tools/change_calibrate.py's runs and calibration.json): the summary
+machine (tools/lab/change_calibrate.py's runs and calibration.json): the summary
 quotes their false alarms and the gate's answer to each, which never move
-its exit. SIGTERM or SIGINT is passed on to the tools/change.py running,
+its exit. SIGTERM or SIGINT is passed on to the tools/lab/change.py running,
 its project taken down, and the gate ends not measured (2).
 
-usage: tools/change_gate.py BASE_REF [SERVICE ...]
+usage: tools/ci/change_gate.py BASE_REF [SERVICE ...]
   SERVICE: the paths to gate; none: those whose folders the change touches
   (git diff BASE_REF...HEAD), or AB_GATE_DEFAULT when it touches machinery
   every path shares (bench, the seed, compose.yaml, .env, local images).
 Environment: AB_GATE_METRICS (default "rps": requests per second; "rps
 cpu_path" adds the path's CPU per request), AB_GATE_DEFAULT (default
 "nginx-gridfs flask"), AB_GATE_CALIBRATION_RUNS (A/As per path, default
-CALIBRATION_RUNS below; 0: none), and tools/change.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
+CALIBRATION_RUNS below; 0: none), and tools/lab/change.py's (AB_ENV_FILE, AB_PROJECT, AB_*,
 B_CPUS... for a known change). Prints a Markdown summary (and appends it
 to GITHUB_STEP_SUMMARY when set, as in a GitHub job). Exits, over all
 the paths gated (the worst): 0 shown within the threshold; 1 slower beyond
@@ -146,12 +146,12 @@ def gate_one(env: dict, lab: dict, base: str, service: str, metrics: list[str], 
         except (LabError, OSError, ValueError) as e:
             trouble = str(e)
     before = {p.parent.name for p in results.glob("*/ab.json")}
-    # tools/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
+    # tools/lab/change.py bounds its own run by AB_TIMEOUT; this bounds the rest (build, settings, teardown)
     deadline = float(env.get("AB_TIMEOUT", "3600")) + change_calibrate.SLACK_S
     exited = change_calibrate.run_change({**env, "A_REF": base}, service, deadline)
     found = newest_result(results, before)
     if found is None:
-        code, why = NOT_MEASURED, [f"no A/B result (tools/change.py exited {exited})"]
+        code, why = NOT_MEASURED, [f"no A/B result (tools/lab/change.py exited {exited})"]
         lines = [f"## {service}", ""]
     else:
         ab = json.loads(found.read_text())

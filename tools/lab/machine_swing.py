@@ -6,7 +6,7 @@ than the machine under it: where this prints a MAD/median over 0.05 (bench's
 `noisy` threshold) at 4 s windows, repetitions will be called noisy whatever
 the lab does (docs/methodology.md).
 
-    .venv/bin/python tools/machine_swing.py --window 4 --windows 30 --cores 1"""
+    .venv/bin/python tools/lab/machine_swing.py --window 4 --windows 30 --cores 1"""
 import argparse
 import os
 import statistics

@@ -1,6 +1,6 @@
 """The pull-request gate's rule for one ab.json, pure: its exit codes, why a
 run cannot be judged, its verdict, and the worst over several paths. The gate
-(tools/change_gate.py) acts on it; an A/A calibration (tools/change_calibrate.py,
+(tools/ci/change_gate.py) acts on it; an A/A calibration (tools/lab/change_calibrate.py,
 and the gate's own A/As before its A/B) reports what it answered an unchanged B."""
 from bench.measure.calibration import blocks_short  # the one rule: a calibration leaves such a case out too
 

@@ -5,11 +5,11 @@
 #   - root: RESULTS_OWNER as set (shell, else the env files; bench never
 #     runs as root), and RESULTS_DIR itself handed to it (root reads it all
 #     the same; runs already in it keep their owner).
-# Usage: RESULTS_OWNER=$(tools/results-owner.sh ENV_FILE...) docker compose ...
+# Usage: RESULTS_OWNER=$(tools/lab/results-owner.sh ENV_FILE...) docker compose ...
 # Later env files win, as with docker compose --env-file.
-. "$(dirname "$0")/lib.sh"
-root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || die "usage: tools/results-owner.sh ENV_FILE..."
+. "$(dirname "$0")/../lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+[ $# -ge 1 ] || die "usage: tools/lab/results-owner.sh ENV_FILE..."
 
 env_files=("$@")
 if [ "$(id -u)" != 0 ]; then

@@ -7,9 +7,9 @@
 # fetches for GOTOOLCHAIN) by Debian's golang-1.19-go: too old to build any
 # of them, but its `go mod download` checks the toolchain against the
 # checksum database. Prints the toolchain's GOROOT.
-#   tools/install-go.sh         use or install
-#   tools/install-go.sh --plan  say which it would do, change nothing
-. "$(dirname "$0")/lib.sh"
+#   tools/install/install-go.sh         use or install
+#   tools/install/install-go.sh --plan  say which it would do, change nothing
+. "$(dirname "$0")/../lib.sh"
 # actionlint v1.7.12 needs 1.25, FerretDB v1.24.2 1.24, Compose v2.29.7 1.21.
 GO_MIN=1.25
 # Pinned: the version this lab's builds were checked with.
@@ -39,7 +39,7 @@ if [ "${1:-}" = --plan ]; then
   exit 0
 fi
 if [ -z "${version:-}" ]; then
-  [ -x "$BOOTSTRAP_GO" ] || die "no Go $GO_MIN or newer here, and no $BOOTSTRAP_GO to fetch $GO_VERSION with (tools/setup.sh installs golang-1.19-go)"
+  [ -x "$BOOTSTRAP_GO" ] || die "no Go $GO_MIN or newer here, and no $BOOTSTRAP_GO to fetch $GO_VERSION with (tools/install/setup.sh installs golang-1.19-go)"
   goroot="$LAB_CACHE/$GO_VERSION"
   if [ ! -x "$goroot/bin/go" ]; then
     module="golang.org/toolchain@v0.0.1-$GO_VERSION.linux-$("$BOOTSTRAP_GO" env GOARCH)"
