@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from pymongo import MongoClient
 
-import postgres_store
+from seed import postgres_store
 from service_processes import (SERVICES, LabNginxGridFS, flask_postgres_service, flask_service, node_service,
                                postgres_database)
 from lab_http.admission import SHORT_WAIT, AdmissionPolicy, Admitted

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import file_set as seed_file_set
-import seed as seed_mod
 from bench import check_settings
 from bench.check_settings import VARIABLES, check
 from bench.env_file import read_env_file
@@ -168,41 +166,6 @@ def test_every_bad_variable_is_named_once_in_env_order():
            "NGINX_WORKERS": "0"}
     assert [named(e) for e in check(env, 4)] == ["FILE_SET", "BENCH_DURATION", "BENCH_PROFILE", "NGINX_WORKERS",
                                                  "MONGO_MEM"]
-
-
-# --- the seed's parsers, mirrored (seed/ is not in bench's image) ------------
-SIZES = ["1KB 100KB 1MB", "1kb, 2MB 7B", "0B", "1KB 1KB", "1KB 01KB", "", "1 KB", "1KiB", "1.5MB", "3GB", "1TB"]
-
-
-@pytest.mark.parametrize("text", SIZES)
-def test_file_sizes_are_read_as_the_seed_reads_them(text):
-    try:
-        expected = seed_mod.parse_sizes(text)
-    except seed_mod.SeedError:
-        expected = None
-    try:
-        mirrored = check_settings.file_sizes("FILE_SIZES", text)
-    except check_settings.SettingsError:
-        mirrored = None
-    assert mirrored == expected
-
-
-SETS = ["10000x1KB-30KB", "100x1MB", "off", "OFF", "", " 5x1kb-2KB ", "10000x30KB-1KB", "0x1KB", "1000001x1KB",
-        "5x0B", "5x0B-1KB", "x1KB", "5x1KB-", "5X1KB", "1000000x1B", "5x1KB-30KB extra"]
-
-
-@pytest.mark.parametrize("text", SETS)
-def test_file_set_is_read_as_the_seed_reads_it(text):
-    try:
-        spec = seed_file_set.parse_spec(text)
-        expected = spec and (spec.count, spec.min_size, spec.max_size)
-    except seed_file_set.FileSetError as e:
-        expected = str(e)
-    try:
-        mirrored = check_settings.file_set("FILE_SET", text)
-    except check_settings.SettingsError as e:
-        mirrored = str(e)
-    assert mirrored == expected
 
 
 # --- the command --------------------------------------------------------------

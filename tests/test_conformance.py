@@ -13,8 +13,7 @@ import gridfs
 import pymongo
 import pytest
 
-import bad_documents
-import seed as seed_mod
+from seed import bad_documents, loader
 from bench.checks.conformance import BAD_DOCUMENTS, check, hostile_requests
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
@@ -34,7 +33,7 @@ def files(mongo_uri):
     bucket = gridfs.GridFSBucket(pymongo.MongoClient(mongo_uri)[DB])
     manifest = []
     for size in SIZES:
-        data, name = seed_mod.file_bytes(size), f"{size}B.bin"
+        data, name = loader.file_bytes(size), f"{size}B.bin"
         (directory / name).write_bytes(data)
         bucket.upload_from_stream(name, data, metadata={"contentType": "application/octet-stream"})
         manifest.append({"name": name, "size": size, "sha256": hashlib.sha256(data).hexdigest()})

@@ -16,7 +16,7 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-import postgres_store
+from seed import postgres_store
 from processes import rss_mib
 from service_processes import GUNICORN_CONF, flask_postgres_service, flask_service, node_service, postgres_database
 

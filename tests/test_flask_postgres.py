@@ -22,8 +22,8 @@ import psycopg
 import pytest
 import requests
 
-import postgres_store
-import seed as seed_mod
+from seed import postgres_store
+from seed import loader
 from bench.checks.conformance import Server, check
 from processes import PostgresServer, wait_for_port
 from service_processes import REPO, NginxStatic, flask_postgres_service, postgres_database
@@ -51,7 +51,8 @@ def seeded(postgres, mongo_uri):
     files_dir = base / "files"
     env = {"MONGO_URI": mongo_uri, "GRIDFS_DB": DB, "FILE_SIZES": SEED_SIZES, "FILES_DIR": str(files_dir),
            "POSTGRES_URL": url, "SEED_MONGO_TIMEOUT": "10", "SEED_POSTGRES_TIMEOUT": "10", "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([sys.executable, seed_mod.__file__], env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-m", "seed"], cwd=REPO / "loadgen", env=env, capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode == 0, run.stderr
     files_dir.chmod(0o755)
     manifest = json.loads((files_dir / "manifest.json").read_text())
@@ -122,7 +123,7 @@ def test_where_werkzeug_differs_the_answer_is_nginx_s(nginx, service):
 
 
 def test_range_reads_only_the_chunks_it_needs(connection, service):
-    data = seed_mod.file_bytes(5 * CHUNK + 100)
+    data = loader.file_bytes(5 * CHUNK + 100)
     file_id = postgres_store.insert_file(connection, "sparse.bin", data, "application/octet-stream")
     connection.execute("DELETE FROM chunks WHERE file_id = %s AND n IN (0, 1, 5)", (file_id,))
     start, end = 2 * CHUNK + 7, 4 * CHUNK + 9  # chunks 2, 3 and 4, which are all there
@@ -142,7 +143,7 @@ def test_range_reads_only_the_chunks_it_needs(connection, service):
 def test_body_streams_chunk_by_chunk(connection, service):
     """A chunk missing midway: the chunks before it have gone out already
     (200, full Content-Length), then the connection is cut short."""
-    data = seed_mod.file_bytes(20 * CHUNK)
+    data = loader.file_bytes(20 * CHUNK)
     file_id = postgres_store.insert_file(connection, "holed.bin", data, "application/octet-stream")
     connection.execute("DELETE FROM chunks WHERE file_id = %s AND n = 12", (file_id,))
     answer = Server(service.url).request("GET", "/files/holed.bin")
@@ -210,7 +211,7 @@ def own_postgres():
         url = postgres_database(server.url, "lab_outage")
         with psycopg.connect(url, autocommit=True) as conn:
             postgres_store.create_schema(conn)
-            postgres_store.insert_file(conn, "1KB.bin", seed_mod.file_bytes(1024), "application/octet-stream")
+            postgres_store.insert_file(conn, "1KB.bin", loader.file_bytes(1024), "application/octet-stream")
         yield server, url
     finally:
         if server.proc.poll() is not None:
@@ -247,7 +248,7 @@ def test_postgres_stopped_is_503_quickly_then_recovers(own_postgres):
         assert "PostgreSQL unavailable" in service.log(), "the cause is logged"
         start_again(server)
         response = wait_for_200(service)
-        assert response.status_code == 200 and response.content == seed_mod.file_bytes(1024)
+        assert response.status_code == 200 and response.content == loader.file_bytes(1024)
     finally:
         service.stop()
         if server.proc.poll() is not None:

@@ -20,7 +20,7 @@ import pymongo
 import pytest
 import requests
 
-import seed as seed_mod
+from seed import loader
 from bench.measure import cache_log
 from bench.checks.conformance import Server, check, functional_cases
 from processes import free_port, stop_process, wait_for_port
@@ -129,7 +129,7 @@ def files(mongo_uri):
     bucket = gridfs.GridFSBucket(client[DB])
     manifest, contents = [], {}
     for size in SIZES:
-        data, name = seed_mod.file_bytes(size), f"{size}B.bin"
+        data, name = loader.file_bytes(size), f"{size}B.bin"
         (directory / name).write_bytes(data)
         (directory / name).chmod(0o644)
         bucket.upload_from_stream(name, data, metadata={"contentType": "application/octet-stream"})

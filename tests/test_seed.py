@@ -12,32 +12,22 @@ import psycopg
 import pymongo
 import pytest
 
-import file_set
-import postgres_store
-import seed as seed_mod
-from service_processes import postgres_database
-
-SEED = seed_mod.__file__
+from labfiles.sizes import parse_set
+from seed import file_set, loader, postgres_store
+from service_processes import REPO, postgres_database
 
 
 def run_seed(mongo_uri, files_dir, db, sizes, **extra_env):
     env = {"MONGO_URI": mongo_uri, "GRIDFS_DB": db, "FILE_SIZES": sizes, "FILES_DIR": str(files_dir),
            "SEED_MONGO_TIMEOUT": "5", "PATH": "/usr/bin:/bin", **extra_env}
-    return subprocess.run([sys.executable, SEED], env=env, capture_output=True, text=True, timeout=120)
-
-
-def test_parse_sizes():
-    assert seed_mod.parse_sizes("1KB 100kb, 1MB 7B") == [("1KB", 1024), ("100KB", 102400),
-                                                          ("1MB", 1048576), ("7B", 7)]
-    for bad in ("", "1XB", "KB", "1KB 1kb"):
-        with pytest.raises(seed_mod.SeedError, match="FILE_SIZES"):
-            seed_mod.parse_sizes(bad)
+    return subprocess.run([sys.executable, "-m", "seed"], cwd=REPO / "loadgen", env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_bytes_are_deterministic_and_incompressible():
     import zlib
-    data = seed_mod.file_bytes(100 * 1024)
-    assert data == seed_mod.file_bytes(100 * 1024)
+    data = loader.file_bytes(100 * 1024)
+    assert data == loader.file_bytes(100 * 1024)
     assert len(zlib.compress(data)) > 0.99 * len(data)
 
 
@@ -175,35 +165,16 @@ def test_unreachable_postgres_is_named_without_its_password(mongo_uri, tmp_path)
 
 # --- the file set (FILE_SET) ---------------------------------------------
 
-def test_parse_file_set():
-    parse = file_set.parse_spec
-    assert parse("10000x1KB-30KB") == file_set.Spec("10000x1KB-30KB", 10000, 1024, 30720)
-    assert parse(" 60X1kb-40kb ") == file_set.Spec("60x1KB-40KB", 60, 1024, 40960)
-    assert parse("100x1MB") == file_set.Spec("100x1MB", 100, 1048576, 1048576)
-    assert parse("1x7b-7B") == file_set.Spec("1x7B-7B", 1, 7, 7)
-    assert parse("1000000x1B-1GB").count == 1_000_000
-    for off in ("", "  ", "off", "OFF"):
-        assert parse(off) is None
-    for bad, why in [("10000x30KB-1KB", "the smallest size comes first"), ("0x1KB", "the count must be 1 to"),
-                     ("1000001x1KB", "the count must be 1 to 1,000,000"), ("10x0B-1KB", "at least 1B"),
-                     ("10000", "expected COUNTxMIN-MAX"), ("x1KB", "expected"), ("10x1QB", "expected"),
-                     ("10x1KB-", "expected"), ("10x1KB-30KB-40KB", "expected"), ("on", "expected")]:
-        with pytest.raises(file_set.FileSetError) as error:
-            parse(bad)
-        assert str(error.value).startswith(f"FILE_SET={bad!r}: ") and why in str(error.value)
-        assert "such as 10000x1KB-30KB" in str(error.value)
-
-
 def test_file_set_is_deterministic_incompressible_and_distinct():
     import zlib
-    spec = file_set.parse_spec("500x1KB-30KB")
+    spec = parse_set("500x1KB-30KB")
     files = file_set.set_files(spec)
     assert files == file_set.set_files(spec)
     assert [f.name for f in files[:2]] == ["set-00000.bin", "set-00001.bin"] and files[-1].name == "set-00499.bin"
     assert all(1024 <= f.size <= 30720 for f in files) and len({f.size for f in files}) > 400
     assert len({f.sha256 for f in files}) == 500
     # The sizes depend on the range only: a smaller count is the same first files.
-    assert file_set.set_files(file_set.parse_spec("20x1024B-30KB")) == files[:20]
+    assert file_set.set_files(parse_set("20x1024B-30KB")) == files[:20]
     # Same size, other name: other bytes; a file's chunks are its bytes.
     one, other = (b"".join(file_set.file_chunks(name, 300_000)) for name in ("set-00000.bin", "set-00001.bin"))
     assert one != other and len(one) == 300_000

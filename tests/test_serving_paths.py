@@ -21,7 +21,7 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-import postgres_store
+from seed import postgres_store
 from service_processes import (NginxStatic, flask_postgres_service, flask_service, nginx_gridfs_service,
                                node_service, postgres_database)
 

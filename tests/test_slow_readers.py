@@ -38,7 +38,7 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-import postgres_store
+from seed import postgres_store
 from nginx_gridfs_build import Nginx, build_module
 from processes import rss_mib
 from service_processes import (GUNICORN_CONF, SERVICES, LabNginxGridFS, NginxStatic, flask_postgres_service,

@@ -16,7 +16,7 @@ import pytest
 from bson import Int64, ObjectId
 from pymongo import MongoClient
 
-import postgres_store
+from seed import postgres_store
 from service_processes import SERVICES, flask_postgres_service, flask_service, node_service, postgres_database
 
 DB_NAME = "lab_stored_values_test"

@@ -8,12 +8,15 @@ check() is pure: the environment and the machine's core count in, error
 lines out. Which variables there are, in which order, and the rule each
 gets are settings.REGISTRY's; bench's own knobs go through settings.from_env
 (one rule, one place); the rest are checked here against what their
-consumers accept."""
+consumers accept: FILE_SIZES and FILE_SET by the parsers the seed reads
+them with (labfiles/sizes.py)."""
 import math
 import os
 import re
 import sys
 from functools import partial
+
+from labfiles.sizes import Spec, SpecError, parse_set, parse_sizes
 
 from .settings import (REGISTRY, REQUEST_DEADLINE_MAX_MS,  # noqa: F401  (tools/lab/overload.py imports it from here)
                        RETIRED, SettingsError, change_from_env, from_env)
@@ -60,7 +63,7 @@ MEMORY_FLOORS = {
     # bench without the store benchmark: its own share in writes.py's formula.
     "LOADGEN_MEM": (BENCH_OWN_BYTES, "bench's own (loadgen/bench/benchmark/writes.py)"),
     # Python with pymongo and psycopg, and the file set's 16 MiB batches
-    # (file_set.BATCH_BYTES) encoded for sending; the FILE_SIZES files are
+    # (loadgen/seed/file_set.py's BATCH_BYTES) encoded for sending; the FILE_SIZES files are
     # added below (memory_errors).
     "SEED_MEM": (128 * MIB, "the seed's Python, drivers and 16 MiB write batches"),
     # cAdvisor's Go runtime plus ten minutes (its --storage_duration) of 1 s
@@ -68,7 +71,7 @@ MEMORY_FLOORS = {
     "CADVISOR_MEM": (128 * MIB, "cAdvisor holds 10 minutes of 1 s stats for every container"),
 }
 CACHE_TMPFS_HEADROOM = 64 * MIB  # nginx itself beside a full cache tmpfs (it measured about 11 MiB)
-SEED_FILE_COPIES = 2  # the seed holds a FILE_SIZES file whole while it reads each copy back whole (seed.py)
+SEED_FILE_COPIES = 2  # the seed holds a FILE_SIZES file whole while it reads each copy back whole (seed/loader.py)
 
 # --- formats -----------------------------------------------------------------
 WHOLE_NUMBER = re.compile(r"[1-9][0-9]*")  # no sign, no leading zero: httpd-static's start.sh refuses both
@@ -94,17 +97,6 @@ FERRETDB_RESERVED_PREFIX = "_ferretdb_"
 FUSE_SWITCH = {"on", "1", "true", "yes", "off", "0", "false", "no"}
 FUSE_TIMEOUT_MAX = 86400  # seconds, gridfs-fuse's bound
 
-# FILE_SIZES and FILE_SET as the seed reads them. Mirrored, not imported:
-# seed/ is not in bench's build context (loadgen/), and seed.py and
-# file_set.py import pymongo, gridfs, psycopg and postgres_store at load.
-# Keep these in step with seed.parse_sizes and file_set.parse_spec
-# (tests/test_check_settings.py compares them on the same inputs).
-SEED_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}  # file_set.UNITS
-SEED_SIZE = re.compile(r"^(\d+)(B|KB|MB|GB)$", re.IGNORECASE)  # seed.SIZE
-FILE_SET_SPEC = re.compile(r"^(\d+)x(\d+)(B|KB|MB|GB)(?:-(\d+)(B|KB|MB|GB))?$", re.IGNORECASE)  # file_set.SPEC
-FILE_SET_MAX_COUNT = 1_000_000  # file_set.MAX_COUNT
-FILE_SET_EXPECTED = "expected COUNTxMIN-MAX such as 10000x1KB-30KB, COUNTxSIZE such as 100x1MB, or off"
-
 
 def _one_word(name: str, text: str, accepts: str) -> str:
     """The value, stripped; a SettingsError when it is not exactly one word."""
@@ -123,39 +115,19 @@ def image(name: str, text: str, optional: bool) -> None:
 
 
 def file_sizes(name: str, text: str) -> list[tuple[str, int]]:
-    """seed.parse_sizes: '1KB 100KB 1MB' -> [('1KB', 1024), ...]."""
-    accepts = "sizes like 1KB 100KB 1MB, each once (B, KB, MB or GB; KB = 1024 bytes)"
-    sizes = []
-    for word in text.replace(",", " ").split():
-        m = SEED_SIZE.match(word)
-        if not m:
-            raise SettingsError(f"{name}={text!r}: cannot read {word!r}; expected {accepts}")
-        label = f"{int(m.group(1))}{m.group(2).upper()}"
-        sizes.append((label, int(m.group(1)) * SEED_UNITS[m.group(2).upper()]))
-    if not sizes or len({label for label, _ in sizes}) != len(sizes):
-        raise SettingsError(f"{name}={text!r}: expected {accepts}")
-    return sizes
+    """As the seed reads it: '1KB 100KB 1MB' -> [('1KB', 1024), ...]."""
+    try:
+        return parse_sizes(text, name)
+    except SpecError as e:
+        raise SettingsError(str(e)) from None
 
 
-def file_set(name: str, text: str) -> tuple[int, int, int] | None:
-    """file_set.parse_spec: '10000x1KB-30KB' -> (count, min, max); '', 'off' -> None."""
-    value = text.strip()
-    if value.lower() in ("", "off"):
-        return None
-    m = FILE_SET_SPEC.match(value)
-    if not m:
-        raise SettingsError(f"{name}={text!r}: {FILE_SET_EXPECTED}")
-    count, low, low_unit, high, high_unit = m.groups()
-    count, low_unit = int(count), low_unit.upper()
-    high, high_unit = (high, high_unit.upper()) if high else (low, low_unit)
-    min_size, max_size = int(low) * SEED_UNITS[low_unit], int(high) * SEED_UNITS[high_unit]
-    if not 1 <= count <= FILE_SET_MAX_COUNT:
-        raise SettingsError(f"{name}={text!r}: the count must be 1 to {FILE_SET_MAX_COUNT:,}; {FILE_SET_EXPECTED}")
-    if min_size < 1:
-        raise SettingsError(f"{name}={text!r}: a file is at least 1B; {FILE_SET_EXPECTED}")
-    if min_size > max_size:
-        raise SettingsError(f"{name}={text!r}: the smallest size comes first; {FILE_SET_EXPECTED}")
-    return count, min_size, max_size
+def file_set(name: str, text: str) -> Spec | None:
+    """As the seed reads it: '10000x1KB-30KB' -> Spec; '', 'off' -> None."""
+    try:
+        return parse_set(text, name)
+    except SpecError as e:
+        raise SettingsError(str(e)) from None
 
 
 def database_name(name: str, text: str) -> str:

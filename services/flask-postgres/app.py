@@ -1,9 +1,10 @@
 """Flask + PostgreSQL serving path: GET|HEAD /files/<name> streams the
 newest revision of <name> out of PostgreSQL tables laid out as GridFS lays
-out its collections (seed/seed.py creates them): `files` (one row per
-revision) and `chunks` (one bytea row per 255 KiB chunk, primary key
-(file_id, n)). The HTTP semantics are services/python-common/lab_http,
-shared with the GridFS Flask path, so the two compare store against store.
+out its collections (loadgen/labfiles/postgres_layout.py; the seed
+creates them): `files` (one row per revision) and `chunks` (one bytea row
+per 255 KiB chunk, primary key (file_id, n)). The HTTP semantics are
+services/python-common/lab_http, shared with the GridFS Flask path, so the
+two compare store against store.
 
 Hot path per request: one indexed lookup in files, then one query per
 1.25 MiB of the chunks the answer needs (lab_http.chunks.read_plan: a file

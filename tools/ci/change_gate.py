@@ -38,7 +38,7 @@ from gate_rule import NOT_MEASURED, VERDICTS, gate_metrics, judge_gate, overall
 from lab_compose import ROOT, LabError, Stopped, newest_result, number, results_base, results_dir, settings_in
 from bench.measure import calibration
 
-SHARED = ("loadgen/", "seed/", "compose.yaml", ".env", "cpus-2.env", "local-images/", "monitoring/")
+SHARED = ("loadgen/", "compose.yaml", ".env", "cpus-2.env", "local-images/", "monitoring/")
 # Folders that build more than one path.
 SHARED_BY = {"services/python-common/": ("flask", "flask-postgres")}
 DOCS = (".md", ".png", ".txt")

@@ -12,7 +12,7 @@ absolute-form targets, HTTP versions, an HTTP/0.9 request line) must get
 nginx's status, and nginx's bytes where it serves the file. Message
 framing (checks/framing.py) must end each request where nginx ends it.
 A GridFS path must also refuse the documents that break GridFS's rules
-(the seed writes them, seed/bad_documents.py): a 500, or a cut after the
+(the seed writes them, loadgen/seed/bad_documents.py): a 500, or a cut after the
 head where only a later chunk lies; never a 503, a hang or a crash.
 
 Run on its own:  python -m bench.checks.conformance --reference URL --target URL [--files-dir DIR]
@@ -275,7 +275,7 @@ def bad_input_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseRes
 
 # The paths that read GridFS themselves (an A/B twin is named <path>-b).
 GRIDFS_PATHS = frozenset({"nginx-gridfs", "flask", "node", "gridfs-fuse"})
-# What the seed writes (seed/bad_documents.py): a 10-byte file of 4-byte
+# What the seed writes (loadgen/seed/bad_documents.py): a 10-byte file of 4-byte
 # chunks but for one lie each, and where the lie shows: in the files
 # document (a 500 before the head: its values cannot be trusted for a
 # Content-Length), or only in a later chunk (a 500, or the head and the
@@ -355,7 +355,7 @@ def bad_document_cases(ref: Server, tgt: Server, files: list[dict]) -> list[Case
 
 def check(reference_url: str, target_url: str, files: list[dict], bad_documents: bool = False) -> list[CaseResult]:
     """bad_documents: also the cases of the documents the seed writes into
-    GridFS (seed/bad_documents.py), for a path that serves GridFS."""
+    GridFS (loadgen/seed/bad_documents.py), for a path that serves GridFS."""
     ref, tgt = Server(reference_url), Server(target_url)
     return (functional_cases(ref, tgt, files) + hostile_cases(ref, tgt, files) + bad_input_cases(ref, tgt, files)
             + framing_cases(ref, tgt, files) + (bad_document_cases(ref, tgt, files) if bad_documents else []))

@@ -1,9 +1,10 @@
-"""The seed's file set (FILE_SET): COUNT files of sizes drawn uniformly from
-[MIN, MAX], named set-00000.bin, set-00001.bin ..., the working set a run
-requests in random order. Loaded in batches into every store the hot files
-go to (GridFS in its own layout, the files volume, PostgreSQL in
-postgres_store's), so that 10,000 files take seconds rather than the
-minutes of one upload each; then read back whole and checked by sha256.
+"""The seed's file set (FILE_SET, read by labfiles/sizes.py): COUNT files of
+sizes drawn uniformly from [MIN, MAX], named set-00000.bin, set-00001.bin
+..., the working set a run requests in random order. Loaded in batches
+into every store the hot files go to (GridFS in its own layout, the files
+volume, PostgreSQL in postgres_store's), so that 10,000 files take seconds
+rather than the minutes of one upload each; then read back whole and
+checked by sha256.
 
 Deterministic: the sizes depend only on MIN and MAX (so 60x1KB-30KB is the
 first 60 files of 10000x1KB-30KB: a smaller or larger count writes or
@@ -13,7 +14,6 @@ written again, and set-* files that are not in the set are removed (files
 not named set-* are never touched)."""
 import hashlib
 import random
-import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,15 +24,13 @@ import psycopg
 import pymongo
 from bson import ObjectId
 
-import postgres_store
+from labfiles.postgres_layout import CHUNK_SIZE  # 255 KiB, GridFS's default
+from labfiles.sizes import Spec
+
+from . import postgres_store
 
 CONTENT_TYPE = "application/octet-stream"  # the hot files' type too
-UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
 PREFIX = "set-"
-CHUNK_SIZE = postgres_store.CHUNK_SIZE  # 255 KiB, GridFS's default
-MAX_COUNT = 1_000_000
-SPEC = re.compile(r"^(\d+)x(\d+)(B|KB|MB|GB)(?:-(\d+)(B|KB|MB|GB))?$", re.IGNORECASE)
-EXPECTED = "expected COUNTxMIN-MAX such as 10000x1KB-30KB, COUNTxSIZE such as 100x1MB, or off"
 # A batch: one insert_many (GridFS) or one transaction (PostgreSQL).
 BATCH_FILES, BATCH_BYTES = 1000, 16 * 1024 ** 2
 READ_BYTES = 256 * 1024 ** 2  # GridFS chunks per sorted cursor
@@ -40,15 +38,7 @@ PROGRESS_EVERY = 5.0  # seconds
 
 
 class FileSetError(Exception):
-    """FILE_SET cannot be read, or a store does not hold the set."""
-
-
-@dataclass(frozen=True)
-class Spec:
-    text: str  # normalised: 10000x1KB-30KB
-    count: int
-    min_size: int
-    max_size: int
+    """A store does not hold the set."""
 
 
 @dataclass(frozen=True)
@@ -65,28 +55,6 @@ class Stored:
     name: str
     length: int
     sha256: str | None
-
-
-def parse_spec(text: str) -> Spec | None:
-    """'10000x1KB-30KB' or '100x1MB' -> Spec; '', 'off' -> None."""
-    value = text.strip()
-    if value.lower() in ("", "off"):
-        return None
-    m = SPEC.match(value)
-    if not m:
-        raise FileSetError(f"FILE_SET={text!r}: {EXPECTED}")
-    count, low, low_unit, high, high_unit = m.groups()
-    count, low_unit = int(count), low_unit.upper()
-    high, high_unit = (high, high_unit.upper()) if high else (low, low_unit)
-    min_size, max_size = int(low) * UNITS[low_unit], int(high) * UNITS[high_unit]
-    if not 1 <= count <= MAX_COUNT:
-        raise FileSetError(f"FILE_SET={text!r}: the count must be 1 to {MAX_COUNT:,}; {EXPECTED}")
-    if min_size < 1:
-        raise FileSetError(f"FILE_SET={text!r}: a file is at least 1B; {EXPECTED}")
-    if min_size > max_size:
-        raise FileSetError(f"FILE_SET={text!r}: the smallest size comes first; {EXPECTED}")
-    sizes = f"{int(low)}{low_unit}" + (f"-{int(high)}{high_unit}" if m.group(4) else "")
-    return Spec(f"{count}x{sizes}", count, min_size, max_size)
 
 
 def file_chunks(name: str, size: int) -> Iterator[bytes]:

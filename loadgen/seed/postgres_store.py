@@ -1,39 +1,17 @@
-"""The seed's PostgreSQL store: the GridFS layout in two tables, so that
-the lab compares store against store. `files` holds one row per revision
-(the newest upload_date of a filename is the file, as in GridFS), `chunks`
-one bytea row per chunk of CHUNK_SIZE bytes with primary key (file_id, n),
-as fs.files and fs.chunks do. Read by services/flask-postgres."""
+"""The seed's PostgreSQL store: the lab's files in GridFS's layout as
+tables (labfiles/postgres_layout.py), in the database's own schema, where
+services/flask-postgres reads them."""
 import hashlib
 import time
 from collections.abc import Iterable, Iterator
 
 import psycopg
 
-CHUNK_SIZE = 255 * 1024  # GridFS's default chunk size
+from labfiles import postgres_layout
+from labfiles.postgres_layout import CHUNK_SIZE
+
 # Idempotent, and serialised by an advisory lock should two seeds meet.
-# chunks.data: STORAGE EXTERNAL keeps the chunks out of line but
-# uncompressed, as GridFS stores them (the lab's bytes do not compress, and
-# compression attempts would only cost the writer).
-SCHEMA = """
-SELECT pg_advisory_xact_lock(hashtext('gridfs-lab schema'));
-CREATE TABLE IF NOT EXISTS files (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    filename text NOT NULL,
-    length bigint NOT NULL CHECK (length >= 0),
-    chunk_size integer NOT NULL CHECK (chunk_size > 0),
-    upload_date timestamptz NOT NULL DEFAULT clock_timestamp(),
-    content_type text,
-    sha256 text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$')
-);
-CREATE INDEX IF NOT EXISTS files_newest_revision ON files (filename, upload_date DESC, id DESC);
-CREATE TABLE IF NOT EXISTS chunks (
-    file_id bigint NOT NULL REFERENCES files (id) ON DELETE CASCADE,
-    n integer NOT NULL CHECK (n >= 0),
-    data bytea NOT NULL,
-    PRIMARY KEY (file_id, n)
-);
-ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTERNAL;
-"""
+SCHEMA = "SELECT pg_advisory_xact_lock(hashtext('gridfs-lab schema'));\n" + postgres_layout.tables()
 NEWEST = ("SELECT f.id, f.length, f.sha256, f.content_type,"
           " (SELECT count(*) FROM chunks c WHERE c.file_id = f.id),"
           " (SELECT coalesce(sum(length(c.data)), 0) FROM chunks c WHERE c.file_id = f.id)"

@@ -13,13 +13,13 @@ Environment: MONGO_URI, GRIDFS_DB, FILE_SIZES (e.g. "1KB 100KB 1MB"),
 FILES_DIR (default /data/files), SEED_MONGO_TIMEOUT (seconds, default 120),
 POSTGRES_URL (optional, postgresql://user:password@host:5432/db),
 SEED_POSTGRES_TIMEOUT (seconds, default 120), FILE_SET (e.g. "10000x1KB-30KB"
-or "off"), BENCH_PROFILE (a file set for full only).
+or "off"), BENCH_PROFILE (a file set for full only). FILE_SIZES and FILE_SET
+are read by labfiles/sizes.py, as bench's settings check reads them.
 """
 import hashlib
 import json
 import os
 import random
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,10 +31,10 @@ import pymongo
 from pymongo.database import Database
 from pymongo.errors import ConnectionFailure, PyMongoError
 
-import bad_documents
-import file_set
-import postgres_store
-from file_set import CONTENT_TYPE, UNITS, FileSetError
+from labfiles.sizes import Spec, SpecError, parse_set, parse_sizes
+
+from . import bad_documents, file_set, postgres_store
+from .file_set import CONTENT_TYPE, FileSetError
 
 # One round trip at most this long: the file set's largest deletes and its
 # sorted chunk cursor take seconds on FerretDB.
@@ -44,7 +44,6 @@ MONGO_SOCKET_TIMEOUT_MS = 300_000
 SETTLE_TIMEOUT_S = 300
 # Chunks per reply when reading GridFS back: 16 x 255 KiB, about 4 MB.
 CHUNKS_PER_BATCH = 16
-SIZE = re.compile(r"^(\d+)(B|KB|MB|GB)$", re.IGNORECASE)
 
 
 class SeedError(Exception):
@@ -58,22 +57,6 @@ class ManifestEntry:
     sha256: str
     content_type: str = CONTENT_TYPE
     stores: list[str] = field(default_factory=list)  # "gridfs", "disk", "postgres": read back and verified
-
-
-def parse_sizes(text: str) -> list[tuple[str, int]]:
-    """'1KB 100KB 1MB' -> [('1KB', 1024), ...]; KB = 1024 bytes."""
-    sizes = []
-    for word in text.replace(",", " ").split():
-        m = SIZE.match(word)
-        if not m:
-            raise SeedError(f"FILE_SIZES: cannot read {word!r}; expected sizes like 1KB 100KB 1MB")
-        label = f"{int(m.group(1))}{m.group(2).upper()}"
-        sizes.append((label, int(m.group(1)) * UNITS[m.group(2).upper()]))
-    if not sizes:
-        raise SeedError("FILE_SIZES is empty; expected sizes like 1KB 100KB 1MB")
-    if len({label for label, _ in sizes}) != len(sizes):
-        raise SeedError(f"FILE_SIZES names a size twice: {text!r}")
-    return sizes
 
 
 def file_bytes(size: int) -> bytes:
@@ -203,10 +186,10 @@ def settle(database: Database, postgres: psycopg.Connection | None) -> str:
     return f"{', '.join(done)} in {time.monotonic() - started:.1f} s"
 
 
-def file_set_spec(env=os.environ) -> file_set.Spec | None:
+def file_set_spec(env=os.environ) -> Spec | None:
     """FILE_SET, for BENCH_PROFILE=full only: the other profiles time no
     working set."""
-    spec = file_set.parse_spec(env.get("FILE_SET", ""))
+    spec = parse_set(env.get("FILE_SET", ""))
     profile = env.get("BENCH_PROFILE", "").strip() or "standard"
     if spec is not None and profile != "full":
         print(f"seed: BENCH_PROFILE={profile}: no file set (FILE_SET={spec.text} is for the full profile)", flush=True)
@@ -281,10 +264,11 @@ def main() -> None:
           flush=True)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """main(), its failures one line on stderr and exit status 1."""
     try:
         main()
-    except (SeedError, FileSetError, PyMongoError, OSError) as e:
+    except (SeedError, SpecError, FileSetError, PyMongoError, OSError) as e:
         sys.exit(f"seed: error: {e}")
     except psycopg.Error as e:  # libpq's messages carry no password
         sys.exit(f"seed: error: postgres: {' '.join(str(e).split())}")
