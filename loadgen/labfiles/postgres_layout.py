@@ -3,7 +3,7 @@ lab compares store against store. `files` holds one row per revision (the
 newest of a filename is the file, as in GridFS), `chunks` one bytea row per
 chunk of CHUNK_SIZE bytes with primary key (file_id, n), as fs.files and
 fs.chunks do. The seed writes it in the database's own schema
-(seed/postgres_store.py), where services/flask-postgres reads it; bench's
+(loadgen/seed/postgres_store.py), where services/flask-postgres reads it; bench's
 write phase in a schema of its own (bench/databases/stores.py). One
 rendering for both, so the two stay the same layout; the table and column
 names are what flask-postgres reads."""
