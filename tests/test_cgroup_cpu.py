@@ -172,3 +172,34 @@ def test_a_counter_that_went_back_falls_back_to_cadvisors_window():
                            counters=(2_000_000_000, 18_685_290))
     assert used["cpu_ms_per_request_from"] == PER_REQUEST_RATE and "cadvisor_cores" not in used
     assert used["window_seconds"] == 1.466
+
+
+def test_the_page_says_whose_cpu_covers_the_window_exactly():
+    from bench.report.change import render_change
+    from bench.results import Results
+    ab = {"a": "flask-postgres", "b": "flask-postgres-b", "kind": "A/A", "change": "", "blocks": 12,
+          "threshold": 0.05, "machine": {}, "cases": [], "rows": [],
+          "cpu_counters": {"read_by_bench": ["flask-postgres", "postgres"],
+                           "from_cadvisor": {"flask-postgres-b": "on another host than bench's (paths)"}}}
+    page = render_change(Results(run_id="r", started_at="s", environment={}, ab=ab))
+    assert ("**CPU read at each window's edges** by bench, from the cgroups' counters: `flask-postgres`, "
+            "`postgres`; **from cAdvisor's stamps**") in page
+    assert "`flask-postgres-b` (on another host than bench's (paths))" in page
+    # a run from before these readings: nothing said
+    del ab["cpu_counters"]
+    assert "window's edges" not in render_change(Results(run_id="r", started_at="s", environment={}, ab=ab))
+
+
+def test_without_a_tree_or_cadvisor_every_role_says_why_it_falls_back(tmp_path):
+    from processes import free_port
+
+    from bench.measure.monitor import CadvisorClient, Monitor
+    monitor = Monitor(CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1), ["flask"], ["postgres"])
+    roles = ["flask", "postgres"]
+    assert monitor.find_counters("", roles) == dict.fromkeys(roles, "CGROUP_DIR is empty")
+    assert monitor.find_counters(str(tmp_path / "none"), roles) == dict.fromkeys(
+        roles, f"{tmp_path / 'none'} is not there (compose.yaml mounts it)")
+    found = monitor.find_counters(str(tmp_path), roles)
+    assert set(found) == set(roles) and all(why.startswith("cAdvisor did not list the containers") for why in
+                                            found.values())
+    assert monitor.read_counters(roles) == {}  # nothing found, nothing read: cAdvisor's windows

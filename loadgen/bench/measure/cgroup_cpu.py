@@ -8,10 +8,11 @@ container on its own tick. A 3 s window then holds two or three readings of
 each twin, a different stretch of about half the window for A and for B, and
 the CPU per request divided the stretch's cores by the whole window's rate.
 In the 20-run A/A calibration of flask-postgres at 1 MB (its twins sharing a
-core they did not saturate), that sampling made log(B/A) of CPU per request
-spread 0.077 where the rates' spread 0.028 (detectable change 6% against
-2.4%), and the spread grew with how far A's and B's stretches lay apart
-(0.046 within 0.5 s of each other, 0.11 beyond 1.5 s). Read here at the
+core they did not keep saturated), log(B/A) of CPU per request spread 0.077
+where the rates' spread 0.028 (detectable change 6% against 2.4%), more the
+shorter the stretches (0.045 where both held 1.5 s or more, 0.077 below) and
+the farther apart A's and B's lay (0.046 within 0.5 s, 0.11 beyond 1.5 s);
+at 1 KB, the core saturated and split evenly, any stretch read alike. Read here at the
 window's edges, both twins' CPU covers exactly the window their answers
 were counted in. cAdvisor stays the source of everything else (memory,
 user and system time, throttling, the machine's totals) and the fallback.

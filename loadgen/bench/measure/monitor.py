@@ -259,7 +259,7 @@ class Monitor:
             if container is None or container.latest is None:
                 fallback[role] = "not listed by cAdvisor"
             elif container.host != getattr(self.client, "local", container.host):
-                fallback[role] = f"on host {container.host}, not bench's"
+                fallback[role] = "on another host than bench's" + (f" ({container.host})" if container.host else "")
             else:
                 fallback[role] = self._counter_file(root, container, files, role)
         self.counters = cgroup_cpu.CgroupCounters(files)
