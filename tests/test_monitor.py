@@ -71,6 +71,33 @@ def test_window_of_a_capped_container(cadvisor_url, labelled_burner):  # noqa: F
     assert all(0.9e9 <= b - a <= 2.2e9 for a, b in zip(stamps, stamps[1:]))
 
 
+def test_a_containers_counter_read_by_bench_matches_cadvisors(cadvisor_url, labelled_burner):  # noqa: F811
+    """find_counters on this host's own /sys/fs/cgroup (v1 or v2), for the
+    container cAdvisor lists: bench's readings at a window's edges give the
+    burner's quota as cAdvisor's own window does; where it cannot read one
+    (no tree mounted, a container on another host) it says why."""
+    monitor = Monitor(CadvisorClient(cadvisor_url), ["burner"], ["no-database"])
+    monitor.connect(time.monotonic() + 10, own_id=None)
+    assert monitor.find_counters("/sys/fs/cgroup", ["burner", "no-database"]) == {
+        "no-database": "not listed by cAdvisor"}
+    time.sleep(2)  # past the container's first seconds
+    run = WindowInput(time.time_ns(), 0, 100, 25.0, 0.0, 1)
+    before = monitor.read_counters(["burner"])
+    time.sleep(6)
+    after = monitor.read_counters(["burner"])
+    run.end_ns = time.time_ns()
+    run.counters = {"burner": (before["burner"].cpu_ns, after["burner"].cpu_ns)}
+    used = monitor.window("burner", run, loadgen_allowance=1.0)[0]["burner"]
+    assert used["cpu_ms_per_request_from"] == "run's edges" and used["window_seconds"] == pytest.approx(6.0, abs=0.1)
+    assert BURNER_CPUS / 2 <= used["cores"] <= BURNER_CPUS * 1.02, used
+    # the same counter over a steady spin: cAdvisor's stamps read the same rate, to a few percent
+    assert used["cores"] == pytest.approx(used["cadvisor_cores"], rel=0.05), used
+    assert monitor.find_counters("/nonexistent", ["burner"]) == {"burner": "/nonexistent is not there "
+                                                                           "(compose.yaml mounts it)"}
+    monitor.client.local = "elsewhere"
+    assert monitor.find_counters("/sys/fs/cgroup", ["burner"]) == {"burner": "on another host than bench's"}
+
+
 def test_no_cadvisor_answering_is_an_error_not_a_hang():
     monitor = Monitor(CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1), ["burner"], ["mongo"])
     began = time.monotonic()

@@ -139,6 +139,9 @@ class Settings:
     write_size: int = 10_000_000
     write_threads: int = 20
     write_dir: str = "/data/writes"  # the filesystem store: a scratch volume of bench's own
+    # the host's /sys/fs/cgroup, mounted read-only: an A/B's twins' CPU read
+    # at each window's edges (bench.measure.cgroup_cpu); empty: cAdvisor's only
+    cgroup_dir: str = "/host/sys/fs/cgroup"
     working_set: bool = True      # time the seed's FILE_SET on every path, when it loaded one
     ab: ChangeSettings | None = None  # set: this run is an A/B of ab.a against ab.b, nothing else is timed
 
@@ -499,6 +502,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("FILES_DIR", "/data/files", _text, "files_dir", recorded=False),
     Setting("TARGET_PORT", "8080", _port, "target_port", recorded=False),
     Setting("WRITE_DIR", "/data/writes", _text, "write_dir", recorded=False),
+    Setting("CGROUP_DIR", "/host/sys/fs/cgroup", _text, "cgroup_dir", recorded=False),
 )
 SETTINGS_BY_NAME = {setting.name: setting for setting in REGISTRY}
 # Knobs recorded in results.json as `parameters`: every one that shapes a run.

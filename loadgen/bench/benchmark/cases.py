@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..measure import cache_log, usage
 from ..measure.bottleneck import link_bound
+from ..measure.cgroup_cpu import between
 from ..measure.monitor import HostSampler, Monitor, MonitorError
 from ..progress import Progress, say
 from .costs import warm_up_seconds
@@ -89,29 +90,34 @@ class Timer:
         return cache_log.counts(found[0]) if found else None
 
     # --- one tool run, measured -------------------------------------------
-    def measured(self, target: str, run) -> dict:
+    def measured(self, target: str, run, read_cpu: tuple[str, ...] = ()) -> dict:
         """Runs run() (a tool returning a Measurement), once the machine is
         quiet, and returns it as a dict with the CPU, flags and window of the
         interval it ran in."""
-        return self.measured_together([target], lambda: [run()])[0]
+        return self.measured_together([target], lambda: [run()], read_cpu)[0]
 
-    def measured_together(self, targets: list[str], run) -> list[dict]:
+    def measured_together(self, targets: list[str], run, read_cpu: tuple[str, ...] = ()) -> list[dict]:
         """measured() for tools run at the same moment, one per target (run()
         returns their Measurements in the targets' order: an A/B duet): each
-        target's CPU is read over the same window as the others'."""
+        target's CPU is read over the same window as the others'. The CPU
+        counters of `read_cpu` (roles) bench reads itself just before run()
+        and just after it, where it can (Monitor.find_counters)."""
         cpus = set().union(*(self.case_cpus(t) or set() for t in targets)) or None
         waited, quiet = wait_until_quiet(cpus)
         if not quiet:
             self.results.warnings.append(f"{' and '.join(targets)}: a run started on a busy machine (a core of "
                                          f"{sorted(cpus) if cpus else 'the host'} still busy after "
                                          f"{waited:.0f} s of waiting)")
+        read = self.monitor.read_counters if self.monitor is not None and read_cpu else lambda roles: {}
         with HostSampler() as host:
+            before = read(read_cpu)
             found = run()
-        return [self.window_of(target, m, host.readings, waited, tuple(t for t in targets if t != target))
+            counters = between(before, read(read_cpu))
+        return [self.window_of(target, m, host.readings, waited, tuple(t for t in targets if t != target), counters)
                 for target, m in zip(targets, found)]
 
     def window_of(self, target: str, m, host: list[usage.HostReading], waited: float,
-                  together: tuple[str, ...]) -> dict:
+                  together: tuple[str, ...], counters: dict[str, tuple[int, int]] | None = None) -> dict:
         """One tool run as a dict, with its CPU, flags and window."""
         # over the tool's own run; a tool that gives no times, over the call
         busy = usage.busy_between(host, m.started_ns, m.ended_ns) or \
@@ -126,7 +132,8 @@ class Timer:
         if self.monitor is not None:
             window = usage.WindowInput(m.started_ns, m.ended_ns, m.whole, m.whole_rps, m.loadgen_cores, m.threads,
                                        busy, host, idle=self.idle, completions=m.completions,
-                                       whole_share=m.whole / m.requests if m.requests else 1.0)
+                                       whole_share=m.whole / m.requests if m.requests else 1.0,
+                                       counters=counters or {})
             try:
                 rep["cpu"], found, rep["cpu_window"] = self.monitor.window(target, window, self.allowance,
                                                                            together=together)

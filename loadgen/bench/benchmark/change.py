@@ -14,7 +14,9 @@ Every window of a case, A's and B's, is as long as the slower side needs
 (case_window_seconds), decided once before the blocks.
 A block gives one paired sample per metric, log(B/A): requests per second,
 the path's own CPU per request, and the total CPU per request of what
-serves it (the path, its databases, its upstream). Pairing
+serves it (the path, its databases, its upstream), each read by bench
+itself at the window's edges where it can (bench.measure.cgroup_cpu: over
+exactly the window, not between cAdvisor's stamps 1-2 s apart). Pairing
 within a block cancels what drifts over the run (the machine, its
 neighbours, the database's caches), which is what a test on two separate
 runs mistakes for a change. The statistics are bench.measure.paired's.
@@ -116,6 +118,8 @@ class ChangeRun:
         self.restarter = Restarter(timer.run_dir, [self.ab.a, self.ab.b], cfg.startup_timeout) \
             if self.ab.restart_twins else None
         self.restarts_asked = 0
+        # whose CPU bench reads itself at each window's edges
+        self.read_cpu = (self.ab.a, self.ab.b, *self.supporting)
 
     def cases(self, files: list[dict]) -> list[tuple[dict, int]]:
         by_size = {f["name"].removesuffix(".bin"): f for f in files}
@@ -139,6 +143,7 @@ class ChangeRun:
             self.results.ab["error"] = f"not timed: {why}"
             say(f"A/B: {self.results.ab['error']}")
             return
+        self.results.ab["cpu_counters"] = self.cpu_counters()
         try:
             for f, c in self.cases(files):
                 self.results.ab["cases"].append(self.case(targets[ab.a], targets[ab.b], f, c))
@@ -170,7 +175,8 @@ class ChangeRun:
             out = f"{case_name(name, f['name'], c)}-ab{block}"
             try:
                 self.timer.warm(f"{phase} b={block}", name, c, lambda s: run_wrk(url[name], c, s))
-                rep = self.timer.measured(name, lambda: run_wrk(url[name], c, seconds, self.timer.run_dir, out))
+                rep = self.timer.measured(name, lambda: run_wrk(url[name], c, seconds, self.timer.run_dir, out),
+                                          self.read_cpu)
             except TimingError as e:
                 errors[name] = f"block {block}: {e}"
                 say(f"{out}: FAILED: {e}")
@@ -192,7 +198,7 @@ class ChangeRun:
                 self.timer.warm(f"{phase} b={block}", "+".join(order), c,
                                 lambda s: together(run_wrk_together([url[n] for n in order], c, s)))
                 found = self.timer.measured_together(order, lambda: run_wrk_together(
-                    [url[n] for n in order], c, seconds, self.timer.run_dir, outs))
+                    [url[n] for n in order], c, seconds, self.timer.run_dir, outs), self.read_cpu)
             except TimingError as e:
                 for name in order:
                     errors[name] = f"block {block}: {e}"
@@ -248,6 +254,19 @@ class ChangeRun:
                 "window_s": seconds, "restarts": restarts,
                 "sizing": {n: {"requests": r.requests, "rps": round(r.rps, 3)} for n, r in sizing.items()},
                 "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
+
+    def cpu_counters(self) -> dict:
+        """Whose CPU bench reads itself at the windows' edges, and whose it
+        takes from cAdvisor's stamps instead, and why (said, when a twin's)."""
+        monitor = self.timer.monitor
+        if monitor is None:
+            return {"read_by_bench": [], "from_cadvisor": {}}
+        fallback = monitor.find_counters(self.cfg.cgroup_dir, list(self.read_cpu))
+        for role in (self.ab.a, self.ab.b):
+            if role in fallback:
+                say(f"A/B: CPU of {role} from cAdvisor's stamps, 1-2 s apart, not the windows' edges: "
+                    f"{fallback[role]}")
+        return {"read_by_bench": [r for r in self.read_cpu if r not in fallback], "from_cadvisor": fallback}
 
     def fresh_twins(self, sides: dict[str, TargetResult], block: int, errors: dict[str, str]) -> dict | None:
         """Both twins restarted before a block (AB_RESTART_TWINS, see

@@ -1,6 +1,8 @@
 """Talks to cAdvisor for bench: finds the containers to watch (each target,
 the database, bench's own), reads their counters at each timed window's edges,
-and samples them about once a second in a background thread for the charts."""
+and samples them about once a second in a background thread for the charts.
+An A/B's twins' CPU counters bench also reads itself, from the host's cgroup
+tree (find_counters, read_counters; bench.measure.cgroup_cpu says why)."""
 import http.client
 import json
 import os
@@ -10,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import usage
+from . import cgroup_cpu, usage
 from .usage import LOADGEN
 from .cadvisor import CadvisorError, Container, Counters, Machine, find_by_id, own_container_id, \
     parse_container, parse_docker_list, parse_machine, services_of_project
@@ -186,6 +188,7 @@ class Monitor:
         self.stores: dict[str, str | None] = {}  # role -> its label lab.store (a serving path's store)
         self.hosts: dict[str, str] = {}   # role -> the host it runs on ("" on one machine)
         self.samples: dict[str, list[Counters]] = {}
+        self.counters = cgroup_cpu.CgroupCounters({})  # role -> its cgroup's CPU counter, read by bench itself
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -235,6 +238,55 @@ class Monitor:
                 self.memory_limits[role] = c.memory_limit_bytes
                 self.images[role] = {"image": c.image, "image_id": c.image_id}
                 self.stores[role] = c.store
+
+    def find_counters(self, cgroup_dir: str, roles: list[str]) -> dict[str, str]:
+        """Finds, under cgroup_dir (the host's /sys/fs/cgroup, mounted
+        read-only), the CPU counter of each of `roles`, each checked against
+        cAdvisor's latest reading of it; returns role -> why bench reads that
+        one from cAdvisor's stamps instead. Only bench's own host: a
+        container on another (tools/hosts.py) is in another kernel's tree."""
+        root = Path(cgroup_dir) if cgroup_dir else None
+        if root is None or not root.is_dir():
+            why = "CGROUP_DIR is empty" if root is None else f"{root} is not there (compose.yaml mounts it)"
+            return {role: why for role in roles}
+        try:
+            listed = {c.id: c for c in self.client.containers(num_stats=1)}
+        except MonitorError as e:
+            return {role: f"cAdvisor did not list the containers: {e}" for role in roles}
+        files, fallback = {}, {}
+        for role in roles:
+            container = listed.get(self.ids.get(role, ""))
+            if container is None or container.latest is None:
+                fallback[role] = "not listed by cAdvisor"
+            elif container.host != getattr(self.client, "local", container.host):
+                fallback[role] = "on another host than bench's" + (f" ({container.host})" if container.host else "")
+            else:
+                fallback[role] = self._counter_file(root, container, files, role)
+        self.counters = cgroup_cpu.CgroupCounters(files)
+        return {role: why for role, why in fallback.items() if why}
+
+    def _counter_file(self, root: Path, container, files: dict[str, Path], role: str) -> str:
+        """Adds the container's counter file to `files`; '' when found, else why not."""
+        try:
+            path = cgroup_cpu.counter_file(root, container.name)
+        except cgroup_cpu.CgroupError as e:
+            return str(e)
+        if path is None:
+            return f"no CPU counter of {container.name} under {root}"
+        try:
+            value, at = cgroup_cpu.read_counter(path), time.time_ns()
+        except (OSError, cgroup_cpu.CgroupError) as e:
+            return f"{path} unreadable: {e}"
+        latest = container.latest
+        if not cgroup_cpu.agrees(value, at, latest.cpu_total_ns, latest.timestamp_ns,
+                                 self.allowance.get(role) or os.cpu_count() or 1):
+            return f"{path} reads {value} ns, cAdvisor {latest.cpu_total_ns} ns: not the same container's"
+        files[role] = path
+        return ""
+
+    def read_counters(self, roles) -> dict[str, cgroup_cpu.Reading]:
+        """role -> its CPU counter now, for those of `roles` bench reads itself."""
+        return self.counters.read(roles)
 
     def window(self, target: str, run: usage.WindowInput, loadgen_allowance: float | None,
                together: tuple[str, ...] = ()):

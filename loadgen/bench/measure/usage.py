@@ -5,7 +5,9 @@ bench.measure.monitor reads, this computes.
 The window is the timed interval itself: of each container's stats entries
 (about one a second), the first and last stamped inside the tool's run, so
 no idle edge dilutes the rate. A run too short to hold two entries falls back
-to the entries just outside it, and is flagged short-window."""
+to the entries just outside it, and is flagged short-window. Where bench
+read a container's counter itself at the run's edges (an A/B's twins:
+bench.measure.cgroup_cpu), its CPU is that, over exactly the run."""
 import math
 from dataclasses import dataclass, field
 
@@ -208,11 +210,37 @@ def run_edges(series: list[Counters], start_ns: int, end_ns: int,
 PER_REQUEST_IN_WINDOW = "requests in the window"  # the tool's per-request times: ab -g, vegeta
 PER_REQUEST_RATE = "run's rate"                   # the window's cores over the whole run's req/s: wrk
 PER_REQUEST_RUN = "whole run"                     # a fallback window holds the whole run: CPU over its requests
+PER_REQUEST_EDGES = "run's edges"                 # bench's readings at the run's start and end: CPU over its requests
+
+
+def cadvisor_cpu(found: Edges, in_window: float | None, whole: int, whole_rps: float,
+                 whole_share: float) -> tuple[float, float, float | None, str, float | None]:
+    """(CPU seconds, cores, CPU ms per whole answer, how divided, requests
+    in the window) over cAdvisor's window (run_edges)."""
+    cpu_seconds = (found.last.cpu_total_ns - found.first.cpu_total_ns) / 1e9
+    cores = cpu_seconds / found.seconds
+    if in_window:
+        in_window *= whole_share
+        return cpu_seconds, cores, (cpu_seconds * 1000 / in_window if in_window > 0 else None), \
+            PER_REQUEST_IN_WINDOW, in_window
+    if found.inner:
+        return cpu_seconds, cores, (cores * 1000 / whole_rps if whole_rps > 0 else None), PER_REQUEST_RATE, None
+    return cpu_seconds, cores, (cpu_seconds * 1000 / whole if whole else None), PER_REQUEST_RUN, None
+
+
+def edges_cpu_seconds(counters: tuple[int, int] | None) -> float | None:
+    """CPU seconds between bench's own readings at a run's start and end
+    (None without them, or when the counter went back: the container
+    restarted in between)."""
+    if counters is None or counters[1] < counters[0]:
+        return None
+    return (counters[1] - counters[0]) / 1e9
 
 
 def container_usage(series: list[Counters], start_ns: int, end_ns: int, whole: int, whole_rps: float,
                     allowance: float | None, cpuset: tuple[int, ...] = (), idle: float | None = None,
-                    completions: list[tuple[float, float]] | None = None, whole_share: float = 1.0) -> dict | None:
+                    completions: list[tuple[float, float]] | None = None, whole_share: float = 1.0,
+                    counters: tuple[int, int] | None = None) -> dict | None:
     """One container's cost of one timed run. `cores` is a rate over the
     window. CPU per request is per answer served whole (a 503 shed at the
     deadline or an answer cut short is no work served: its CPU is charged
@@ -222,29 +250,36 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, whole: i
     a run's ramp and tail count on neither side; without them, the window's
     rate over the run's whole answers per second (inner window), or the
     window's CPU over the run's whole answers (a fallback window holds the
-    whole run). With the container's idle cores measured before the case,
+    whole run). With `counters` (the cumulative CPU in ns bench read itself
+    just before the run and just after it), the window is the run exactly:
+    its CPU over its whole answers, cAdvisor's figures kept beside it
+    (cadvisor_*). With the container's idle cores measured before the case,
     cpu_ms_per_request_net is the same less that idle rate."""
     found, in_window = run_edges(series, start_ns, end_ns, completions)
     if found is None:
         return None
     first, last = found.first, found.last
-    cpu_seconds = (last.cpu_total_ns - first.cpu_total_ns) / 1e9
-    cores = cpu_seconds / found.seconds
-    if in_window:
-        in_window *= whole_share
-        per_request, divided_by = (cpu_seconds * 1000 / in_window if in_window > 0 else None), PER_REQUEST_IN_WINDOW
-    elif found.inner:
-        per_request, divided_by = (cores * 1000 / whole_rps if whole_rps > 0 else None), PER_REQUEST_RATE
-    else:
-        per_request, divided_by = (cpu_seconds * 1000 / whole if whole else None), PER_REQUEST_RUN
+    cpu_seconds, cores, per_request, divided_by, in_window = cadvisor_cpu(found, in_window, whole, whole_rps,
+                                                                          whole_share)
+    window_seconds, inner, beside = found.seconds, found.inner, {}
+    exact = edges_cpu_seconds(counters)
+    if exact is not None and end_ns > start_ns:
+        beside = {"cadvisor_cores": round(cores, 4),
+                  "cadvisor_cpu_ms_per_request": round(per_request, 6) if per_request is not None else None,
+                  "cadvisor_window_seconds": round(found.seconds, 3)}
+        # the container worked for the tool only: its CPU just outside the
+        # tool's own edges (the tool's start and exit, microseconds) is idle
+        window_seconds, inner, in_window = (end_ns - start_ns) / 1e9, True, None
+        cpu_seconds, cores = exact, exact / window_seconds
+        per_request, divided_by = (exact * 1000 / whole if whole else None), PER_REQUEST_EDGES
     net = None
     if per_request is not None and idle is not None:
         # the idle rate is in cores too: the run's CPU less it, in the same proportion per request
         net = per_request * max(cores - idle, 0.0) / cores if cores > 0 else 0.0
     return {
         "cpu_seconds": round(cpu_seconds, 6),
-        "window_seconds": round(found.seconds, 3),
-        "inner_window": found.inner,
+        "window_seconds": round(window_seconds, 3),
+        "inner_window": inner,
         "user_seconds": round((last.cpu_user_ns - first.cpu_user_ns) / 1e9, 3),
         "system_seconds": round((last.cpu_system_ns - first.cpu_system_ns) / 1e9, 3),
         "cores": round(cores, 4),
@@ -257,6 +292,7 @@ def container_usage(series: list[Counters], start_ns: int, end_ns: int, whole: i
         "allowance_cores": allowance,
         "cpuset": list(cpuset),
         "throttled_periods": last.throttled_periods - first.throttled_periods,
+        **beside,
     }
 
 
@@ -408,6 +444,8 @@ class WindowInput:
     idle: dict[str, float] = field(default_factory=dict)  # role -> cores measured idle before the case
     completions: list[tuple[float, float]] | None = None  # completion_bins of the tool's requests, where it gives them
     whole_share: float = 1.0  # of the answers the completions count, the share served whole
+    # role -> its cumulative CPU (ns) as bench read it itself just before the run and just after it
+    counters: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def window(series: dict[str, list[Counters]], allowance: dict[str, float | None],
@@ -419,7 +457,8 @@ def window(series: dict[str, list[Counters]], allowance: dict[str, float | None]
     cpu = {}
     for role, s in series.items():
         used = container_usage(s, run.start_ns, run.end_ns, run.whole, run.whole_rps, allowance.get(role),
-                               cpusets.get(role, ()), run.idle.get(role), run.completions, run.whole_share)
+                               cpusets.get(role, ()), run.idle.get(role), run.completions, run.whole_share,
+                               run.counters.get(role))
         if used is not None:
             cpu[role] = used
     if LOADGEN in cpu:

@@ -145,6 +145,22 @@ def restart_items(ab: dict) -> list[str]:
             "below a warm run's (AB_RESTART_TWINS=off times warm processes, docs/ab.md)."]
 
 
+def cpu_counter_items(ab: dict) -> list[str]:
+    """Whose CPU covers each window exactly (read by bench at its edges) and
+    whose between cAdvisor's stamps 1-2 s apart, and why (runs before these
+    readings say nothing)."""
+    counters = ab.get("cpu_counters")
+    if counters is None:
+        return []
+    read = ", ".join(f"`{r}`" for r in counters.get("read_by_bench", [])) or "none"
+    items = [f"**CPU read at each window's edges** by bench, from the cgroups' counters: {read}"]
+    fallback = counters.get("from_cadvisor") or {}
+    if fallback:
+        items[0] += ("; **from cAdvisor's stamps** (1-2 s apart, each container on its own tick, so not over "
+                     "exactly the window): " + "; ".join(f"`{r}` ({why})" for r, why in fallback.items()))
+    return items
+
+
 AB_LABELS = {"rps": "req/s", "cpu_path": "CPU/req, path", "cpu_total": "CPU/req, total"}
 
 
@@ -235,7 +251,7 @@ def change_report(results: Results) -> Report:
         f"\"No change\": the interval within ±{ab.get('threshold', 0) * 100:g}% (AB_THRESHOLD). "
         "A block with a window that work outside the lab's containers shared (`disturbed`) is not counted and is "
         "run again (up to half as many more blocks).",
-        *restart_items(ab), *calibration_set_items(ab), *calibration_items(ab)])]
+        *restart_items(ab), *cpu_counter_items(ab), *calibration_set_items(ab), *calibration_items(ab)])]
     head += [Para(f"**Not timed:** {ab['error']}")] if ab.get("error") else []
     found = [("warnings", "Warnings", [Bullets(results.warnings)] if results.warnings else []),
              ("verdicts", "Verdicts", _verdicts(ab) if ab.get("rows") else []),
