@@ -244,7 +244,7 @@ class Monitor:
         read-only), the CPU counter of each of `roles`, each checked against
         cAdvisor's latest reading of it; returns role -> why bench reads that
         one from cAdvisor's stamps instead. Only bench's own host: a
-        container on another (tools/hosts.py) is in another kernel's tree."""
+        container on another (tools/lab/hosts.py) is in another kernel's tree."""
         root = Path(cgroup_dir) if cgroup_dir else None
         if root is None or not root.is_dir():
             why = "CGROUP_DIR is empty" if root is None else f"{root} is not there (compose.yaml mounts it)"
