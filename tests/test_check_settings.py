@@ -84,7 +84,7 @@ BAD = [
     ("AB_A", "flask"), ("AB_B", "flask-b"), ("AB_KIND", "B/A"), ("AB_BLOCKS", "5"), ("AB_WINDOW", "0"),
     ("AB_WARMUP", "x"), ("AB_THRESHOLD", "0"),
     ("AB_THRESHOLD", "five"), ("AB_FILES", "1KB big"), ("AB_CONCURRENCY", "0"), ("AB_RESTART_TWINS", "always"),
-    ("AB_DESIGN", "both"),
+    ("AB_DESIGN", "both"), ("AB_ADMITTED", "always"),
     ("CACHE_UPSTREAM", "nginx-gridfs"), ("CACHE_UPSTREAM", "nginx-gridfs:0"), ("CACHE_UPSTREAM", "-x:8080"),
     ("CACHE_UPSTREAM", "a:1 b:2"),
     ("CACHE_SIZE", "256mb"), ("CACHE_SIZE", "1m"), ("CACHE_SIZE", "256 m"),

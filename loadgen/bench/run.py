@@ -134,6 +134,8 @@ def time_change(cfg, results: Results, files: list[dict], run_dir: Path, monitor
     # a duet's block is one window of both sides at once (and one sizing run), the blocks design's two
     windows = 1 if ab.design == DUET else 2
     sizing = sizing * windows / 2
+    if cfg.min_requests and ab.admitted:  # each sizing after its warm-up (benchmark/change.py says why)
+        sizing += warm_up_seconds(cfg) * windows
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
     restart = RESTART_S if ab.restart_twins else 0.0
     planned = cases * (sizing + ab.blocks * (windows * window + restart))

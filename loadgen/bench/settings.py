@@ -67,6 +67,10 @@ AB_KINDS = {"A/B": "", "A/A": "B unchanged, to calibrate"}
 AB_DESIGNS = {"duet": "A and B loaded at the same moments", "blocks": "one window of A, then one of B"}
 RESTART_TWINS = {"every-block": "make ab's default: tools/lab/change.py restarts both twins before each block",
                  "off": ""}
+# AB_ADMITTED: on, a case whose sizing shed more than a few percent of a
+# twin's answers is timed at the concurrency both admitted
+# (bench.benchmark.change.admitted_concurrency); off, at the level as set.
+ADMITTED = {"on": "a case past what its paths admit is timed at what they admitted", "off": ""}
 AB_BLOCKS_MIN = 6
 
 
@@ -84,6 +88,7 @@ class ChangeSettings:
     concurrency: tuple[int, ...] = (100,)
     restart_twins: bool = False  # both restarted before each block (tools/lab/change.py does it: bench has no socket)
     design: str = "duet"   # duet: A and B loaded at once in each window; blocks: one after the other
+    admitted: bool = True  # a case whose sizing shed is timed at the concurrency both twins admitted
 
 
 @dataclass(frozen=True)
@@ -452,6 +457,7 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("AB_CONCURRENCY", "100", _ints, check=("ab",)),
     Setting("AB_RESTART_TWINS", "off", _choice(RESTART_TWINS, {"every-block": True, "off": False}), check=("ab",)),
     Setting("AB_DESIGN", "duet", _choice(AB_DESIGNS), check=("ab",)),
+    Setting("AB_ADMITTED", "on", _choice(ADMITTED, {"on": True, "off": False}), check=("ab",)),
     # where, as whom and how long: not recorded
     Setting("BENCH_STARTUP_TIMEOUT", "180", _number(int, 1), "startup_timeout", ("bench",), recorded=False,
             services=ONLY_BENCH),
@@ -522,6 +528,7 @@ def change_from_env(env, targets: list[str]) -> ChangeSettings | None:
                     blocks=read("AB_BLOCKS", env), window=read("AB_WINDOW", env), warmup=read("AB_WARMUP", env),
                     files=read("AB_FILES", env), restart_twins=read("AB_RESTART_TWINS", env),
                     design=read("AB_DESIGN", env), threshold=read("AB_THRESHOLD", env),
+                    admitted=read("AB_ADMITTED", env),
                     concurrency=tuple(read("AB_CONCURRENCY", env)))
     a, b = env.get("AB_A", "").strip(), env.get("AB_B", "").strip()
     if not b and not a:

@@ -12,6 +12,20 @@ one of B in the schedule's order (A B, B A, A B, ...: the ABBA blocks of a
 Williams design for two), each window after its own warm-up, never at once.
 Every window of a case, A's and B's, is as long as the slower side needs
 (case_window_seconds), decided once before the blocks.
+Before the blocks, a sizing window of both (after their warm-up, as a
+block's window follows one) sizes the windows; its figures also say whether
+the case's level is past what its paths admit. A twin that shed more than
+ADMITTED_SHED of its sizing answers (503s, lost answers) is past it: which
+answers then come whole is a lottery of the two twins' admission limits,
+which no pairing removes (nginx-gridfs at 1 MB, c=100, on the FerretDB
+stand-in: 97.6-97.8% refused a twin, a detectable change of 5.7-11.6%; at
+c=8, nothing refused, 1.8%). Such a case is timed at the concurrency both
+admitted, Little's law on the sizing: whole answers a second x their mean
+latency, the smaller of the twins', rounded down, at least 1, at most the
+level as set (admitted_concurrency; AB_ADMITTED=off times the level as
+set). The case keeps the level as set in its label, so runs, the gate and a
+calibration compare case by case; ab.json records both, and the page and the
+console say why.
 A block gives one paired sample per metric, log(B/A): requests per second,
 the path's own CPU per request, and the total CPU per request of what
 serves it (the path, its databases, its upstream), each read by bench
@@ -30,7 +44,7 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 from ..checks.verify import VerificationError, wait_until_healthy
-from ..clients.timing import TimingError, run_wrk, run_wrk_together, whole_answers, whole_rate
+from ..clients.timing import Measurement, TimingError, run_wrk, run_wrk_together, whole_answers, whole_rate
 from ..environment import machine_of
 from ..measure import paired
 from .cpu_windows import database_services
@@ -51,6 +65,16 @@ WINDOW_STRETCH = 3
 # (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
 # this much per block.
 RESTART_S = 2.5
+
+# A twin whose sizing shed more than this share of its answers (refused or
+# lost) was loaded past what its path admits, and the case is timed at what
+# both admitted (admitted_concurrency). 5%: a case below its paths' limits
+# sheds none (flask-postgres at 1 MB, c=100; nginx-gridfs at 1 MB, c=8), one
+# past them most (nginx-gridfs at 1 MB, c=100: 97.6-97.8%), so the share
+# only has to tell them apart; and a lottery over more than AB_THRESHOLD's
+# default 5% of a window's answers could move its whole answers as far as
+# the change a verdict is asked to find.
+ADMITTED_SHED = 0.05
 
 # metric key, what it is, higher is better, (words when better, when worse)
 METRICS = (
@@ -108,6 +132,59 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
             "whole": whole_answers(requests, failed, refused), "answers": requests}
 
 
+def sizing_figures(m: Measurement) -> dict:
+    """What ab.json keeps of a twin's sizing window: its answers, its rate
+    (answers not refused a second), and what Little's law on it needs."""
+    return {"requests": m.requests, "rps": round(m.rps, 3), "refused": m.refused, "failed": m.failed,
+            "seconds": m.seconds, "latency_mean_ms": m.latency_mean_ms}
+
+
+def shed_of(figures: dict) -> float:
+    """The share of a sizing window's answers not served whole."""
+    answers = figures.get("requests") or 0
+    if not answers:
+        return 0.0
+    return 1 - whole_answers(answers, figures.get("failed") or 0, figures.get("refused") or 0) / answers
+
+
+def admitted_concurrency(sizing: dict[str, dict], configured: int) -> dict | None:
+    """The concurrency a case is timed at when its sizing (sizing_figures
+    per twin) shed more than ADMITTED_SHED of either twin's answers, and
+    why, in words; None when neither did, or the sizing lacks what Little's
+    law needs. Each twin admitted L = whole answers a second x their mean
+    latency (Little's law); the case is timed at the smaller L, rounded
+    down, at least 1, at most `configured`. wrk does not tell a whole
+    answer's latency from a refusal's: its mean over every answer stands in
+    (at 1 MB, c=100, nginx-gridfs's captured windows: 16-17 whole answers
+    a second x 0.57-0.60 s, about 9, where c=8 shed nothing)."""
+    shed = {name: shed_of(f) for name, f in sizing.items()}
+    if not shed or max(shed.values()) <= ADMITTED_SHED:
+        return None
+    admitted = {}
+    for name, f in sizing.items():
+        if not f.get("seconds") or f.get("latency_mean_ms") is None:
+            return None
+        whole_rps = whole_answers(f["requests"], f.get("failed") or 0, f.get("refused") or 0) / f["seconds"]
+        admitted[name] = (whole_rps * f["latency_mean_ms"] / 1000, whole_rps, f["latency_mean_ms"] / 1000)
+    by = min(admitted, key=lambda name: admitted[name][0])
+    little, whole_rps, latency_s = admitted[by]
+    timed = max(1, min(configured, math.floor(little)))
+    over = [name for name in shed if shed[name] > ADMITTED_SHED]
+    shares = sorted(shed[name] for name in over)
+    who = (f"both twins shed {_share_span(shares)}" if len(over) == len(shed) > 1
+           else f"{over[0]} shed {shares[0]:.0%}")
+    why = f"{whole_rps:.0f} whole answers/s x {latency_s:.2f} s"
+    said = (f"{who} in sizing; timed at c={timed} (what they admitted: {why})" if timed < configured
+            else f"{who} in sizing; timed at c={configured} as set (they admitted as many: {why})")
+    return {"configured": configured, "timed": timed, "shed": {name: round(v, 4) for name, v in shed.items()},
+            "whole_rps": round(whole_rps, 2), "latency_s": round(latency_s, 3), "by": by, "said": said}
+
+
+def _share_span(shares: list[float]) -> str:
+    low, high = f"{shares[0]:.0%}", f"{shares[-1]:.0%}"
+    return low if low == high else f"{low} and {high}"
+
+
 class ChangeRun:
     """Times A against B for every case of cfg.ab and judges the table."""
 
@@ -163,7 +240,14 @@ class ChangeRun:
         reps: dict[str, list[dict]] = {a.name: [], b.name: []}
         errors: dict[str, str] = {}
         url = {name: f"{target.url}/files/{f['name']}" for name, target in sides.items()}
-        seconds, sizing = self.window_seconds(url, c, errors)
+        sizing = self.sizing(phase, url, c, errors)
+        figures = {name: sizing_figures(m) for name, m in sizing.items()}
+        admitted = admitted_concurrency(figures, c) if self.ab.admitted and not errors else None
+        if admitted:
+            say(f"{f['name'].removesuffix('.bin')} c={c}: {admitted['said']}")
+        configured, c = c, admitted["timed"] if admitted else c  # c: the level the blocks are timed at
+        seconds = case_window_seconds(self.cfg, list(sizing.values()) or [None], c) if sizing \
+            else float(self.cfg.duration)
         # the plan counted windows of AB_WINDOW: a stretched case's time left now says its length
         windows = 1 if self.ab.design == DUET else 2  # a block's windows
         self.timer.progress.planned += self.ab.blocks * windows * (seconds - self.cfg.duration)
@@ -250,9 +334,9 @@ class ChangeRun:
                 run = repeated_run(name, f["name"], f["size"], c, reps[name])
             run.variant = variant
             self.results.runs.append(run)
-        return {"file": f["name"], "size_bytes": f["size"], "concurrency": c, "error": "; ".join(errors.values()),
-                "window_s": seconds, "restarts": restarts,
-                "sizing": {n: {"requests": r.requests, "rps": round(r.rps, 3)} for n, r in sizing.items()},
+        return {"file": f["name"], "size_bytes": f["size"], "concurrency": configured, "timed_concurrency": c,
+                "admitted": admitted, "error": "; ".join(errors.values()), "window_s": seconds, "restarts": restarts,
+                "sizing": figures,
                 "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
 
     def cpu_counters(self) -> dict:
@@ -291,15 +375,23 @@ class ChangeRun:
         return {"block": block, "seconds": round(time.monotonic() - began, 2),
                 "started_at": answer.get("started_at") or {}}
 
-    def window_seconds(self, url: dict[str, str], c: int, errors: dict[str, str]) -> tuple[float, dict]:
-        """The case's window length, from one AB_WINDOW of wrk on each side
-        (not counted; none when BENCH_MIN_REQUESTS is 0, nothing to hold),
-        and the sizing runs' figures. A side whose sizing fails is an error."""
+    def sizing(self, phase: str, url: dict[str, str], c: int, errors: dict[str, str]) -> dict[str, Measurement]:
+        """One AB_WINDOW of wrk on each side (not counted), which sizes the
+        case's windows and says whether its level is past what its paths
+        admit (none when BENCH_MIN_REQUESTS is 0: nothing to hold, and the
+        case is timed as set). With AB_ADMITTED on, after the warm-up a
+        block's window has: unwarmed, the window read what the twins kept
+        from the case before (nginx-gridfs at 1 MB, c=100: A refused none of
+        73 answers, B 34% of 96, where every window refused 97.6-97.8%). A
+        side whose sizing fails is an error."""
         if not self.cfg.min_requests:
-            return float(self.cfg.duration), {}
+            return {}
         sizing = {}
         if self.ab.design == DUET:  # sized as timed: both at once
             try:
+                if self.ab.admitted:
+                    self.timer.warm(f"{phase} sizing", "+".join(url), c,
+                                    lambda s: together(run_wrk_together(list(url.values()), c, s)))
                 sizing = dict(zip(url, run_wrk_together(list(url.values()), c, self.cfg.duration)))
             except TimingError as e:
                 for name in url:
@@ -307,16 +399,18 @@ class ChangeRun:
                 say(f"{' and '.join(url)}: FAILED sizing the windows: {e}")
             finally:
                 self.timer.progress.advance(self.cfg.duration + OVERHEAD_S)
-            return case_window_seconds(self.cfg, list(sizing.values()) or [None], c), sizing
+            return sizing
         for name, where in url.items():
             try:
+                if self.ab.admitted:
+                    self.timer.warm(f"{phase} sizing", name, c, lambda s: run_wrk(where, c, s))
                 sizing[name] = run_wrk(where, c, self.cfg.duration)
             except TimingError as e:
                 errors[name] = f"sizing the windows: {e}"
                 say(f"{name}: FAILED sizing the windows: {e}")
             finally:
                 self.timer.progress.advance(self.cfg.duration + OVERHEAD_S)
-        return case_window_seconds(self.cfg, list(sizing.values()) or [None], c), sizing
+        return sizing
 
 
 def together(found: list) -> Rate:
@@ -361,7 +455,9 @@ def judge(cases: list[dict], threshold: float, metrics: tuple = METRICS) -> list
             b = [blk["b"][key] for blk in counted]
             d = paired.log_ratios(a, b)
             rows.append({"case": f"{case['file'].removesuffix('.bin')} c={case['concurrency']}",
-                         "file": case["file"], "concurrency": case["concurrency"], "metric": key, "what": what,
+                         "file": case["file"], "concurrency": case["concurrency"],
+                         "timed_concurrency": case.get("timed_concurrency", case["concurrency"]),
+                         "metric": key, "what": what,
                          "higher_is_better": higher_is_better, "words": list(words), "log_ratios": d,
                          "n": len(d), "p": paired.signed_rank_p(d) if d else 1.0,
                          "shed": shed_share(counted), "detectable": _rounded(paired.detectable_change(d)),

@@ -80,6 +80,9 @@ class Measurement:
     # not say which status; vegeta does (status_codes).
     refused: int = 0
     status_codes: dict[str, int] | None = None
+    # wrk: its mean latency over every answer, whole or refused (it does not
+    # tell them apart); the A/B's sizing takes Little's law on it
+    latency_mean_ms: float | None = None
 
     @property
     def whole(self) -> int:
@@ -239,7 +242,8 @@ def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0, raw_out
         tool=WRK, requests=s.requests, failed=s.socket_errors, refused=s.non_2xx_3xx, seconds=s.seconds, rps=rps,
         time_per_request_ms=1000 / rps if rps else 0.0, transfer_kbps=s.transfer_bytes_per_s / 1024,
         p50_ms=s.p50_ms, p90_ms=s.p90_ms, p99_ms=s.p99_ms, max_ms=s.latency_max_ms, threads=threads,
-        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
+        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
+        latency_mean_ms=s.latency_avg_ms)
 
 
 def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, raw_output: str | None = None,

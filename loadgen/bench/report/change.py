@@ -165,7 +165,15 @@ AB_LABELS = {"rps": "req/s", "cpu_path": "CPU/req, path", "cpu_total": "CPU/req,
 
 
 def _case_title(case: dict) -> str:
+    """The case's label: its level as set, whatever it was timed at."""
     return f"{case['file'].removesuffix('.bin')} c={case['concurrency']}"
+
+
+def _case_heading(case: dict) -> str:
+    """The label, and the level the blocks ran at where sizing moved it."""
+    timed = case.get("timed_concurrency", case["concurrency"])
+    title = _case_title(case)
+    return title if timed == case["concurrency"] else f"{title}, timed at c={timed} (what both twins admitted)"
 
 
 def _paired_charts(ab: dict) -> list[Figure]:
@@ -197,7 +205,9 @@ def _verdicts(ab: dict) -> list:
         b = _median([blk["b"][r["metric"]] for blk in counted])
         table.append([r["case"], r["what"], _figure(a, r["metric"]), _figure(b, r["metric"]), _ratio(r), _interval(r),
                       _detectable(r), str(r["n"]), f"{r['p_adjusted']:.3g}", r["verdict"]])
-    return [Bullets([f"**{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks)"
+    return [Bullets([f"**{r['case']}, {r['what']}:** {r['headline']} ({r['n']} blocks"
+                     + (f", timed at c={r['timed_concurrency']}"
+                        if r.get("timed_concurrency", r["concurrency"]) != r["concurrency"] else "") + ")"
                      + (f"; {note}" if (note := shedding_note(r, restarted)) else "") for r in rows]),
             Para("Detectable: the smallest change this run would find 80% of the time, from its own blocks' "
                  "spread (a t approximation); where counting whole answers sets a floor near it (a window of N reads "
@@ -221,7 +231,11 @@ def _blocks(ab: dict, case: dict) -> list:
                      _figure(b["cpu_path"], "cpu"), f"{a.get('refused', 0)}, {a.get('failed', 0)}",
                      f"{b.get('refused', 0)}, {b.get('failed', 0)}",
                      f"{', '.join(blk['flags']) or '-'}{'' if blk.get('counted', True) else ' (not counted)'}"])
+    admitted = case.get("admitted")
     return [*([Para(f"**Failed:** {case['error']}")] if case.get("error") else []),
+            *([Para(f"**{title}: {admitted['said']}.** Past what a path admits, which answers come whole is a "
+                    "lottery of the twins' limits; the blocks ran at what both admitted, and the case keeps its "
+                    "label (AB_ADMITTED, docs/ab.md).")] if admitted else []),
             *([Figure(f"paired log-ratios, {title}", png=chart)] if chart else []),
             *([Para(f"Every window {case['window_s']:g} s, A's and B's alike"
                     + (f" (sized on the slower side: {sized})." if sized else "."))] if case.get("window_s") else []),
@@ -256,7 +270,7 @@ def change_report(results: Results) -> Report:
     found = [("warnings", "Warnings", [Bullets(results.warnings)] if results.warnings else []),
              ("verdicts", "Verdicts", _verdicts(ab) if ab.get("rows") else []),
              ("paired", "Paired changes per block", [Charts(charts)] if (charts := _paired_charts(ab)) else []),
-             *((f"blocks-{i}", f"Blocks: {_case_title(case)}", _blocks(ab, case))
+             *((f"blocks-{i}", f"Blocks: {_case_heading(case)}", _blocks(ab, case))
                for i, case in enumerate(ab.get("cases", []), 1))]
     parts = [Part(title, blocks, anchor=anchor) for anchor, title, blocks in found if blocks]
     flags = {f for case in ab.get("cases", []) for blk in case["blocks"] for f in blk["flags"]}
