@@ -114,3 +114,18 @@ def test_ab_admitted_is_on_unless_set_off():
     assert from_env({**env, "AB_ADMITTED": "off"}).ab.admitted is False
     with pytest.raises(SettingsError, match="AB_ADMITTED='always': expected 'on' "):
         from_env({**env, "AB_ADMITTED": "always"})
+
+
+def test_ab_json_records_whether_cases_may_be_timed_at_what_was_admitted(tmp_path):
+    from types import SimpleNamespace
+
+    from bench.benchmark.change import ChangeRun
+    from bench.results import TargetResult
+    env = {"BENCH_TARGETS": "flask flask-b", "AB_A": "flask", "AB_B": "flask-b"}
+    for setting, recorded in (("on", True), ("off", False)):
+        results = Results(run_id="r", started_at="s", environment={},
+                          targets=[TargetResult("flask", "http://flask:8080", True),
+                                   TargetResult("flask-b", "http://flask-b:8080", False, "connection refused")])
+        ChangeRun(from_env({**env, "AB_ADMITTED": setting}), SimpleNamespace(run_dir=tmp_path), results).run(
+            [{"name": "1KB.bin", "size": 1024}])
+        assert results.ab["admitted"] is recorded and results.ab["concurrency"] == [100]

@@ -156,7 +156,9 @@ def admitted_concurrency(sizing: dict[str, dict], configured: int) -> dict | Non
     down, at least 1, at most `configured`. wrk does not tell a whole
     answer's latency from a refusal's: its mean over every answer stands in
     (at 1 MB, c=100, nginx-gridfs's captured windows: 16-17 whole answers
-    a second x 0.57-0.60 s, about 9, where c=8 shed nothing)."""
+    a second x 0.57-0.60 s, about 9, where c=8 shed nothing). Refusals
+    quicker than whole answers make it read low (the blocks then shed less,
+    at a level below the limit), refusals at the deadline high."""
     shed = {name: shed_of(f) for name, f in sizing.items()}
     if not shed or max(shed.values()) <= ADMITTED_SHED:
         return None
@@ -211,8 +213,9 @@ class ChangeRun:
         targets = {t.name: t for t in self.results.targets}
         self.results.ab = {"a": ab.a, "b": ab.b, "kind": ab.kind, "change": ab.change, "blocks": ab.blocks,
                            "threshold": ab.threshold, "supporting": self.supporting,
-                           "restart_twins": ab.restart_twins, "design": ab.design, "window": ab.window,
-                           "warmup": ab.warmup, "files": list(ab.files), "concurrency": list(ab.concurrency),
+                           "restart_twins": ab.restart_twins, "design": ab.design, "admitted": ab.admitted,
+                           "window": ab.window, "warmup": ab.warmup, "files": list(ab.files),
+                           "concurrency": list(ab.concurrency),
                            "machine": machine_of(self.results.environment), "cases": [], "rows": []}
         unready = [n for n in (ab.a, ab.b) if not (n in targets and targets[n].verified)]
         if unready:
