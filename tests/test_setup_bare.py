@@ -25,7 +25,8 @@ mkdir /lab && tar -x -C /lab && cd /lab
 for tool in go curl; do ! command -v $tool || { echo "the image is not bare: $tool is here"; exit 3; }; done
 tools/install/setup.sh --no-engine
 ferretdb=$(tools/install/build-ferretdb.sh)
-"$ferretdb" --version | head -n 1
+"$ferretdb" --version > /tmp/version  # not piped to head: with pipefail, its SIGPIPE would fail the step
+head -n 1 /tmp/version
 .venv/bin/python -c 'import bench.settings, pymongo, psycopg; print("bench imports")'
 """
 
