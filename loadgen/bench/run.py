@@ -9,10 +9,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import environment, settings as settings_mod
-from .benchmark.change import WINDOW_STRETCH, DUET, RESTART_S, ChangeRun, metrics_of
+from .benchmark.change import (WINDOW_STRETCH, DUET, RESTART_S, ChangeRun, admitting_seconds, metrics_of,
+                               sizing_seconds)
 from .measure.paired import blocks_for_a_verdict
 from .benchmark.cases import Timer
-from .benchmark.costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
+from .benchmark.costs import MEASURED_OVERHEAD_S, warm_up_seconds
 from .benchmark.phase import Phase, PhaseRun, Scope
 from .benchmark.phases import PHASES, Plan
 from .checks.before_timing import check_all_conformance, verify_targets
@@ -130,19 +131,18 @@ def time_change(cfg, results: Results, files: list[dict], run_dir: Path, monitor
     cfg = replace(cfg, duration=ab.window, warmup=ab.warmup)
     results.timing.update(duration_s=cfg.duration, warmup_s=cfg.warmup, max_duration_s=cfg.duration * WINDOW_STRETCH)
     cases = len(ab.files) * len(ab.concurrency)
-    sizing = 2 * (cfg.duration + OVERHEAD_S) if cfg.min_requests else 0.0  # one window of each side, per case
-    # a duet's block is one window of both sides at once (and one sizing run), the blocks design's two
+    sizing = sizing_seconds(cfg, ab)  # per case
+    # a duet's block is one window of both sides at once, the blocks design's two
     windows = 1 if ab.design == DUET else 2
-    sizing = sizing * windows / 2
-    if cfg.min_requests and ab.admitted:  # each sizing after its warm-up (benchmark/change.py says why)
-        sizing += warm_up_seconds(cfg) * windows
     window = cfg.duration + MEASURED_OVERHEAD_S + warm_up_seconds(cfg)
     restart = RESTART_S if ab.restart_twins else 0.0
     planned = cases * (sizing + ab.blocks * (windows * window + restart))
     # a slow case (1 MB on the stand-in) stretches each window to hold its
-    # requests, and warms up longer: the plan says how far that can go
-    longest = cases * (sizing + ab.blocks * (windows * (cfg.duration * WINDOW_STRETCH + MEASURED_OVERHEAD_S
-                                                        + cfg.warmup) + restart))
+    # requests, and warms up longer, and one past what its paths admit is
+    # sized again (benchmark/change.py): the plan says how far that can go
+    longest = cases * (sizing + admitting_seconds(cfg, ab)
+                       + ab.blocks * (windows * (cfg.duration * WINDOW_STRETCH + MEASURED_OVERHEAD_S + cfg.warmup)
+                                      + restart))
     shape = ("one window of A and B at once" if ab.design == DUET
              else "two windows, A's then B's (or B's then A's)")
     say(f"{ab.kind} {ab.a} against {ab.b}{' (' + ab.change + ')' if ab.change else ''}: {cases} cases "

@@ -69,7 +69,7 @@ RESTART_TWINS = {"every-block": "make ab's default: tools/lab/change.py restarts
                  "off": ""}
 # AB_ADMITTED: on, a case whose sizing shed more than a few percent of a
 # twin's answers is timed at the concurrency both admitted
-# (bench.benchmark.change.admitted_concurrency); off, at the level as set.
+# (bench.benchmark.change.whole_in_flight, next_level); off, at the level as set.
 ADMITTED = {"on": "a case past what its paths admit is timed at what they admitted", "off": ""}
 AB_BLOCKS_MIN = 6
 

@@ -20,12 +20,14 @@ answers then come whole is a lottery of the two twins' admission limits,
 which no pairing removes (nginx-gridfs at 1 MB, c=100, on the FerretDB
 stand-in: 97.6-97.8% refused a twin, a detectable change of 5.7-11.6%; at
 c=8, nothing refused, 1.8%). Such a case is timed at the concurrency both
-admitted, Little's law on the sizing: whole answers a second x their mean
-latency, the smaller of the twins', rounded down, at least 1, at most the
-level as set (admitted_concurrency; AB_ADMITTED=off times the level as
-set). The case keeps the level as set in its label, so runs, the gate and a
-calibration compare case by case; ab.json records both, and the page and the
-console say why.
+admitted (AB_ADMITTED=off times the level as set): one closed-loop window
+of vegeta at the level as set (both twins at once in a duet, as the sizing)
+reads how many whole answers each held in flight (whole_in_flight); the
+smaller, rounded down, at least 1, at most the level as set, is verified
+by sizing again there, and halved while a twin still sheds
+(next_level). The case keeps the level as set in its label, so runs, the
+gate and a calibration compare case by case; ab.json records both and
+every step, and the page and the console say why.
 A block gives one paired sample per metric, log(B/A): requests per second,
 the path's own CPU per request, and the total CPU per request of what
 serves it (the path, its databases, its upstream), each read by bench
@@ -40,11 +42,14 @@ timed against its base in one run; `bench compare` (report/compare.py) sets
 two separate runs side by side and never judges a change significant."""
 import math
 import time
+from collections.abc import Iterable
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 from ..checks.verify import VerificationError, wait_until_healthy
-from ..clients.timing import Measurement, TimingError, run_wrk, run_wrk_together, whole_answers, whole_rate
+from ..clients.timing import (Measurement, TimingError, run_vegeta_closed, run_wrk, run_wrk_together,
+                              whole_answers, whole_rate)
+from ..clients.vegeta_output import Answer
 from ..environment import machine_of
 from ..measure import paired
 from .cpu_windows import database_services
@@ -52,7 +57,7 @@ from ..measure.flags import DISTURBED, IDLE_CORES, TWIN_BUSY
 from ..progress import say
 from ..results import Results, TargetResult, failed_run, repeated_run
 from .cases import case_name, case_seconds
-from .costs import MEASURED_OVERHEAD_S, OVERHEAD_S
+from .costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
 from .schedule import Rate, repetition_orders
 from .twins import Restarter, TwinRestartError
 
@@ -68,13 +73,17 @@ RESTART_S = 2.5
 
 # A twin whose sizing shed more than this share of its answers (refused or
 # lost) was loaded past what its path admits, and the case is timed at what
-# both admitted (admitted_concurrency). 5%: a case below its paths' limits
+# both admitted (whole_in_flight, next_level). 5%: a case below its paths' limits
 # sheds none (flask-postgres at 1 MB, c=100; nginx-gridfs at 1 MB, c=8), one
 # past them most (nginx-gridfs at 1 MB, c=100: 97.6-97.8%), so the share
 # only has to tell them apart; and a lottery over more than AB_THRESHOLD's
 # default 5% of a window's answers could move its whole answers as far as
 # the change a verdict is asked to find.
 ADMITTED_SHED = 0.05
+# A level estimated from the closed loop that still sheds is halved and
+# sized again at most this many times (9, 4, 2, 1: from what nginx-gridfs
+# admitted at 1 MB to one client); past them the case is timed at the last.
+ADMITTED_STEPS = 3
 
 # metric key, what it is, higher is better, (words when better, when worse)
 METRICS = (
@@ -132,11 +141,32 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
             "whole": whole_answers(requests, failed, refused), "answers": requests}
 
 
+def sizing_seconds(cfg, ab) -> float:
+    """What the plan counts for one sizing of a case: a window of each side
+    (of both at once in a duet), each after its warm-up with AB_ADMITTED
+    on; none when BENCH_MIN_REQUESTS is 0 (nothing sized)."""
+    if not cfg.min_requests:
+        return 0.0
+    windows = 1 if ab.design == DUET else 2
+    return windows * (cfg.duration + OVERHEAD_S + (warm_up_seconds(cfg) if ab.admitted else 0.0))
+
+
+def admitting_seconds(cfg, ab) -> float:
+    """The most a case past what its paths admit adds to the plan: the
+    closed-loop window of each side (of both in a duet) and every sizing
+    that verifies a level (ChangeRun.admit). Counted as they run, not in
+    the plan: most cases shed nothing."""
+    if not (cfg.min_requests and ab.admitted):
+        return 0.0
+    windows = 1 if ab.design == DUET else 2
+    return windows * (cfg.duration + OVERHEAD_S) + (ADMITTED_STEPS + 1) * sizing_seconds(cfg, ab)
+
+
 def sizing_figures(m: Measurement) -> dict:
-    """What ab.json keeps of a twin's sizing window: its answers, its rate
-    (answers not refused a second), and what Little's law on it needs."""
+    """What ab.json keeps of a twin's sizing window: its answers and its
+    rate (answers not refused a second)."""
     return {"requests": m.requests, "rps": round(m.rps, 3), "refused": m.refused, "failed": m.failed,
-            "seconds": m.seconds, "latency_mean_ms": m.latency_mean_ms}
+            "seconds": m.seconds}
 
 
 def shed_of(figures: dict) -> float:
@@ -147,43 +177,89 @@ def shed_of(figures: dict) -> float:
     return 1 - whole_answers(answers, figures.get("failed") or 0, figures.get("refused") or 0) / answers
 
 
-def admitted_concurrency(sizing: dict[str, dict], configured: int) -> dict | None:
-    """The concurrency a case is timed at when its sizing (sizing_figures
-    per twin) shed more than ADMITTED_SHED of either twin's answers, and
-    why, in words; None when neither did, or the sizing lacks what Little's
-    law needs. Each twin admitted L = whole answers a second x their mean
-    latency (Little's law); the case is timed at the smaller L, rounded
-    down, at least 1, at most `configured`. wrk does not tell a whole
-    answer's latency from a refusal's: its mean over every answer stands in
-    (at 1 MB, c=100, nginx-gridfs's captured windows: 16-17 whole answers
-    a second x 0.57-0.60 s, about 9, where c=8 shed nothing). Refusals
-    quicker than whole answers make it read low (the blocks then shed less,
-    at a level below the limit), refusals at the deadline high."""
-    shed = {name: shed_of(f) for name, f in sizing.items()}
-    if not shed or max(shed.values()) <= ADMITTED_SHED:
+def sizing_step(c: int, figures: dict[str, dict]) -> dict:
+    """One sizing as ab.json's `admitted` keeps it: its level, each twin's shed."""
+    return {"c": c, "shed": {name: round(shed_of(f), 4) for name, f in figures.items()}}
+
+
+def sheds(step: dict) -> bool:
+    """A twin of this sizing shed more than ADMITTED_SHED of its answers."""
+    return bool(step["shed"]) and max(step["shed"].values()) > ADMITTED_SHED
+
+
+def whole_in_flight(answers: Iterable[Answer], seconds: float) -> dict:
+    """What a path admitted, from a closed-loop window of vegeta `seconds`
+    long: the time-average number of whole answers in flight, the sum of
+    the whole (2xx) answers' latencies over the window's seconds (Little's
+    law as an integral); with the window's answers and whole answers. One
+    pass: the answers may be a stream.
+    Not wrk's mean latency x its rate: wrk 4.1 corrects its latency
+    histogram for coordinated omission (stats_correct in its src/wrk.c adds
+    samples for every answer slower than the run's time per answer per
+    connection), so its figures are not the answers' own: nginx-gridfs at
+    1 MB, c=100, on the FerretDB stand-in, wrk printed a mean of 149 ms over
+    11,552 answers, 191 in flight from 100 connections, where nginx's access
+    log of the same seconds read 77 ms over 11,652, 99.4 in flight. Nor a
+    mean over every answer: it mixes 50 ms refusals with whole answers of
+    0.7-1.2 s; a path admitted the whole answers it held at once (there,
+    vegeta's closed loop 29.8, nginx's log 29.7; at c=8, nothing refused:
+    8.08 and 8.02). An answer still in flight at the window's end counts
+    whole (vegeta waits for it): a little high, by at most those answers'
+    latencies over the window."""
+    answers_seen = whole = 0
+    busy = 0.0
+    for a in answers:
+        answers_seen += 1
+        if 200 <= a.code < 300:
+            whole += 1
+            busy += a.latency
+    return {"in_flight": round(busy / seconds, 3) if seconds > 0 else 0.0, "answers": answers_seen, "whole": whole}
+
+
+def admitted_level(in_flight: dict[str, float], configured: int) -> int:
+    """The level both twins admitted: the smaller of their whole answers in
+    flight, rounded down, at least 1, at most the level as set."""
+    return max(1, min(configured, math.floor(min(in_flight.values()))))
+
+
+def next_level(steps: list[dict], estimate: int) -> int | None:
+    """The level to size next, or None when the last step's is the one to
+    time at. steps: the sizings so far (sizing_step), the first at the level
+    as set. The estimate is sized first (unless it is the level as set:
+    its own sizing stands), then halved, at least 1, while a twin sheds
+    more than ADMITTED_SHED, at most ADMITTED_STEPS times."""
+    checked = steps if estimate == steps[0]["c"] else steps[1:]
+    if not checked:
+        return estimate
+    last = checked[-1]
+    if not sheds(last) or last["c"] == 1 or len(checked) > ADMITTED_STEPS:
         return None
-    admitted = {}
-    for name, f in sizing.items():
-        if not f.get("seconds") or f.get("latency_mean_ms") is None:
-            return None
-        whole_rps = whole_answers(f["requests"], f.get("failed") or 0, f.get("refused") or 0) / f["seconds"]
-        admitted[name] = (whole_rps * f["latency_mean_ms"] / 1000, whole_rps, f["latency_mean_ms"] / 1000)
-    by = min(admitted, key=lambda name: admitted[name][0])
-    little, whole_rps, latency_s = admitted[by]
-    timed = max(1, min(configured, math.floor(little)))
-    over = [name for name in shed if shed[name] > ADMITTED_SHED]
-    shares = sorted(shed[name] for name in over)
-    who = (f"both twins shed {_share_span(shares)}" if len(over) == len(shed) > 1
-           else f"{over[0]} shed {shares[0]:.0%}")
-    why = f"{whole_rps:.0f} whole answers/s x {latency_s:.2f} s"
-    said = (f"{who} in sizing; timed at c={timed} (what they admitted: {why})" if timed < configured
-            else f"{who} in sizing; timed at c={configured} as set (they admitted as many: {why})")
-    return {"configured": configured, "timed": timed, "shed": {name: round(v, 4) for name, v in shed.items()},
-            "whole_rps": round(whole_rps, 2), "latency_s": round(latency_s, 3), "by": by, "said": said}
+    return max(1, last["c"] // 2)
 
 
-def _share_span(shares: list[float]) -> str:
-    low, high = f"{shares[0]:.0%}", f"{shares[-1]:.0%}"
+def admitted_record(configured: int, in_flight: dict[str, dict], estimate: int, steps: list[dict]) -> dict:
+    """ab.json's `admitted` of a case past what its paths admit: the level
+    as set, what each twin held in flight in the closed loop
+    (whole_in_flight), the estimate, every sizing (sizing_step, the first
+    at the level as set), the level timed, whether a twin still sheds
+    there, and all of it in one line."""
+    first, last = steps[0], steps[-1]
+    over = [name for name, v in first["shed"].items() if v > ADMITTED_SHED]
+    who = (f"both twins shed {_shed_span(first['shed'])}" if len(over) == len(first["shed"]) > 1
+           else f"{over[0]} shed {first['shed'][over[0]]:.0%}")
+    held = " and ".join(f"{v:.1f}" for v in sorted(f["in_flight"] for f in in_flight.values()))
+    tried = "".join(f"c={s['c']} shed {_shed_span(s['shed'])}; " for s in steps[1:-1])
+    outcome = (f"c={last['c']} still shed {_shed_span(last['shed'])}: timed there" if sheds(last)
+               else f"timed at c={last['c']}, shedding {_shed_span(last['shed'])} there")
+    said = (f"{who} in sizing at c={configured}; vegeta's closed loop held {held} whole answers in flight; "
+            f"{tried}{outcome}")
+    return {"configured": configured, "in_flight": in_flight, "estimate": estimate, "steps": steps,
+            "timed": last["c"], "still_shed": sheds(last), "said": said}
+
+
+def _shed_span(shed: dict[str, float]) -> str:
+    """Each twin's share, the lower first: "0%", "97% and 98%"."""
+    low, high = f"{min(shed.values()):.0%}", f"{max(shed.values()):.0%}"
     return low if low == high else f"{low} and {high}"
 
 
@@ -244,10 +320,11 @@ class ChangeRun:
         errors: dict[str, str] = {}
         url = {name: f"{target.url}/files/{f['name']}" for name, target in sides.items()}
         sizing = self.sizing(phase, url, c, errors)
-        figures = {name: sizing_figures(m) for name, m in sizing.items()}
-        admitted = admitted_concurrency(figures, c) if self.ab.admitted and not errors else None
-        if admitted:
-            say(f"{f['name'].removesuffix('.bin')} c={c}: {admitted['said']}")
+        admitted = None
+        if self.ab.admitted and sizing and not errors and sheds(sizing_step(c, figures_of(sizing))):
+            admitted, sizing = self.admit(phase, url, c, sizing, errors)
+            if admitted:
+                say(f"{f['name'].removesuffix('.bin')} c={c}: {admitted['said']}")
         configured, c = c, admitted["timed"] if admitted else c  # c: the level the blocks are timed at
         seconds = case_window_seconds(self.cfg, list(sizing.values()) or [None], c) if sizing \
             else float(self.cfg.duration)
@@ -339,7 +416,7 @@ class ChangeRun:
             self.results.runs.append(run)
         return {"file": f["name"], "size_bytes": f["size"], "concurrency": configured, "timed_concurrency": c,
                 "admitted": admitted, "error": "; ".join(errors.values()), "window_s": seconds, "restarts": restarts,
-                "sizing": figures,
+                "sizing": figures_of(sizing),
                 "blocks": blocks(reps[a.name], reps[b.name], a.name, b.name, self.supporting)}
 
     def cpu_counters(self) -> dict:
@@ -378,6 +455,49 @@ class ChangeRun:
         return {"block": block, "seconds": round(time.monotonic() - began, 2),
                 "started_at": answer.get("started_at") or {}}
 
+    def admit(self, phase: str, url: dict[str, str], configured: int, sizing: dict[str, Measurement],
+              errors: dict[str, str]) -> tuple[dict | None, dict[str, Measurement]]:
+        """A case whose sizing at the level as set shed: what each twin
+        admitted, from one closed-loop window of vegeta at that level
+        (whole_in_flight), and the level the case settles on, each sized
+        again with wrk (next_level), which also sizes its windows at the
+        level timed. The record (None when the closed loop failed) and the
+        last sizing. A tool that fails is the case's error, as in sizing."""
+        steps = [sizing_step(configured, figures_of(sizing))]
+        in_flight = self.closed_loop(phase, url, configured, errors)
+        if errors:
+            return None, sizing
+        estimate = admitted_level({name: f["in_flight"] for name, f in in_flight.items()}, configured)
+        while (level := next_level(steps, estimate)) is not None:
+            self.timer.progress.planned += sizing_seconds(self.cfg, self.ab)  # counted as the plan counts a sizing
+            sizing = self.sizing(f"{phase} at c={level}", url, level, errors)
+            if errors:
+                break
+            steps.append(sizing_step(level, figures_of(sizing)))
+        return admitted_record(configured, in_flight, estimate, steps), sizing
+
+    def closed_loop(self, phase: str, url: dict[str, str], c: int, errors: dict[str, str]) -> dict[str, dict]:
+        """One AB_WINDOW of vegeta's closed loop at `c` on each side (both
+        at once in a duet, as the sizing; one after the other in blocks),
+        not counted: each side's whole_in_flight. A side whose window fails
+        is an error."""
+        seconds = float(self.cfg.duration)
+        together = [list(url)] if self.ab.design == DUET else [[name] for name in url]
+        found: dict[str, dict] = {}
+        for names in together:
+            self.timer.progress.planned += seconds + OVERHEAD_S  # counted as a sizing's window
+            try:
+                found.update(zip(names, run_vegeta_closed([url[n] for n in names], c, seconds,
+                                                          lambda answers: whole_in_flight(answers, seconds))))
+            except TimingError as e:
+                for name in names:
+                    errors[name] = f"what it admitted (vegeta's closed loop at c={c}): {e}"
+                say(f"{phase}: {' and '.join(names)}: FAILED in vegeta's closed loop: {e}")
+                break
+            finally:
+                self.timer.progress.advance(seconds + OVERHEAD_S)
+        return found
+
     def sizing(self, phase: str, url: dict[str, str], c: int, errors: dict[str, str]) -> dict[str, Measurement]:
         """One AB_WINDOW of wrk on each side (not counted), which sizes the
         case's windows and says whether its level is past what its paths
@@ -414,6 +534,10 @@ class ChangeRun:
             finally:
                 self.timer.progress.advance(self.cfg.duration + OVERHEAD_S)
         return sizing
+
+
+def figures_of(sizing: dict[str, Measurement]) -> dict[str, dict]:
+    return {name: sizing_figures(m) for name, m in sizing.items()}
 
 
 def together(found: list) -> Rate:

@@ -8,14 +8,17 @@ import resource
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .ab_output import (GNUPLOT_HEADER, AbOutputError, parse_completions, parse_percentiles, parse_requests,
                         parse_summary, short_answers)
 from ..measure import latency
 from ..measure.usage import completion_bins
-from .vegeta_output import VegetaOutputError, completion_times, parse as parse_vegeta, parse_results
+from .vegeta_output import (Answer, VegetaOutputError, completion_times, parse as parse_vegeta, parse_result,
+                            parse_results)
 from .wrk_output import WrkOutputError, parse as parse_wrk
 
 AB, AB_KEEPALIVE, WRK, VEGETA = "ab", "ab -k", "wrk", "vegeta"
@@ -26,6 +29,9 @@ AB_MAX_RPS = 100_000
 # Past its own duration, a tool gets this long to finish before it is killed:
 # one request timeout plus start-up and writing its report.
 GRACE_S = TIMEOUT_S + 15
+
+
+T = TypeVar("T")  # what run_vegeta_closed's reader makes of one window's answers
 
 
 class TimingError(Exception):
@@ -80,9 +86,6 @@ class Measurement:
     # not say which status; vegeta does (status_codes).
     refused: int = 0
     status_codes: dict[str, int] | None = None
-    # wrk: its mean latency over every answer, whole or refused (it does not
-    # tell them apart); the A/B's sizing takes Little's law on it
-    latency_mean_ms: float | None = None
 
     @property
     def whole(self) -> int:
@@ -242,8 +245,7 @@ def wrk_measurement(stdout: str, threads: int, cpu_seconds: float = 0.0, raw_out
         tool=WRK, requests=s.requests, failed=s.socket_errors, refused=s.non_2xx_3xx, seconds=s.seconds, rps=rps,
         time_per_request_ms=1000 / rps if rps else 0.0, transfer_kbps=s.transfer_bytes_per_s / 1024,
         p50_ms=s.p50_ms, p90_ms=s.p90_ms, p99_ms=s.p99_ms, max_ms=s.latency_max_ms, threads=threads,
-        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns,
-        latency_mean_ms=s.latency_avg_ms)
+        loadgen_cpu_seconds=round(cpu_seconds, 6), raw_output=raw_output, started_ns=started_ns, ended_ns=ended_ns)
 
 
 def vegeta_measurement(report_json: str, rate: float, cpu_seconds: float = 0.0, raw_output: str | None = None,
@@ -419,11 +421,22 @@ def vegeta_max_workers(rate: float) -> int:
     return min(VEGETA_MAX_WORKERS, max(10, math.ceil(rate * TIMEOUT_S)))
 
 
-def vegeta_attack(binary: str, rate: float, seconds: float, results: Path) -> list[str]:
-    """vegeta's attack at a fixed rate, its results (binary) to `results`;
-    the targets on its stdin or in a -targets file."""
-    return [binary, "attack", f"-rate={vegeta_rate(rate)}", f"-duration={seconds:.3f}s", f"-timeout={TIMEOUT_S}s",
-            f"-max-workers={vegeta_max_workers(rate)}", "-max-body=0", f"-output={results}"]
+def vegeta_pace(rate: float, workers: int) -> list[str]:
+    """vegeta's pace: `rate` requests a second on up to `workers`
+    connections (open loop), or with rate 0, `workers` clients each asking
+    again as soon as answered (its closed loop: -rate=0 keeps every worker
+    asking)."""
+    if rate == 0:
+        return ["-rate=0", f"-workers={workers}", f"-max-workers={workers}"]
+    return [f"-rate={vegeta_rate(rate)}", f"-max-workers={workers}"]
+
+
+def vegeta_attack(binary: str, rate: float, seconds: float, results: Path, workers: int | None = None) -> list[str]:
+    """vegeta's attack at a fixed rate (or rate 0: `workers` clients in a
+    closed loop), its results (binary) to `results`; the targets on its
+    stdin or in a -targets file."""
+    return [binary, "attack", *vegeta_pace(rate, workers or vegeta_max_workers(rate)), f"-duration={seconds:.3f}s",
+            f"-timeout={TIMEOUT_S}s", "-max-body=0", f"-output={results}"]
 
 
 def vegeta_read(binary: str, results: Path, rate: float, attack: Process, out_dir: Path | None,
@@ -464,11 +477,51 @@ def run_vegeta_together(urls: list[str], rate: float, seconds: float, out_dir: P
     binary = os.environ.get("VEGETA", "vegeta")
     names = names or [None] * len(urls)
     with tempfile.TemporaryDirectory(prefix="vegeta-") as tmp:
-        results = [Path(tmp) / f"{i}.bin" for i in range(len(urls))]
-        targets = [Path(tmp) / f"{i}.targets" for i in range(len(urls))]
-        for url, path in zip(urls, targets):
-            path.write_text(f"GET {url}\n")
-        attacks = _run_together([[*vegeta_attack(binary, rate, seconds, out), f"-targets={path}"]
-                                 for out, path in zip(results, targets)], seconds + GRACE_S, None,
-                                [None] * len(urls))
+        results, attacks = _vegeta_attacks(binary, urls, rate, seconds, Path(tmp))
         return [vegeta_read(binary, out, rate, p, out_dir, name) for out, p, name in zip(results, attacks, names)]
+
+
+def run_vegeta_closed(urls: list[str], clients: int, seconds: float,
+                      read: Callable[[Iterator[Answer]], T]) -> list[T]:
+    """vegeta's closed loop against every URL at once, `clients` each, each
+    client asking again as soon as answered (as make overload's capacity
+    step), for `seconds`; read(answers) of each URL's answers, streamed out
+    of `vegeta encode` one at a time (a fast path's window holds hundreds
+    of thousands): what the A/B's sizing reads what a path admitted from
+    (bench.benchmark.change.whole_in_flight)."""
+    binary = os.environ.get("VEGETA", "vegeta")
+    with tempfile.TemporaryDirectory(prefix="vegeta-") as tmp:
+        results, _ = _vegeta_attacks(binary, urls, 0, seconds, Path(tmp), clients)
+        return [_read_answers(binary, out, read) for out in results]
+
+
+def _vegeta_attacks(binary: str, urls: list[str], rate: float, seconds: float, tmp: Path,
+                    workers: int | None = None) -> tuple[list[Path], list[Process]]:
+    """One attack per URL (its target in a -targets file), started at once
+    and waited for together: where each one's results are, and its run."""
+    results = [tmp / f"{i}.bin" for i in range(len(urls))]
+    targets = [tmp / f"{i}.targets" for i in range(len(urls))]
+    for url, path in zip(urls, targets):
+        path.write_text(f"GET {url}\n")
+    attacks = _run_together([[*vegeta_attack(binary, rate, seconds, out, workers), f"-targets={path}"]
+                             for out, path in zip(results, targets)], seconds + GRACE_S, None, [None] * len(urls))
+    return results, attacks
+
+
+def _read_answers(binary: str, results: Path, read: Callable[[Iterator[Answer]], T]) -> T:
+    """read() over one attack's answers as `vegeta encode` streams them."""
+    try:
+        encode = subprocess.Popen([binary, "encode", "-to=json", str(results)], stdout=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise TimingError(f"{binary} could not run: {e}") from e
+    try:
+        found = read(parse_result(line) for line in encode.stdout if line.strip())
+    except VegetaOutputError as e:
+        encode.kill()
+        raise TimingError(str(e)) from e
+    finally:
+        encode.stdout.close()
+        encode.wait()
+    if encode.returncode:
+        raise TimingError(f"{binary} encode exited with {encode.returncode}")
+    return found

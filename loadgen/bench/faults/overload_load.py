@@ -17,17 +17,11 @@ import sys
 import threading
 import time
 
-from ..clients.timing import children_cpu_seconds, vegeta_rate
+from ..clients.timing import children_cpu_seconds, vegeta_pace
 from ..clients.vegeta_output import VegetaOutputError, parse_result
 from .overload import request_timeout, tally
 
 GRACE_S = 30  # past the duration and one request's timeout: vegeta's own exit, then it is killed
-
-
-def pace(rate: float, workers: int) -> list[str]:
-    if rate == 0:  # vegeta's closed loop: -rate=0 keeps every worker asking
-        return ["-rate=0", f"-workers={workers}", f"-max-workers={workers}"]
-    return [f"-rate={vegeta_rate(rate)}", f"-max-workers={workers}"]
 
 
 def own_cpu_seconds() -> float:
@@ -45,7 +39,7 @@ def main(args: list[str]) -> int:
     cpu = children_cpu_seconds() + own_cpu_seconds()
     started = time.time_ns()
     # -max-body=0: each body read whole and dropped, not kept
-    attack = subprocess.Popen([vegeta, "attack", *pace(rate, workers), f"-duration={seconds:.3f}s",
+    attack = subprocess.Popen([vegeta, "attack", *vegeta_pace(rate, workers), f"-duration={seconds:.3f}s",
                                f"-timeout={request_timeout(seconds):.3f}s", "-max-body=0"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE)
     attack.stdin.write(f"GET {url}\n".encode())

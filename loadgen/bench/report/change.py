@@ -173,7 +173,10 @@ def _case_heading(case: dict) -> str:
     """The label, and the level the blocks ran at where sizing moved it."""
     timed = case.get("timed_concurrency", case["concurrency"])
     title = _case_title(case)
-    return title if timed == case["concurrency"] else f"{title}, timed at c={timed} (what both twins admitted)"
+    if timed == case["concurrency"]:
+        return title
+    still = (case.get("admitted") or {}).get("still_shed")
+    return f"{title}, timed at c={timed} ({'still shedding there' if still else 'what both twins admitted'})"
 
 
 def _paired_charts(ab: dict) -> list[Figure]:
@@ -234,7 +237,7 @@ def _blocks(ab: dict, case: dict) -> list:
     admitted = case.get("admitted")
     return [*([Para(f"**Failed:** {case['error']}")] if case.get("error") else []),
             *([Para(f"**{title}: {admitted['said']}.** Past what a path admits, which answers come whole is a "
-                    "lottery of the twins' limits; the blocks ran at what both admitted, and the case keeps its "
+                    f"lottery of the twins' limits; the blocks ran at c={admitted['timed']}, and the case keeps its "
                     "label (AB_ADMITTED, docs/ab.md).")] if admitted else []),
             *([Figure(f"paired log-ratios, {title}", png=chart)] if chart else []),
             *([Para(f"Every window {case['window_s']:g} s, A's and B's alike"
