@@ -18,7 +18,8 @@ against its limit (sampled from its cgroup on the host, v1 or v2), and
 whether every answer was whole or a clean error. Where the lab's pins put
 the load generator on a database's core (cpus-2.env), the databases run on
 the target's cores instead (placement). Run from the host, which
-drives Docker, in a compose project of its own (taken down after); writes
+drives Docker, in a compose project of its own (taken down after, or at once
+on Ctrl-C, SIGTERM or SIGHUP: lab_compose.measure_then_finish); writes
 results/overload-<UTC time>/results.json (an `overload` section),
 report.md, and what each path logged during each case (<check>-<path>.log).
 
@@ -47,8 +48,8 @@ from bench.measure import usage
 from bench.measure.cadvisor import Counters
 from bench.report.overload import render
 from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk
-from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,
-                         inspect, keep_log, known_targets, now_iso, number, oom_events, open_lab, results_dir,
+from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, inspect, keep_log,
+                         known_targets, measure_then_finish, now_iso, number, oom_events, open_lab, results_dir,
                          save)
 
 CHECKS = ("goodput", "clients", "large")
@@ -424,7 +425,7 @@ def main() -> int:
            "goodput": [], "goodput_windows": [],
            "overload": [], "failed": []}
 
-    try:
+    def measure() -> None:  # the project up, every case measured
         say(f"{', '.join(s['checks'])} on {' '.join(paths)}: building, seeding {' '.join(sizes)}")
         compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
         compose_run(base, ["up", "-d", *paths], env, 600, "starting the paths")
@@ -469,10 +470,8 @@ def main() -> int:
                 save(out, doc)
                 # a killed path comes back for the next check
                 compose_run(base, ["up", "-d", "--no-deps", path], check_env, 300, f"bringing {path} back")
-    except LabError as e:
-        print(f"overload: error: {e}", file=sys.stderr)
-        doc["failed"].append({"check": "-", "path": "-", "error": str(e)})
-    return finish("overload", base, env, out, doc, render)
+
+    return measure_then_finish("overload", base, env, out, doc, render, measure, {"check": "-", "path": "-"})
 
 
 def row_check(check: str) -> str:
