@@ -225,12 +225,17 @@ def oom_events(cid: str, since: float, until: float) -> int:
 CGROUP = Path("/sys/fs/cgroup")
 
 
+def docker_cgroups(cid: str) -> tuple[str, str]:
+    """A container's cgroup as Docker names it: its cgroupfs driver's, its systemd driver's."""
+    return f"/docker/{cid}", f"/system.slice/docker-{cid}.scope"
+
+
 def memory_stat_file(cid: str) -> Path | None:
     """The container's memory.stat: cgroup v1 or v2, cgroupfs or systemd driver."""
-    for candidate in (CGROUP / "memory" / "docker" / cid, CGROUP / "memory" / "system.slice" / f"docker-{cid}.scope",
-                      CGROUP / "system.slice" / f"docker-{cid}.scope", CGROUP / "docker" / cid):
-        if (candidate / "memory.stat").exists():
-            return candidate / "memory.stat"
+    for name in docker_cgroups(cid):
+        for candidate in (CGROUP / "memory" / name.lstrip("/"), CGROUP / name.lstrip("/")):
+            if (candidate / "memory.stat").exists():
+                return candidate / "memory.stat"
     return None
 
 
