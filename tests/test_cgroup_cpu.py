@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.measure.cadvisor import Counters
-from bench.measure.cgroup_cpu import (CgroupCounters, CgroupError, Reading, agrees, between, counter_file,
-                                      parse_cpu_stat_usage, parse_cpuacct_usage, read_counter)
+from bench.measure.cgroup_cpu import (CgroupCounters, CgroupError, CpuTimes, Reading, agrees, between, counter_file,
+                                      cpu_files, parse_cpu_stat_usage, parse_cpuacct_usage, read_counter, read_times)
 from bench.measure.usage import PER_REQUEST_EDGES, PER_REQUEST_RATE, container_usage
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,6 +65,40 @@ def test_the_counter_file_follows_the_hosts_cgroup_version(tmp_path):
     assert counter_file(v2, f"/docker/{CONTAINER}") is None  # not there: cAdvisor's fallback, not a guess
     with pytest.raises(CgroupError):
         counter_file(v2, "/system.slice/../../etc")
+
+
+def test_the_whole_accounting_is_read_from_either_version(tmp_path):
+    """make overload's samples (cAdvisor's Counters): the counter, user and
+    system, and CFS throttling. v1: cpuacct.stat's USER_HZ ticks (10 ms),
+    throttling from the cpu controller's own tree, or beside the counter
+    where the two are mounted together; v2: cpu.stat alone."""
+    ticks = "user 1830\nsystem 443\n"
+    throttled = (CGROUP / "v1-cpu.stat").read_text().replace("nr_throttled 0", "nr_throttled 7")
+    v1 = lay_out(tmp_path / "v1", {f"cpuacct/docker/{CONTAINER}/cpuacct.usage": "v1-cpuacct.usage",
+                                   f"cpu/docker/{CONTAINER}/cpu.stat": ""})
+    (v1 / "cpuacct" / "docker" / CONTAINER / "cpuacct.stat").write_text(ticks)
+    (v1 / "cpu" / "docker" / CONTAINER / "cpu.stat").write_text(throttled)
+    assert read_times(cpu_files(v1, f"/docker/{CONTAINER}")) == CpuTimes(22_736_623_542, 18_300_000_000,
+                                                                         4_430_000_000, 7)
+    joined = lay_out(tmp_path / "joined", {f"cpu,cpuacct/docker/{CONTAINER}/cpuacct.usage": "v1-cpuacct.usage",
+                                           f"cpu,cpuacct/docker/{CONTAINER}/cpu.stat": "v1-cpu.stat"})
+    (joined / "cpu,cpuacct" / "docker" / CONTAINER / "cpuacct.stat").write_text(ticks)
+    files = cpu_files(joined, f"/docker/{CONTAINER}")
+    assert files.throttle == files.usage.parent / "cpu.stat" and read_times(files).throttled_periods == 0
+    # no cpu controller found: no throttling said, the rest read
+    alone = lay_out(tmp_path / "alone", {f"cpuacct/docker/{CONTAINER}/cpuacct.usage": "v1-cpuacct.usage"})
+    (alone / "cpuacct" / "docker" / CONTAINER / "cpuacct.stat").write_text(ticks)
+    assert read_times(cpu_files(alone, f"/docker/{CONTAINER}")).throttled_periods == 0
+
+    scope = f"system.slice/docker-{CONTAINER}.scope"
+    v2 = lay_out(tmp_path / "v2", {"cgroup.controllers": "", f"{scope}/cpu.stat": "v2-hybrid-cpu.stat"})
+    (v2 / scope / "cpu.stat").write_text((CGROUP / "v2-hybrid-cpu.stat").read_text() + "nr_throttled 3\n")
+    assert read_times(cpu_files(v2, f"/{scope}")) == CpuTimes(22_736_623_000, 18_302_656_000, 4_433_966_000, 3)
+    assert cpu_files(v2, f"/docker/{CONTAINER}") is None
+    # a file of another kind is an error, not zeros
+    (v2 / scope / "cpu.stat").write_text((CGROUP / "v1-cpu.stat").read_text())
+    with pytest.raises(CgroupError):
+        read_times(cpu_files(v2, f"/{scope}"))
 
 
 def own_cgroup(proc_self_cgroup: str) -> str:

@@ -14,7 +14,9 @@ import pymongo
 import pytest
 
 from seed import bad_documents, loader
-from bench.checks.conformance import BAD_DOCUMENTS, check, hostile_requests
+from bench.checks import conformance
+from bench.checks.conformance import check, hostile_requests
+from labfiles.bad_documents import DOCUMENTS as BAD_DOCUMENTS, FILES_DOCUMENT, LATER_CHUNK, PREFIX
 from processes import free_port, stop_process, wait_for_port
 from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
 from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary  # noqa: F401 (a fixture)
@@ -99,12 +101,13 @@ def test_a_server_that_reads_no_body_answers_one_nobody_sent_and_is_caught(files
     assert results["framing: Content-Length and Transfer-Encoding"].passed
 
 
-def test_the_seed_writes_every_bad_document_the_suite_asks_for():
-    assert set(bad_documents.DOCUMENTS) == set(BAD_DOCUMENTS)
+def test_the_seed_writes_the_bad_documents_the_suite_asks_for():
+    # one list (labfiles/bad_documents.py), not two kept alike
+    assert bad_documents.DOCUMENTS is conformance.BAD_DOCUMENTS is BAD_DOCUMENTS
     # A lie in the files document is one that leaves the chunks GOOD's.
-    for name, lie in BAD_DOCUMENTS.items():
-        file_changes, chunk_changes = bad_documents.DOCUMENTS[name]
-        assert (lie == "files document") == (bool(file_changes) and not chunk_changes), name
+    for name, bad in BAD_DOCUMENTS.items():
+        assert (bad.lie_in == FILES_DOCUMENT) == (bool(bad.file_changes) and not bad.chunk_changes), name
+        assert bad.lie_in in (FILES_DOCUMENT, LATER_CHUNK) and name.startswith(PREFIX), name
 
 
 class FuseService:

@@ -21,6 +21,7 @@ from bench.clients.vegeta_output import Answer, parse_result, parse_results
 from bench.faults.overload import (HOLDS_SHARE, ContainerAfter, Measured, Window, climbing, failure_kind,
                                    goodput_row, goodput_windows, loadgen_starved, rejudged, tally, window_flags)
 from bench.measure.bottleneck import LATENCY, LOADGEN_CPU, SHARED_CORE
+from bench.measure.cgroup_cpu import cpu_files
 from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND
 from bench.report.overload import render
 from kept_runs import example_rounds
@@ -359,11 +360,11 @@ def test_this_processs_own_cgroup_counts_its_cpu():
     """read_counters on a real cgroup: this test's own (v1 cpuacct or v2)."""
     d = driver()
     entries = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().splitlines())
-    rel = next((path for name, path in entries.items() if "cpuacct" in name.split(",")), entries.get(""))
-    directory = Path("/sys/fs/cgroup") / ("cpuacct" if "cpuacct" in ",".join(entries) else "") / rel.lstrip("/")
-    before = d.read_counters(directory, 1)
+    own = next((path for name, path in entries.items() if "cpuacct" in name.split(",")), entries.get(""))
+    files = cpu_files(Path("/sys/fs/cgroup"), own)
+    before = d.read_counters(files, 1)
     spin = sum(i * i for i in range(3_000_000))  # about 0.2 s of CPU
-    after = d.read_counters(directory, 2)
+    after = d.read_counters(files, 2)
     assert spin and after.cpu_total_ns - before.cpu_total_ns >= 0.05e9
     assert after.cpu_user_ns + after.cpu_system_ns > 0
 

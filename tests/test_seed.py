@@ -12,6 +12,7 @@ import psycopg
 import pymongo
 import pytest
 
+from labfiles import bad_documents
 from labfiles.sizes import parse_set
 from seed import file_set, loader, postgres_store
 from service_processes import REPO, postgres_database
@@ -248,8 +249,8 @@ def test_seed_loads_the_file_set_into_every_store_and_keeps_it_exact(mongo_uri, 
         {"gridfs": names, "disk": names, "postgres": names}
     database = pymongo.MongoClient(mongo_uri).seedtest_set
 
-    def good_chunks() -> int:  # the bad documents (seed/bad_documents.py), written anew each run, aside
-        bad = [d["_id"] for d in database["fs.files"].find({"filename": {"$regex": "^gridfs-lab-bad-"}})]
+    def good_chunks() -> int:  # the bad documents (labfiles/bad_documents.py), written anew each run, aside
+        bad = [d["_id"] for d in database["fs.files"].find({"filename": {"$regex": f"^{bad_documents.PREFIX}"}})]
         return database["fs.chunks"].count_documents({"files_id": {"$nin": bad}})
 
     assert good_chunks() == 20 + 1  # the set's and 1KB.bin's: none left behind

@@ -28,7 +28,7 @@ own project: its seeded volumes are reused), and every AB_* knob of .env.
 While bench runs, this restarts both twins before each block when bench
 asks (AB_RESTART_TWINS=every-block, the default here; bench has no Docker
 socket: bench/benchmark/twins.py), and no other service. Its end, AB_TIMEOUT,
-Ctrl-C or SIGTERM: the project's containers are taken down (compose down).
+Ctrl-C, SIGTERM or SIGHUP: the project's containers are taken down (compose down).
 It writes .lab/ab/compose.ab.yaml and prints the plain compose command that
 runs the same A/B. Named change, not ab (ApacheBench here); `bench compare`
 sets two separate runs side by side instead."""
@@ -36,14 +36,14 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from lab_compose import ROOT, LabError, compose_run, compose_services, results_base, settings_in
+from lab_compose import (ROOT, LabError, compose_run, compose_services, ignore_stop_signals, results_base,
+                         settings_in, stop_on_sigterm)
 from bench.benchmark import twins  # bench's side of the restarts
 
 WORK = ROOT / ".lab" / "ab"
@@ -243,36 +243,19 @@ class TwinRestarts:
         return {"started_at": dict(zip(services, started)), "seconds": round(time.monotonic() - began, 2)}
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _interrupted(signum, _frame):
-    # Once: Ctrl-C reaches the whole process group, and the gate or a calibration above this passes it on as
-    # SIGTERM (lab_compose.run_stopped_at); a second KeyboardInterrupt would cut the `down` short. Ignored,
-    # not handled, so that the `down` started next inherits it (bounded by its own timeout).
-    for name in STOP_SIGNALS:
-        signal.signal(name, signal.SIG_IGN)
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def stop_on_sigterm() -> None:
-    """SIGTERM (a CI job cancelled, timeout(1), kill) takes Ctrl-C's path:
-    a KeyboardInterrupt, so up_then_down's `down` runs. Python's default
-    ends the process at once, the compose project left running. The first
-    of either signal only: any later one is ignored while the project goes down."""
-    for name in STOP_SIGNALS:
-        signal.signal(name, _interrupted)
-
-
 def up_then_down(up: list[str], down: list[str], env: dict, timeout: float,
                  during: contextlib.AbstractContextManager = contextlib.nullcontext()) -> int:
     """Runs `up` attached (bench's plan and time left show as it goes) with
     `during` open, then `down` whatever happened: its end, the timeout
-    (subprocess.TimeoutExpired, raised on), Ctrl-C or SIGTERM
-    (stop_on_sigterm); subprocess.run ends `up` first on either."""
+    (subprocess.TimeoutExpired, raised on), Ctrl-C, SIGTERM or SIGHUP
+    (stop_on_sigterm); subprocess.run ends `up` first on either. The stop
+    signals are ignored from `up`'s end: the `down` is not cut short."""
     try:
-        with during:
-            return subprocess.run(up, cwd=ROOT, env=env, timeout=timeout).returncode
+        try:
+            with during:
+                return subprocess.run(up, cwd=ROOT, env=env, timeout=timeout).returncode
+        finally:
+            ignore_stop_signals()
     finally:
         subprocess.run(down, cwd=ROOT, env=env, capture_output=True, timeout=300)
 
@@ -337,7 +320,7 @@ def main() -> int:
     except subprocess.TimeoutExpired:
         print(f"ab: error: no end within AB_TIMEOUT={env.get('AB_TIMEOUT', '3600')} s", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (stop_on_sigterm): the lab is down, nothing was kept
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP (stop_on_sigterm): the lab is down, nothing kept
         print(f"ab: stopped by {e}: the lab's containers are down; this run measured nothing", file=sys.stderr)
         return 130
 

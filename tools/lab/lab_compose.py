@@ -1,7 +1,9 @@
-"""What the host-side fault tools (tools/lab/resilience.py, tools/lab/overload.py)
-share: running docker compose with a timeout and an error naming the step,
-their checked number settings, the paths a run considers, the run's
-directory, and a container's memory as its cgroup counts it (v1 and v2).
+"""What the host-side tools (tools/lab/resilience.py, tools/lab/overload.py,
+tools/lab/change.py) share: running docker compose with a timeout and an
+error naming the step, their project taken down whatever happened (a
+SIGTERM, SIGINT or SIGHUP too), their checked number settings, the paths a
+run considers, the run's directory, and a container's memory as its cgroup
+counts it (v1 and v2).
 bench comes from .venv (installed editable: make's .venv/bin/python) or
 from loadgen/ on PYTHONPATH (tools/ci/ci-lab.sh, for the host's python3)."""
 import json
@@ -48,12 +50,48 @@ TEARDOWN_GRACE_S = 120
 
 
 class Stopped(Exception):
-    """SIGTERM or SIGINT reached this tool while its child ran (a CI job
-    cancelled, Ctrl-C): the child was given SIGTERM and its teardown awaited.
-    Its text says which signal and how the child ended; the tool stops there."""
+    """SIGTERM, SIGINT or SIGHUP reached this tool while its child ran (a CI
+    job cancelled, Ctrl-C, the terminal closed): the child was given SIGTERM
+    and its teardown awaited. Its text says which signal and how the child
+    ended; the tool stops there."""
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# What ends a tool: a CI job cancelled or timeout(1) (SIGTERM), Ctrl-C (SIGINT), its terminal gone (SIGHUP).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def heard_stop_signals() -> tuple[signal.Signals, ...]:
+    """STOP_SIGNALS but SIGHUP where it is ignored already: nohup's, the
+    tool meant to outlive its terminal."""
+    return tuple(name for name in STOP_SIGNALS
+                 if name != signal.SIGHUP or signal.getsignal(name) is not signal.SIG_IGN)
+
+
+def ignore_stop_signals() -> None:
+    """From here on a stop signal is ignored: a teardown under way must not
+    be cut short. Ignored, not handled, so that the `down` started next
+    inherits it too (Ctrl-C reaches the whole process group); its own
+    timeout bounds it."""
+    for name in heard_stop_signals():
+        signal.signal(name, signal.SIG_IGN)
+
+
+def _interrupted(signum, _frame):
+    # Once: Ctrl-C reaches the whole process group, and the gate or a calibration above this passes it on as
+    # SIGTERM (run_stopped_at); a second KeyboardInterrupt would cut the `down` short.
+    ignore_stop_signals()
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, timeout(1), kill) and SIGHUP take
+    Ctrl-C's path: a KeyboardInterrupt, so the tool's teardown (a `finally`,
+    measure_then_finish) runs and takes its compose project down. Python's
+    default ends the process at once, the project left running. The first
+    of these signals only: any later one is ignored while the project goes
+    down."""
+    for name in heard_stop_signals():
+        signal.signal(name, _interrupted)
 
 
 def exit_text(code: int) -> str:
@@ -65,24 +103,26 @@ def run_stopped_at(args: list[str], timeout: float, grace: float = TEARDOWN_GRAC
     """`args` run attached (its output shows as it goes): its exit code, or,
     when it runs past `timeout`, SIGTERM (for its own teardown), SIGKILL
     `grace` seconds later if it is still running, and a line saying so.
-    subprocess.run's timeout would SIGKILL at once: no teardown. SIGTERM or
-    SIGINT to this process while `args` runs takes the same way, then raises
-    Stopped: without it the child would not hear of it (SIGTERM to a parent
-    is not passed on) and its compose project would stay up. A second
-    signal is noted, not passed on: it must not cut that teardown short."""
+    subprocess.run's timeout would SIGKILL at once: no teardown. SIGTERM,
+    SIGINT or SIGHUP to this process while `args` runs takes the same way,
+    then raises Stopped: without it the child would not hear of it (SIGTERM
+    to a parent is not passed on) and its compose project would stay up. A
+    second signal is noted, not passed on: it must not cut that teardown
+    short."""
+    heard = heard_stop_signals()
     received: list[str] = []
 
     def note(signum, _frame):
         received.append(signal.Signals(signum).name)
 
     def stop(signum, frame):
-        for name in STOP_SIGNALS:  # from here on noted only: the child's teardown must not be cut short
+        for name in heard:  # from here on noted only: the child's teardown must not be cut short
             signal.signal(name, note)
         note(signum, frame)
         raise Stopped(received[0])
 
     with subprocess.Popen(args, **popen) as proc:
-        before = {name: signal.signal(name, stop) for name in STOP_SIGNALS}
+        before = {name: signal.signal(name, stop) for name in heard}
         try:
             try:
                 return proc.wait(timeout=timeout)
@@ -90,7 +130,7 @@ def run_stopped_at(args: list[str], timeout: float, grace: float = TEARDOWN_GRAC
                 why, timed_out = f"no end within {timeout:g} s", True
             except Stopped as e:
                 why, timed_out = f"{e} to this tool", False
-            for name in STOP_SIGNALS:
+            for name in heard:
                 signal.signal(name, note)
             proc.terminate()
             try:
@@ -185,12 +225,17 @@ def oom_events(cid: str, since: float, until: float) -> int:
 CGROUP = Path("/sys/fs/cgroup")
 
 
+def docker_cgroups(cid: str) -> tuple[str, str]:
+    """A container's cgroup as Docker names it: its cgroupfs driver's, its systemd driver's."""
+    return f"/docker/{cid}", f"/system.slice/docker-{cid}.scope"
+
+
 def memory_stat_file(cid: str) -> Path | None:
     """The container's memory.stat: cgroup v1 or v2, cgroupfs or systemd driver."""
-    for candidate in (CGROUP / "memory" / "docker" / cid, CGROUP / "memory" / "system.slice" / f"docker-{cid}.scope",
-                      CGROUP / "system.slice" / f"docker-{cid}.scope", CGROUP / "docker" / cid):
-        if (candidate / "memory.stat").exists():
-            return candidate / "memory.stat"
+    for name in docker_cgroups(cid):
+        for candidate in (CGROUP / "memory" / name.lstrip("/"), CGROUP / name.lstrip("/")):
+            if (candidate / "memory.stat").exists():
+                return candidate / "memory.stat"
     return None
 
 
@@ -295,13 +340,20 @@ def save(out: Path, doc: dict) -> None:
     (out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
-def finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render) -> int:
-    """Takes the tool's compose project down, whatever happened, then writes
-    results.json and report.md; 1 when a case was not measured."""
+def take_down(tool: str, base: list[str], env: dict) -> None:
+    """The tool's compose project down (containers, network, volumes), the
+    stop signals ignored meanwhile; a failure is a warning."""
+    ignore_stop_signals()
     try:
         compose_run(base, ["down", "-v", "--remove-orphans"], env, 300, "taking the project down")
     except LabError as e:
         print(f"{tool}: warning: {e}", file=sys.stderr)
+
+
+def finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render) -> int:
+    """Takes the tool's compose project down, whatever happened, then writes
+    results.json and report.md; 1 when a case was not measured."""
+    take_down(tool, base, env)
     doc["finished"] = now_iso()
     save(out, doc)
     report = render(doc)
@@ -316,6 +368,37 @@ def finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render) 
     print(report)
     print(f"[{tool}] wrote {out}/report.md, index.html and results.json", flush=True)
     return 1 if doc["failed"] else 0
+
+
+STOPPED = 130  # a tool's exit when a stop signal ended its run, as a shell gives Ctrl-C's
+
+
+def measure_then_finish(tool: str, base: list[str], env: dict, out: Path, doc: dict, render, measure,
+                        where: dict) -> int:
+    """measure() (which brings the tool's project up and fills doc), then
+    finish: the project down, whatever happened. A LabError and a stop
+    signal (stop_on_sigterm, set here) are rows of doc["failed"] (`where`
+    says where, for the report's table); a stop signal exits STOPPED. Any
+    other error: the project down, then raised on."""
+    stop_on_sigterm()
+    stopped = False
+    try:
+        try:
+            measure()
+        except LabError as e:
+            print(f"{tool}: error: {e}", file=sys.stderr)
+            doc["failed"].append({**where, "error": str(e)})
+        finally:
+            ignore_stop_signals()  # the teardown from here: a signal now would leave the project up
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM or SIGHUP (stop_on_sigterm)
+        stopped = True
+        print(f"{tool}: stopped by {e}: taking the project down; what was measured is kept", file=sys.stderr)
+        doc["failed"].append({**where, "error": f"stopped by {e}"})
+    except BaseException:
+        take_down(tool, base, env)
+        raise
+    code = finish(tool, base, env, out, doc, render)
+    return STOPPED if stopped else code
 
 
 def open_lab(env: dict, prefix: str, project: str) -> tuple[Path, dict, list[str]]:

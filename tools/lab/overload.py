@@ -18,7 +18,8 @@ against its limit (sampled from its cgroup on the host, v1 or v2), and
 whether every answer was whole or a clean error. Where the lab's pins put
 the load generator on a database's core (cpus-2.env), the databases run on
 the target's cores instead (placement). Run from the host, which
-drives Docker, in a compose project of its own (taken down after); writes
+drives Docker, in a compose project of its own (taken down after, or at once
+on Ctrl-C, SIGTERM or SIGHUP: lab_compose.measure_then_finish); writes
 results/overload-<UTC time>/results.json (an `overload` section),
 report.md, and what each path logged during each case (<check>-<path>.log).
 
@@ -45,11 +46,12 @@ from bench.faults.overload import (MULTIPLES, OPEN_LOOP_WORKERS, WINDOWS, Contai
                                    window_flags)
 from bench.measure import usage
 from bench.measure.cadvisor import Counters
+from bench.measure.cgroup_cpu import CpuFiles, cpu_files, read_times
 from bench.report.overload import render
 from bench.clients.wrk_output import WrkOutputError, parse as parse_wrk
-from lab_compose import (LabError, PeakMemory, compose_run, compose_services, container_id, finish,
-                         inspect, keep_log, known_targets, now_iso, number, oom_events, open_lab, results_dir,
-                         save)
+from lab_compose import (CGROUP, LabError, PeakMemory, compose_run, compose_services, container_id, docker_cgroups,
+                         inspect, keep_log, known_targets, measure_then_finish, now_iso, number, oom_events, open_lab,
+                         results_dir, save)
 
 CHECKS = ("goodput", "clients", "large")
 SIZE = re.compile(r"\d+(KB|MB|GB)")
@@ -151,43 +153,22 @@ def large_case(base: list[str], env: dict, s: dict, path: str):
 
 # --- goodput: the host reads every container's CPU while bench's container loads ---
 
-CGROUP = Path("/sys/fs/cgroup")
-USER_HZ_NS = 10_000_000  # cgroup v1's cpuacct.stat counts in USER_HZ ticks
+def cpu_files_of(cid: str) -> CpuFiles | None:
+    """The container's CPU accounting files (cgroup v1 or v2), under either cgroup driver's name."""
+    return next(filter(None, (cpu_files(CGROUP, name) for name in docker_cgroups(cid))), None)
 
 
-def cpu_dir(cid: str) -> Path | None:
-    """The container's CPU accounting cgroup: v1's cpuacct, or v2's unified one."""
-    for candidate in (CGROUP / "cpuacct" / "docker" / cid, CGROUP / "cpuacct" / "system.slice" / f"docker-{cid}.scope",
-                      CGROUP / "system.slice" / f"docker-{cid}.scope", CGROUP / "docker" / cid):
-        if (candidate / "cpuacct.usage").exists() or (candidate / "cpu.stat").exists():
-            return candidate
-    return None
-
-
-def fields(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
-
-
-def read_counters(directory: Path, now_ns: int) -> Counters:
-    """A container's cumulative CPU as cAdvisor would report it, from its
-    cgroup (v1: cpuacct.usage, cpuacct.stat and the cpu controller's
-    cpu.stat for throttling; v2: cpu.stat)."""
-    if (directory / "cpuacct.usage").exists():
-        ticks = fields((directory / "cpuacct.stat").read_text())
-        throttle = Path(str(directory).replace("/cpuacct/", "/cpu/", 1)) / "cpu.stat"
-        throttled = fields(throttle.read_text()).get("nr_throttled", 0) if throttle.exists() else 0
-        return Counters(now_ns, int((directory / "cpuacct.usage").read_text()), ticks.get("user", 0) * USER_HZ_NS,
-                        ticks.get("system", 0) * USER_HZ_NS, throttled, 0, 0)
-    stat = fields((directory / "cpu.stat").read_text())
-    return Counters(now_ns, stat["usage_usec"] * 1000, stat.get("user_usec", 0) * 1000,
-                    stat.get("system_usec", 0) * 1000, stat.get("nr_throttled", 0), 0, 0)
+def read_counters(files: CpuFiles, now_ns: int) -> Counters:
+    """A container's cumulative CPU as cAdvisor would report it, from its cgroup."""
+    times = read_times(files)
+    return Counters(now_ns, times.total_ns, times.user_ns, times.system_ns, times.throttled_periods, 0, 0)
 
 
 class CpuSampler:
     """Every container's CPU counters and /proc/stat, SAMPLE_EVERY_S, in a thread."""
 
     def __init__(self, cids: dict[str, str]):
-        self.dirs = {role: cpu_dir(cid) for role, cid in cids.items()}
+        self.files = {role: cpu_files_of(cid) for role, cid in cids.items()}
         self.series: dict[str, list[Counters]] = {role: [] for role in cids}
         self.proc_stat: list[tuple[int, usage.ProcStat]] = []
         self._stop = threading.Event()
@@ -196,11 +177,11 @@ class CpuSampler:
     def _sample(self):
         while not self._stop.is_set():
             now = time.time_ns()
-            for role, directory in self.dirs.items():
+            for role, files in self.files.items():
                 try:
-                    if directory:
-                        self.series[role].append(read_counters(directory, now))
-                except (OSError, ValueError, KeyError):
+                    if files:
+                        self.series[role].append(read_counters(files, now))
+                except (OSError, ValueError):  # CgroupError is a ValueError
                     pass  # gone with its container: the series so far stands
             with contextlib.suppress(OSError, ValueError):
                 self.proc_stat.append((now, usage.parse_proc_stat(Path("/proc/stat").read_text())))
@@ -424,7 +405,7 @@ def main() -> int:
            "goodput": [], "goodput_windows": [],
            "overload": [], "failed": []}
 
-    try:
+    def measure() -> None:  # the project up, every case measured
         say(f"{', '.join(s['checks'])} on {' '.join(paths)}: building, seeding {' '.join(sizes)}")
         compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
         compose_run(base, ["up", "-d", *paths], env, 600, "starting the paths")
@@ -469,10 +450,8 @@ def main() -> int:
                 save(out, doc)
                 # a killed path comes back for the next check
                 compose_run(base, ["up", "-d", "--no-deps", path], check_env, 300, f"bringing {path} back")
-    except LabError as e:
-        print(f"overload: error: {e}", file=sys.stderr)
-        doc["failed"].append({"check": "-", "path": "-", "error": str(e)})
-    return finish("overload", base, env, out, doc, render)
+
+    return measure_then_finish("overload", base, env, out, doc, render, measure, {"check": "-", "path": "-"})
 
 
 def row_check(check: str) -> str:

@@ -10,7 +10,8 @@ report.md, each case's answers as CSV and what its path logged meanwhile (.log).
 Environment (each checked before anything starts):
   RESILIENCE_ENV_FILE  the lab's env file (default local.env: the local images)
   RESILIENCE_PROJECT   compose project (default gridfs-lab-resilience: its own
-                       containers and volumes, taken down after)
+                       containers and volumes, taken down after, or at once
+                       on Ctrl-C, SIGTERM or SIGHUP)
   RESILIENCE_RATE      requests/s to each path (default 100: below every
                        path's capacity on the FerretDB stand-in)
   RESILIENCE_SECONDS   length of each case's load (default 35)
@@ -38,8 +39,8 @@ from bench.report.resilience import render
 from bench.faults.resilience import (RATE_BACK_HOLD, Fault, ResilienceRow, analyse, answering_again,
                                      summarise)
 from bench.clients.vegeta_output import VegetaOutputError, parse_results
-from lab_compose import (LabError, compose_run, compose_services, finish, keep_log, known_targets, now_iso,
-                         number, open_lab, results_dir, save)
+from lab_compose import (LabError, compose_run, compose_services, keep_log, known_targets, measure_then_finish,
+                         now_iso, number, open_lab, results_dir, save)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,6 +155,9 @@ def one_case(base: list[str], env: dict, s: dict, path: str, database: str, kind
             proc.wait(timeout=30)
             raise LabError(str(e) if isinstance(e, LabError) else
                            f"{path}: the load ran past {s['seconds'] + LOAD_GRACE_S} s") from None
+        except KeyboardInterrupt:  # Ctrl-C or a stop signal: the load ends with the run, not minutes later
+            proc.kill()
+            raise
         finally:
             reader.join(timeout=30)
         stderr = proc.stderr.read()
@@ -205,7 +209,8 @@ def main() -> int:
            "server": None, "resilience": [], "failed": []}
     paths = sorted({c[0] for c in cases})
     databases = sorted({c[1] for c in cases})
-    try:
+
+    def measure() -> None:  # the project up, every case measured
         say(f"{len(cases)} cases: {', '.join(paths)}; about "
             f"{len(cases) * (s['seconds'] + CASE_OVERHEAD_S) // 60 + 1} min after the build and the seed")
         compose_run(base, ["build", "settings", "seed", "bench", *paths], env, BUILD_TIMEOUT_S, "building the images")
@@ -237,10 +242,8 @@ def main() -> int:
                          f"{database} answering {max(row.answering_after_s, 0.0):.2f} s after it was brought back; ")
             say(f"{path} {kind} trial {trial}: {row.errors} errors of {row.requests}; {answering}{row.verdict}")
             save(out, doc)
-    except LabError as e:
-        print(f"resilience: error: {e}", file=sys.stderr)
-        doc["failed"].append({"path": "-", "fault": "-", "error": str(e)})
-    return finish("resilience", base, env, out, doc, render)
+
+    return measure_then_finish("resilience", base, env, out, doc, render, measure, {"path": "-", "fault": "-"})
 
 
 if __name__ == "__main__":

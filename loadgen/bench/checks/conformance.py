@@ -12,7 +12,7 @@ absolute-form targets, HTTP versions, an HTTP/0.9 request line) must get
 nginx's status, and nginx's bytes where it serves the file. Message
 framing (checks/framing.py) must end each request where nginx ends it.
 A GridFS path must also refuse the documents that break GridFS's rules
-(the seed writes them, loadgen/seed/bad_documents.py): a 500, or a cut after the
+(labfiles/bad_documents.py; the seed writes them): a 500, or a cut after the
 head where only a later chunk lies; never a 503, a hang or a crash.
 
 Run on its own:  python -m bench.checks.conformance --reference URL --target URL [--files-dir DIR]
@@ -24,6 +24,8 @@ import sys
 from dataclasses import asdict, dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+
+from labfiles.bad_documents import CONTENT as BAD_DOCUMENT_CONTENT, DOCUMENTS as BAD_DOCUMENTS, LATER_CHUNK
 
 from .framing import framing_cases
 from .raw_http import Answer, CaseResult, Server, parse_answer
@@ -275,20 +277,7 @@ def bad_input_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseRes
 
 # The paths that read GridFS themselves (an A/B twin is named <path>-b).
 GRIDFS_PATHS = frozenset({"nginx-gridfs", "flask", "node", "gridfs-fuse"})
-# What the seed writes (loadgen/seed/bad_documents.py): a 10-byte file of 4-byte
-# chunks but for one lie each, and where the lie shows: in the files
-# document (a 500 before the head: its values cannot be trusted for a
-# Content-Length), or only in a later chunk (a 500, or the head and the
-# bytes before that chunk, then the connection cut short of Content-Length).
-BAD_DOCUMENT_CONTENT = b"aaaabbbbcc"
-BAD_DOCUMENTS = {
-    "gridfs-lab-bad-lying-length.bin": "files document",  # length 2^63-1
-    "gridfs-lab-bad-zero-chunk-size.bin": "files document",
-    "gridfs-lab-bad-wrong-size-chunk.bin": "later chunk",
-    "gridfs-lab-bad-missing-chunk.bin": "later chunk",
-    "gridfs-lab-bad-string-n.bin": "later chunk",
-    "gridfs-lab-bad-non-binary-data.bin": "later chunk",
-}
+# The documents that break GridFS's rules (BAD_DOCUMENTS) are labfiles/bad_documents.py's: the seed's list too.
 MAX_BAD_ANSWER = 1 << 20  # more than this of a 10-byte file is a failure, and reading stops
 
 
@@ -332,20 +321,20 @@ def _bad_document_outcome(answer: Answer) -> str:
 
 
 def bad_document_cases(ref: Server, tgt: Server, files: list[dict]) -> list[CaseResult]:
-    """Each bad document: the answer BAD_DOCUMENTS says; then the target
-    still serves the first good file as nginx does (the process alive)."""
+    """Each bad document: the answer where its lie shows calls for; then the
+    target still serves the first good file as nginx does (the process alive)."""
     results = []
-    for name, lie in BAD_DOCUMENTS.items():
+    for name, bad in BAD_DOCUMENTS.items():
         answer = _get_until_closed(tgt, f"/files/{name}")
         passed = answer.status == 500
         expected = "500 before the head"
-        if lie == "later chunk":
+        if bad.lie_in == LATER_CHUNK:
             expected += f", or 200 Content-Length {len(BAD_DOCUMENT_CONTENT)} cut short after a prefix"
             passed = passed or (answer.status == 200 and answer.note in ("closed", "reset")
                                 and answer.header("content-length") == str(len(BAD_DOCUMENT_CONTENT))
                                 and len(answer.body) < len(BAD_DOCUMENT_CONTENT)
                                 and BAD_DOCUMENT_CONTENT.startswith(answer.body))
-        results.append(CaseResult(f"bad document: {name} (a lie in its {lie})", expected,
+        results.append(CaseResult(f"bad document: {name} (a lie in its {bad.lie_in})", expected,
                                   _bad_document_outcome(answer), passed))
     path = f"/files/{files[0]['name']}"
     results.append(_same("bad document: the next good file served", ref.request("GET", path),
@@ -355,7 +344,7 @@ def bad_document_cases(ref: Server, tgt: Server, files: list[dict]) -> list[Case
 
 def check(reference_url: str, target_url: str, files: list[dict], bad_documents: bool = False) -> list[CaseResult]:
     """bad_documents: also the cases of the documents the seed writes into
-    GridFS (loadgen/seed/bad_documents.py), for a path that serves GridFS."""
+    GridFS (labfiles/bad_documents.py), for a path that serves GridFS."""
     ref, tgt = Server(reference_url), Server(target_url)
     return (functional_cases(ref, tgt, files) + hostile_cases(ref, tgt, files) + bad_input_cases(ref, tgt, files)
             + framing_cases(ref, tgt, files) + (bad_document_cases(ref, tgt, files) if bad_documents else []))

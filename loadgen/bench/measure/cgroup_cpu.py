@@ -23,13 +23,21 @@ cpu.stat's usage_usec. Cgroup v1: cpuacct/<cgroup>/cpuacct.usage, in ns
 container's cgroup as cAdvisor names it (/docker/<id>, or
 /system.slice/docker-<id>.scope under systemd), so the layout Docker chose
 is cAdvisor's to know, not guessed here. The parsing and the choice of file
-are pure; reading is CgroupCounters.read."""
+are pure; reading is CgroupCounters.read.
+
+The whole of a cgroup's CPU accounting (read_times: the counter, its user
+and system split, its CFS throttled periods) for make overload, which
+samples every container from the host (tools/lab/overload.py): v2's
+cpu.stat has it all; v1 adds cpuacct.stat beside the counter and the cpu
+controller's cpu.stat (beside it where cpu and cpuacct are mounted together)."""
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 V2_MARK = "cgroup.controllers"  # present at the root of a cgroup v2 mount only
 V1_HIERARCHIES = ("cpuacct", "cpu,cpuacct", "cpuacct,cpu")
+V1_CPU_HIERARCHIES = ("cpu", "cpu,cpuacct", "cpuacct,cpu")  # the cpu controller's: throttling
+USER_HZ_NS = 10_000_000  # v1's cpuacct.stat counts user and system time in USER_HZ ticks (100 a second)
 
 
 class CgroupError(ValueError):
@@ -59,6 +67,14 @@ def parse_cpu_stat_usage(text: str) -> int:
 PARSERS = {"cpu.stat": parse_cpu_stat_usage, "cpuacct.usage": parse_cpuacct_usage}
 
 
+def parse_fields(text: str) -> dict[str, int]:
+    """A flat keyed file's "key N" lines (cpu.stat, cpuacct.stat)."""
+    try:
+        return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
+    except ValueError as e:
+        raise CgroupError(f"not lines of a key and a number: {text[:40]!r}") from e
+
+
 def relative_cgroup(cgroup: str) -> Path:
     """A cgroup's name ("/docker/<id>"; "/", the root) as a path under a
     hierarchy's root; a name that would leave it (..) is refused: it comes
@@ -86,6 +102,50 @@ def counter_file(root: Path, cgroup: str) -> Path | None:
 
 def read_counter(path: Path) -> int:
     return PARSERS[path.name](path.read_text())
+
+
+@dataclass(frozen=True)
+class CpuFiles:
+    """One cgroup's CPU accounting files: `usage`, counter_file's; `stat`,
+    v1's cpuacct.stat (None on v2: its cpu.stat has the split); `throttle`,
+    the cpu controller's cpu.stat (None where there is none)."""
+    usage: Path
+    stat: Path | None
+    throttle: Path | None
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """A cgroup's cumulative CPU (ns): all, user, system; and its CFS periods throttled."""
+    total_ns: int
+    user_ns: int
+    system_ns: int
+    throttled_periods: int
+
+
+def cpu_files(root: Path, cgroup: str) -> CpuFiles | None:
+    """The CPU accounting files of `cgroup` under `root`, None if it has no counter there."""
+    usage = counter_file(root, cgroup)
+    if usage is None:
+        return None
+    if usage.name == "cpu.stat":  # v2: one file
+        return CpuFiles(usage, None, usage)
+    relative = relative_cgroup(cgroup)
+    throttle = (usage.parent / "cpu.stat", *(root / h / relative / "cpu.stat" for h in V1_CPU_HIERARCHIES))
+    return CpuFiles(usage, usage.parent / "cpuacct.stat", next((p for p in throttle if p.is_file()), None))
+
+
+def read_times(files: CpuFiles) -> CpuTimes:
+    """A cgroup's CPU now; OSError or CgroupError where a file is gone or not what it should be."""
+    if files.stat is None:  # v2
+        text = files.usage.read_text()
+        stat = parse_fields(text)
+        return CpuTimes(parse_cpu_stat_usage(text), stat.get("user_usec", 0) * 1000,
+                        stat.get("system_usec", 0) * 1000, stat.get("nr_throttled", 0))
+    ticks = parse_fields(files.stat.read_text())
+    throttled = parse_fields(files.throttle.read_text()).get("nr_throttled", 0) if files.throttle else 0
+    return CpuTimes(read_counter(files.usage), ticks.get("user", 0) * USER_HZ_NS, ticks.get("system", 0) * USER_HZ_NS,
+                    throttled)
 
 
 def agrees(counter_ns: int, read_at_ns: int, cadvisor_ns: int, cadvisor_at_ns: int, cores: float) -> bool:
