@@ -11,3 +11,15 @@ EXAMPLE_ROUNDS = Path(__file__).parent / "fixtures" / "example-rounds" / "result
 
 def example_rounds() -> dict:
     return json.loads(gzip.decompress(EXAMPLE_ROUNDS.read_bytes()))
+
+# Two A/B runs as kept (results/evidence: an A/B and the A/A after it, flask-postgres
+# against its twin, 1 KB at c=100 in both): ab.json keeps the rows results.json
+# held (`runs`), each repetition one window of a twin's own wrk.
+EVIDENCE = Path(__file__).resolve().parent.parent / "results" / "evidence"
+A_B_RUN, A_A_RUN = EVIDENCE / "20261129T150037Z" / "ab.json.gz", EVIDENCE / "20261129T182700Z" / "ab.json.gz"
+
+
+def change_run(path: Path) -> dict:
+    """An A/B run's rows as a results.json (the keys Results needs, and its runs)."""
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    return {"run_id": data["run_id"], "started_at": "", "status": data["status"], "runs": data["runs"]}

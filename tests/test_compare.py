@@ -16,6 +16,7 @@ import pytest
 from bench.report.compare import (CompareError, compare, load, main, mann_whitney, regressions, render_markdown,
                            smallest_p)
 from bench.results import Results
+from kept_runs import A_A_RUN, A_B_RUN, change_run
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "compare"
@@ -118,6 +119,27 @@ def test_a_failed_case_renders_failed_never_a_number():
     assert cells[3:6] == ["failed", "failed", "failed"]
     assert "failed in B" in cells[-1]
     assert regressions(comparison, 1000) == [f"flask 1KB c=5: failed in B ({case['b_error']})"]
+
+
+def test_a_row_timed_by_wrk_has_no_p99_to_compare():
+    """Two kept A/B runs (flask-postgres and its twin, 1 KB at c=100 in
+    both): their rows are wrk's windows, whose p99 counts samples wrk adds
+    for slow answers (results.CORRECTED_LATENCY_TOOLS), not the answers'
+    own. No p99 ratio, so --fail-above cannot trip on one; req/s and CPU
+    are compared as ever."""
+    a, b = (Results.from_dict(change_run(path)) for path in (A_B_RUN, A_A_RUN))
+    comparison = compare(a, b)
+    assert {c["target"] for c in comparison["cases"]} == {"flask-postgres", "flask-postgres-b"}
+    for case in comparison["cases"]:
+        reps = a.run_for(case["target"], case["file"], case["concurrency"]).repetitions
+        assert {r["tool"] for r in reps} == {"wrk"} and all(r["p99_ms"] > 0 for r in reps)  # wrk printed one
+        assert case["metrics"]["p99_ms"] is None
+        assert case["metrics"]["rps"] and case["metrics"]["cpu_ms_per_request"]
+    markdown = render_markdown(comparison, "a", "b")
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| flask-postgres |")]
+    assert [c.strip() for c in row.strip("|").split("|")][5] == "-"  # the p99 column
+    assert "a row timed by wrk has none" in markdown
+    assert regressions(comparison, 0) and not [r for r in regressions(comparison, 0) if "p99" in r]
 
 
 def test_fail_above_exits_1_on_a_regression_beyond_the_repetitions(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from bench.report.exports import BENCHER, BIGGER, CSV, SMALLER, write_exports
 from bench.results import Results
-from kept_runs import EXAMPLE_ROUNDS
+from kept_runs import A_A_RUN, EXAMPLE_ROUNDS, change_run
 
 EXAMPLE = Path(__file__).parent.parent / "results" / "example" / "results.json"
 # a BENCH_CPU_DESIGN=same-moment run as kept (docs/methodology.md cites it), and a rounds design run
@@ -46,6 +46,8 @@ def test_csv_has_a_row_per_case_and_tool_with_results_json_figures(written):
         assert float(row["rps_min"]) == run["spread"]["min"] and float(row["rps_max"]) == run["spread"]["max"]
         assert float(row["cpu_ms_per_request"]) == run["cpu"][run["target"]]["cpu_ms_per_request"]
         assert row["flags"].split() == run["flags"]
+        assert (float(row["p50_ms"]), float(row["p99_ms"])) == (run["p50_ms"], run["p99_ms"])  # ab's own
+        assert row["wrk_corrected_p99_ms"] == ""
         # a headline row's ratio is its rounds' (with their interval), else the two rows' rates
         case = (run["target"], run["file"], run["concurrency"])
         rounds = next((r for r in (raw.get("rounds") or {}).get("rows", ())
@@ -61,10 +63,17 @@ def test_csv_has_a_row_per_case_and_tool_with_results_json_figures(written):
                     == ("nginx-static", run["file"], run["concurrency"]))
         assert float(row["rps_ratio_to_nginx_static"]) == pytest.approx(run["rps"] / base["rps"], abs=1e-4)
     wrk = {(r["target"], r["file"]): r for r in rows if r["tool"] == "wrk"}
+    ab_k = {(r["target"], r["file"]): r for r in rows if r["tool"] == "ab-k"}
     for c in raw["comparisons"]:
         row = wrk[(c["target"], c["file"])]
         assert row["status"] == ("failed" if c["wrk"]["failed"] else "ok")
         assert float(row["rps"]) == c["wrk"]["rps"]
+        # wrk's percentiles are corrected for coordinated omission: never under ab's (and the answers') names
+        assert (row["p50_ms"], row["p99_ms"]) == ("", "")
+        assert (float(row["wrk_corrected_p50_ms"]), float(row["wrk_corrected_p99_ms"])) == (
+            c["wrk"]["p50_ms"], c["wrk"]["p99_ms"])
+        row = ab_k[(c["target"], c["file"])]
+        assert (float(row["p99_ms"]), row["wrk_corrected_p99_ms"]) == (c["ab_keepalive"]["p99_ms"], "")
     loops = {(o["target"], o["file"]): o for o in raw["open_loop"]}
     for row in ab.values():
         if row["status"] == "ok":
@@ -129,6 +138,25 @@ def test_a_failed_case_is_a_csv_row_and_no_metric(tmp_path):
     name = f"{run.target}/{run.file.removesuffix('.bin')}/c={run.concurrency}/ab"
     assert name not in json.loads((tmp_path / BENCHER).read_text())
     assert not [e for e in json.loads((tmp_path / BIGGER).read_text()) if e["name"].startswith(name + " ")]
+
+
+def test_an_ab_runs_rows_name_wrk_and_its_corrected_percentiles(tmp_path):
+    """An A/B run's rows are timed by wrk (each twin's windows): results.csv
+    names the tool, and gives wrk's percentiles, corrected for coordinated
+    omission and not the answers' own, only as wrk_corrected_*."""
+    raw = change_run(A_A_RUN)
+    write_exports(Results.from_dict(raw), tmp_path)
+    with (tmp_path / CSV).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(raw["runs"]) == 4
+    for run, row in zip(raw["runs"], rows):
+        assert {r["tool"] for r in run["repetitions"]} == {"wrk"} and (row["target"], row["tool"]) == (
+            run["target"], "wrk")
+        assert (row["p50_ms"], row["p99_ms"]) == ("", "")
+        assert (float(row["wrk_corrected_p50_ms"]), float(row["wrk_corrected_p99_ms"])) == (
+            run["p50_ms"], run["p99_ms"])
+    names = json.loads((tmp_path / BENCHER).read_text())
+    assert "flask-postgres/1KB/c=100/wrk" in names and not [n for n in names if n.endswith("/ab")]
 
 
 @pytest.mark.parametrize("source, design", [(EXAMPLE_ROUNDS, "rounds"), (SAME_MOMENT, "same-moment")],

@@ -15,7 +15,8 @@ from bench.benchmark.cases import case_seconds, few_rounds
 from bench.benchmark.phase import Scope
 from bench.benchmark.phases import planned_seconds
 from bench.report.markdown import render_markdown
-from bench.results import Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, repeated_run
+from bench.results import (Comparison, OpenLoop, Results, SweepPoint, TargetResult, ToolResult, WorkingSet,
+                           repeated_run)
 from bench.settings import from_env
 from bench.measure.stats import NOISY_WIDTH, TOOLS_DISAGREE
 from bench.clients.timing import Measurement, _seconds, ab_measurement, vegeta_measurement, wrk_measurement
@@ -189,6 +190,29 @@ def test_agreement_counts_only_cases_with_no_tool_at_its_limit():
     agree = int(not c.disagree)
     assert f"{agree} of 1 cases with neither tool at its CPU limit agree within 10%; 1 more had a tool" in report
     assert "⚑ `loadgen-bound`" in report
+
+
+def section(report: str, title: str) -> str:
+    """One section of report.md: its heading to the next."""
+    return report.split(f"\n## {title}")[1].split("\n## ")[0]
+
+
+def test_no_table_shows_wrks_percentiles_as_latency():
+    """wrk's mean and percentiles count samples it adds for slow answers
+    (results.CORRECTED_LATENCY_TOOLS): not its answers' own. Neither table
+    timed by wrk shows them (the tool check, the working set), nor sets ab
+    -k's closed-loop ones beside them as the same thing; each says why."""
+    c = comparison()
+    wrk = [as_rep(wrk_rep(f"nginx-1KB-c5-wrk-r{i}")) for i in (1, 2, 3)]
+    ws = WorkingSet("3x1KB", 3, 3072, 5, runs=[repeated_run("nginx-static", "set 3x1KB", 1024, 5, wrk, 2.0)])
+    report = render_markdown(results(comparisons=[c], working_set=ws))
+    why = "wrk's percentiles are corrected for coordinated omission, not its answers' own"
+    tools = section(report, "ab -k against wrk")
+    assert "| target | size | concurrency | ab -k req/s | wrk req/s | difference | failed | refused |" in tools
+    assert why in tools and not [t for t in (c.ab_keepalive, c.wrk) if f"{t.p99_ms:.2f}" in tools]
+    working = section(report, "Working set")
+    assert ws.runs[0].ok and "| nginx-static |" in working and why in working
+    assert "p50 / p99" not in working and f"{ws.runs[0].p99_ms:.2f}" not in working
 
 
 def test_latency_at_a_fixed_rate_in_the_headline_and_its_table():

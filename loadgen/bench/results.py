@@ -47,6 +47,23 @@ class TargetResult:
 # The store the report prints for a path whose store the run did not record.
 STORE_NOT_RECORDED = "not recorded"
 
+# wrk 4.1 prints no percentile of its answers' own times: after the run it
+# takes the run's seconds over its requests per connection as an interval
+# and, for every answer slower than two intervals, adds a synthetic sample
+# at each interval below that answer's time (src/wrk.c, stats_correct: a
+# coordinated-omission correction); its mean and percentiles count them,
+# only its max is an answer's. Against nginx's own log (nginx-gridfs, 1 MB,
+# c=100) wrk printed a mean of 149 ms where the answers took 77. A row or
+# repetition timed by wrk keeps them as p50_ms..p99_ms; no table shows them
+# and the exports name them wrk_corrected_*: latency is the open loop's.
+CORRECTED_LATENCY_TOOLS = ("wrk",)
+
+
+def own_latency(tool: str | None) -> bool:
+    """Whether a tool's percentiles are its answers' own times (ab's,
+    vegeta's), not wrk's corrected ones."""
+    return tool not in CORRECTED_LATENCY_TOOLS
+
 
 OK, FAILED = "ok", "failed"
 
@@ -72,6 +89,8 @@ class Run:
     rps: float = 0.0
     time_per_request_ms: float = 0.0  # ab's mean across all concurrent requests: 1000 / rps
     transfer_kbps: float = 0.0
+    # the row's repetition's: ab's own per-request times (closed loop); wrk's
+    # corrected ones where wrk timed it (CORRECTED_LATENCY_TOOLS)
     p50_ms: float = 0.0
     p90_ms: float = 0.0
     p99_ms: float = 0.0
@@ -124,6 +143,12 @@ class Run:
     def refused_share(self) -> float:
         return self.refused / self.answers if self.answers else 0.0
 
+    @property
+    def tool(self) -> str | None:
+        """What timed the row, as its repetitions say: ab for the timed
+        cases, wrk for the working set's and an A/B run's; None without one."""
+        return self.repetitions[0].get("tool") if self.repetitions else None
+
 
 def median_repetition(reps: list[dict]) -> dict:
     """The repetition whose requests per second is the median (the lower
@@ -164,7 +189,8 @@ def failed_run(target: str, file: str, size_bytes: int, concurrency: int, error:
 @dataclass
 class ToolResult:
     """One tool's repetitions of a case in the ab -k / wrk comparison; the
-    figures are the median repetition's, `failed` the total."""
+    figures are the median repetition's, `failed` the total; wrk's
+    p50..p99 are its corrected ones (CORRECTED_LATENCY_TOOLS)."""
     tool: str
     rps: float
     p50_ms: float
@@ -258,7 +284,8 @@ class OpenLoop:
 
 @dataclass
 class SweepPoint:
-    """One concurrency level of the sweep: a single run, fewer requests."""
+    """One concurrency level of the sweep: a single run, fewer requests
+    (a wrk point's p50 and p99 are its corrected ones: CORRECTED_LATENCY_TOOLS)."""
     target: str
     file: str
     size_bytes: int

@@ -132,6 +132,6 @@ def describe(run: Run) -> str:
     cpu = run.cpu or {}
     own = (cpu.get(run.target) or {}).get("cpu_ms_per_request")
     return (f"{run.target} {run.file} c={run.concurrency}: {run.rps:.0f} req/s over {len(run.repetitions)} x "
-            f"{run.duration_s or 0:.0f} s, p99 {run.p99_ms:.1f} ms"
+            f"{run.duration_s or 0:.0f} s"  # no p99: wrk's is corrected, not its answers' own (results.own_latency)
             + (f", CPU ms/request {own:.3f}" if own is not None else "")
             + (f" [{', '.join(run.flags)}]" if run.flags else ""))

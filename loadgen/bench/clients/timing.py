@@ -55,6 +55,8 @@ class Measurement:
     rps: float           # 2xx answers per second: a refused answer is no work served
     time_per_request_ms: float  # mean across all concurrent requests: 1000 / rps
     transfer_kbps: float
+    # ab's and vegeta's: each request's own time; wrk's: as it printed them,
+    # corrected for coordinated omission (results.CORRECTED_LATENCY_TOOLS)
     p50_ms: float
     p90_ms: float
     p99_ms: float

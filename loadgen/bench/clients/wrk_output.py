@@ -17,6 +17,9 @@ class WrkSummary:
     seconds: float
     rps: float
     transfer_bytes_per_s: float
+    # As wrk printed them: its mean and percentiles count the samples it adds
+    # for slow answers (a coordinated-omission correction, results.py's
+    # CORRECTED_LATENCY_TOOLS), so they are not its answers' own; the max is.
     latency_avg_ms: float
     latency_max_ms: float
     p50_ms: float

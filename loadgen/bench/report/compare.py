@@ -1,7 +1,10 @@
 """bench compare RUN_A RUN_B: what changed between two separate runs. First
 the parameters and environment facts that differ, then per case (target,
 file, concurrency) the ratio B/A of requests per second, of the target's CPU
-per request and of p99. Writes compare.md and compare.json.
+per request and of p99 (ab's own per-request times; none for a row timed by
+wrk, whose percentiles are corrected for coordinated omission, not its
+answers' own: results.CORRECTED_LATENCY_TOOLS). Writes compare.md and
+compare.json.
 
 Two runs are never judged significant. Their repetitions share one machine,
 time and set of neighbours each, so a test on repetitions takes run-to-run
@@ -37,7 +40,7 @@ from itertools import combinations
 from pathlib import Path
 from statistics import median
 
-from ..results import Results, Run
+from ..results import Results, Run, own_latency
 from ..measure.flags import shown
 from ..measure.paired import mean_ranks
 from ..measure.stats import NOISY_HALF_RANGE
@@ -208,9 +211,12 @@ def differences(a: Results, b: Results) -> list[dict]:
 
 def metric_values(run: Run, metric: str) -> list[float]:
     """The metric over the case's repetitions (CPU per request of the target's
-    own container; a repetition without cAdvisor's figures is left out)."""
+    own container; a repetition without cAdvisor's figures is left out, and
+    from p99 one whose tool's percentiles are not its answers' own)."""
     if metric == "cpu_ms_per_request":
         values = [((r.get("cpu") or {}).get(run.target) or {}).get("cpu_ms_per_request") for r in run.repetitions]
+    elif metric == "p99_ms":
+        values = [r.get(metric) for r in run.repetitions if own_latency(r.get("tool"))]
     else:
         values = [r.get(metric) for r in run.repetitions]
     return [float(v) for v in values if isinstance(v, (int, float))]
@@ -385,7 +391,9 @@ def render_markdown(comparison: dict, path_a: str, path_b: str) -> str:
     lines += ["", f"Ratios are B's median over its repetitions / A's. `apart`: beyond the spread within each run "
               f"(Mann-Whitney U on the repetitions, two-sided exact p < {comparison['alpha']:g}, and a change of at "
               f"least {comparison['min_change']:.0%}), which two runs exceed on their own; `~`: within it. "
-              "CPU is the target's own container, per request."]
+              "CPU is the target's own container, per request. p99: ab's, each request's own (closed loop); a row "
+              "timed by wrk has none (wrk's percentiles are corrected for coordinated omission, not its answers' "
+              "own)."]
     if apart_seen:
         lines.append(f"† ranges apart: every repetition of B above (or below) every one of A, p = "
                      f"{comparison['few_repetitions_level']:g} or less, the smallest the exact test can give with "

@@ -6,14 +6,18 @@ Metric Format (bencher.json) and github-action-benchmark's custom formats
 have no number: a row in the CSV with its error, nothing in the JSONs. A
 ratio to nginx-static from the rounds carries its 95% interval (low, high)
 and its round count wherever it goes; the CPU ratio, the design that gave
-it too (cpu_design: same-moment or rounds, BENCH_CPU_DESIGN's words)."""
+it too (cpu_design: same-moment or rounds, BENCH_CPU_DESIGN's words).
+p50_ms and p99_ms are a tool's own per-request times (ab's, closed loop);
+wrk's, corrected for coordinated omission and not its answers' own
+(results.CORRECTED_LATENCY_TOOLS), go only in wrk_corrected_p50_ms and
+wrk_corrected_p99_ms; the JSONs' latency is the open loop's p99."""
 import csv
 import io
 import json
 from pathlib import Path
 
 from .headline import BASELINE, open_loop_for, round_ratios, size_label, target_ms
-from ..results import Results
+from ..results import Results, own_latency
 
 CSV = "results.csv"
 BENCHER = "bencher.json"
@@ -22,12 +26,19 @@ COLUMNS = ["target", "store", "size", "file", "concurrency", "tool", "status", "
            "rps_ratio_to_nginx_static", "rps_ratio_low", "rps_ratio_high", "cpu_ms_per_request",
            "cpu_ratio_to_nginx_static", "cpu_ratio_low", "cpu_ratio_high", "cpu_design", "rps_ratio_rounds",
            "cpu_ratio_rounds",
-           "p50_ms", "p99_ms", "open_loop_rate", "open_loop_p99_ms", "refused", "flags", "error"]
+           "p50_ms", "p99_ms", "wrk_corrected_p50_ms", "wrk_corrected_p99_ms", "open_loop_rate", "open_loop_p99_ms",
+           "refused", "flags", "error"]
 AB_KEEPALIVE = "ab-k"
 
 
 def _ratio(value, base):
     return round(value / base, 4) if value is not None and base else None
+
+
+def percentiles(tool: str | None, p50: float, p99: float) -> dict:
+    """A row's p50 and p99 under the name of what they are (module docstring)."""
+    prefix = "" if own_latency(tool) else "wrk_corrected_"
+    return {f"{prefix}p50_ms": p50, f"{prefix}p99_ms": p99}
 
 
 def cpu_design(results: Results, found: dict) -> str:
@@ -41,21 +52,23 @@ def cpu_design(results: Results, found: dict) -> str:
 
 
 def rows(results: Results) -> list[dict]:
-    """One dict per case and tool: ab's timed cases, then ab -k and wrk."""
+    """One dict per case and tool: the timed cases (ab's; an A/B run's by
+    wrk), then ab -k and wrk."""
     out = []
     for r in results.runs:
         base = results.run_for(BASELINE, r.file, r.concurrency)
         base = base if base is not None and base.ok else None
         loop = open_loop_for(results, r.target, r.file)
         row = dict(target=r.target, store=results.store_of(r.target), size=size_label(r.file), file=r.file,
-                   concurrency=r.concurrency, tool="ab", status=r.status, refused=r.refused, flags=" ".join(r.flags),
-                   error=r.error or "")
+                   concurrency=r.concurrency, tool=r.tool or "ab", status=r.status, refused=r.refused,
+                   flags=" ".join(r.flags), error=r.error or "")
         if r.ok:
             spread = r.spread or {}
             row |= dict(rps=r.rps, rps_min=spread.get("min", r.rps), rps_max=spread.get("max", r.rps),
                         rps_ratio_to_nginx_static=_ratio(r.rps, base.rps if base else None),
                         cpu_ms_per_request=target_ms(r), cpu_ratio_to_nginx_static=_ratio(
-                            target_ms(r), target_ms(base) if base else None), p50_ms=r.p50_ms, p99_ms=r.p99_ms)
+                            target_ms(r), target_ms(base) if base else None),
+                        **percentiles(r.tool, r.p50_ms, r.p99_ms))
             if loop is not None and loop.ok:
                 row |= dict(open_loop_rate=loop.rate, open_loop_p99_ms=loop.p99_ms)
             found = round_ratios(results, r.target, r.file, r.concurrency)
@@ -75,7 +88,8 @@ def rows(results: Results) -> list[dict]:
                             concurrency=c.concurrency, tool=name, status="failed" if tool.failed else "ok",
                             rps=tool.rps, rps_min=spread.get("min", tool.rps), rps_max=spread.get("max", tool.rps),
                             rps_ratio_to_nginx_static=_ratio(tool.rps, base_tool.rps if base_tool else None),
-                            p50_ms=tool.p50_ms, p99_ms=tool.p99_ms, refused=tool.refused, flags=" ".join(tool.flags),
+                            **percentiles(tool.tool, tool.p50_ms, tool.p99_ms), refused=tool.refused,
+                            flags=" ".join(tool.flags),
                             error=f"{tool.failed} failed requests" if tool.failed else ""))
     return out
 

@@ -335,8 +335,8 @@ def _working_set(results: Results) -> list:
         hot_cell = "-" if hot is None else ("failed" if not hot.ok else f"{hot.rps:.0f}")
         ratio = f"{r.rps / base.rps:.3f}" if base and base.rps and r.target != BASELINE else "-"
         hits = f"{r.cache['hit_ratio']:.3f}" if r.cache and r.cache.get("hit_ratio") is not None else "-"
-        figures = ([_rps_cell(r), ratio, hot_cell, _ms(r) if r.cpu else "-", f"{r.p50_ms:.2f} / {r.p99_ms:.2f}",
-                    hits, ""] if r.ok else [*_failed(2), hot_cell, "-", "-", "-", r.error or ""])
+        figures = ([_rps_cell(r), ratio, hot_cell, _ms(r) if r.cpu else "-", hits, ""] if r.ok
+                   else [*_failed(2), hot_cell, "-", "-", r.error or ""])
         rows.append([r.target, results.store_of(r.target), *figures])
     limits = ", ".join(f"{role} {limit / 2**20:.0f}" for role, limit in sorted(ws.memory_limits.items()))
     cache = results.parameters.get("CACHE_SIZE")
@@ -349,7 +349,7 @@ def _working_set(results: Results) -> list:
                       hot=_size(hot_file) if hot_file else "-", limits=limits or "not read",
                       cache=f"; nginx-cache's cache tmpfs {cache}" if cache else "")),
             Table(["target", "store", "req/s", "ratio to nginx-static", "hot-file req/s", "CPU ms/request "
-                   "target / database", "p50 / p99 ms", "cache hit ratio", "error"], rows), *_legend(rows)]
+                   "target / database", "cache hit ratio", "error"], rows), *_legend(rows)]
 
 
 def _store_name(results: Results, store: str) -> str:
@@ -426,14 +426,12 @@ def _durability(results: Results) -> list:
 def _agreement(results: Results) -> list:
     rows = [[*_case(c), *map(_rps_cell, tools),
              f"**{c.difference:.1%} differ**" if c.disagree else f"{c.difference:.1%}",
-             *(f"{t.p50_ms:.2f} / {t.p90_ms:.2f} / {t.p99_ms:.2f} / {t.max_ms:.0f}" for t in tools),
              str(sum(t.failed for t in tools)), str(sum(t.refused for t in tools))]
             for c in sorted(results.comparisons, key=lambda c: (c.concurrency, c.size_bytes))
             for tools in [(c.ab_keepalive, c.wrk)]]
     free = [c for c in results.comparisons if not c.bound]
     return [Para(text("agreement", differ=TOOLS_DISAGREE)),
-            Table([*CASE, "ab -k req/s", "wrk req/s", "difference", "ab -k latency ms", "wrk latency ms", "failed",
-                   "refused"], rows),
+            Table([*CASE, "ab -k req/s", "wrk req/s", "difference", "failed", "refused"], rows),
             Para(text("agreed", agree=sum(not c.disagree for c in free), free=len(free), differ=TOOLS_DISAGREE,
                       bound=len(results.comparisons) - len(free))),
             *_legend(rows)]
