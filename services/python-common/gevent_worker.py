@@ -42,9 +42,8 @@ try:
 except ValueError as error:
     sys.exit(str(error))  # one line, and gunicorn stops before it serves
 
-# A response's first write held for its next (ProgressTimedSocket) when no
-# larger: gunicorn's head (some 200 bytes; gunicorn refuses a request head
-# over about 8 KiB, and what a response's head holds is the app's).
+# A response's first write is held for its next (ProgressTimedSocket) when
+# no larger: gunicorn's head, some 200 bytes with the lab's headers.
 HELD_HEAD_BYTES = 16384
 
 # At the cap, how long a kept-alive connection may wait for its next request
