@@ -11,7 +11,11 @@ Python serving paths (gunicorn.conf.py names it):
   backlog for the keep-alive timeout (75 s; answers held 30 s while the
   database was frozen). Closing an idle connection at once instead raced
   clients that send the next request as the last answer ends (wrk: 516 and
-  2333 read errors at 1000 clients).
+  2333 read errors at 1000 clients);
+- a response's head goes out with the first piece of its body, in one
+  send (gunicorn sends them one after the other): one segment where there
+  were two, for every answer and every refusal (issue 39: at ten times
+  flask-postgres's capacity, the refusals took half of its core).
 
 Outside lab_http: gunicorn's master imports the worker class before any
 worker has monkey-patched the standard library, and lab_http imports Flask.
@@ -38,6 +42,10 @@ try:
 except ValueError as error:
     sys.exit(str(error))  # one line, and gunicorn stops before it serves
 
+# A response's first write is held for its next (ProgressTimedSocket) when
+# no larger: gunicorn's head, some 200 bytes with the lab's headers.
+HELD_HEAD_BYTES = 16384
+
 # At the cap, how long a kept-alive connection may wait for its next request
 # (gunicorn's keepalive, 75 s, otherwise): long enough that a client sending
 # at once is never cut, short enough that waiting clients get in.
@@ -45,24 +53,47 @@ IDLE_AT_CAP_S = 1.0
 
 
 class ProgressTimedSocket:
-    """The client socket as a response is written to it: sendall is send()
-    after send(), each waiting at most the socket's timeout for room, so the
-    timer restarts whenever the client took some bytes, as nginx's
-    send_timeout runs between two writes (gevent's own sendall bounds the
-    whole call: a client reading a 255 KiB piece at 16 KiB/s was cut by an
-    8 s timeout)."""
+    """The client socket as a response is written to it:
+    - sendall is send() after send(), each waiting at most the socket's
+      timeout for room, so the timer restarts whenever the client took some
+      bytes, as nginx's send_timeout runs between two writes (gevent's own
+      sendall bounds the whole call: a client reading a 255 KiB piece at
+      16 KiB/s was cut by an 8 s timeout);
+    - the first sendall, gunicorn's head, is held (when small) and goes out
+      with the next one, the body's first piece, in one sendmsg: gunicorn
+      writes the head just before that piece (Response.write), so it waits
+      for nothing. Anything else done with the socket (a sendfile, a
+      shutdown) and the request's end (flush) send it first."""
 
-    __slots__ = ("_sock",)
+    __slots__ = ("_sock", "_held", "_writes")
 
     def __init__(self, sock):
         self._sock = sock
+        self._held = b""
+        self._writes = 0
 
     def sendall(self, data, flags=0) -> None:
         view = memoryview(data).cast("B")
+        self._writes += 1
+        if self._writes == 1 and len(view) <= HELD_HEAD_BYTES:
+            self._held = bytes(view)
+            return
+        held, self._held = self._held, b""
+        while held:  # the head and the piece side by side, neither copied
+            sent = self._sock.sendmsg([held, view], (), flags)
+            held, view = held[sent:], view[max(0, sent - len(held)):]
         while view:
             view = view[self._sock.send(view, flags):]
 
+    def flush(self) -> None:
+        """Sends the held head, if any (a response without a body)."""
+        held, self._held = self._held, b""
+        view = memoryview(held)
+        while view:
+            view = view[self._sock.send(view):]
+
     def __getattr__(self, name):
+        self.flush()
         return getattr(self._sock, name)
 
 
@@ -138,8 +169,15 @@ class SendTimeoutWorker(GeventWorker):
         # The timeout bounds each wait for room to write; between requests
         # the socket is blocking again, and keepalive's timer applies.
         sock.settimeout(SEND_TIMEOUT)
+        timed = ProgressTimedSocket(sock)
         try:
-            return super().handle_request(listener_name, req, ProgressTimedSocket(sock), addr)
+            try:
+                handled = super().handle_request(listener_name, req, timed, addr)
+            except StopIteration:  # the answer is over and the connection closes after it
+                timed.flush()
+                raise
+            timed.flush()
+            return handled
         except TimeoutError:
             # One line, not the traceback gunicorn logs for a socket error;
             # StopIteration is how gunicorn's handler closes a connection.

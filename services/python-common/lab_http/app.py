@@ -3,7 +3,10 @@ streams the newest revision of <name> out of a FileStore chunk by chunk,
 with the HTTP semantics of nginx's static module (validators, Range,
 304/412/416), so that the paths and nginx compare like for like; GET
 /health answers without touching the store; a store that cannot answer is a
-503 with Retry-After, a stored file that breaks GridFS's rules a 500."""
+503 with Retry-After, a stored file that breaks GridFS's rules a 500.
+Admission (admission.py) is decided at the door (at_the_door), before Flask
+builds anything for the request: under overload most requests are refused,
+and a refusal must cost the core little (issue 39)."""
 import os
 import sys
 import time
@@ -68,6 +71,11 @@ def unavailable() -> Response:
     return text_response(503, "storage unavailable", {"Retry-After": "1"})
 
 
+def server_busy() -> Response:
+    """admission's refusal (tests/test_admission.py and make overload know it by its body)."""
+    return text_response(503, "server busy", {"Retry-After": "1"})
+
+
 # The statuses after which nginx closes the connection (its special
 # response handler turns keep-alive off for them): a client that sent a
 # malformed request is not read further.
@@ -111,6 +119,89 @@ def framing_refusal(environ: dict, deadline: float) -> Response | None:
     return None
 
 
+def head_refusal(environ: dict) -> Response | None:
+    """What nginx answers a request's HTTP version and host with before the
+    app answers the request, or None."""
+    protocol = environ.get("SERVER_PROTOCOL", "HTTP/1.0")
+    # gunicorn hands on every HTTP/<digit>.<digit> (gunicorn.conf.py), so
+    # that the answer is nginx's: 505 for a major version above 1 (gunicorn
+    # would say 400), 400 for "HTTP/0.x".
+    major = protocol.removeprefix("HTTP/").split(".", 1)[0]
+    if major > "1":
+        return text_response(505, "HTTP version not supported")
+    if major != "1":
+        return text_response(400, "bad HTTP version")
+    # HTTP/1.1 requires one valid Host (RFC 9112 3.2), and the authority
+    # of an absolute-form target is a host too: refuse as nginx does,
+    # since gunicorn lets a missing or malformed one through (it refuses
+    # a second Host itself).
+    host = environ.get("HTTP_HOST")
+    if host is None and protocol != "HTTP/1.0":
+        return text_response(400, "missing Host header")
+    authority = split_absolute_form(environ.get("RAW_URI", ""))[0]
+    if not all(valid_host(value) for value in (host, authority) if value is not None):
+        return text_response(400, "bad host")
+    return None
+
+
+def request_target(environ: dict) -> str:
+    """The raw target, so that decoding is ours (strict, once) and not the
+    server's; the fallback re-encodes what another WSGI server decoded."""
+    return environ.get("RAW_URI") or quote(environ.get("PATH_INFO", "").encode("latin-1"))
+
+
+def waits_only_for_admission(environ: dict) -> bool:
+    """A request Flask would answer with admission's decision first: a GET
+    or HEAD routed to serve_file, with a well-formed name, no body and
+    nothing nginx refuses first (head_refusal). Any other goes through
+    Flask whole, which answers it as before."""
+    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        return False
+    path = environ.get("PATH_INFO", "")
+    # serve_file's rule: werkzeug's path converter takes a first character other than "/"
+    if not path.startswith("/files/") or path[7:8] in ("", "/"):
+        return False
+    if "HTTP_TRANSFER_ENCODING" in environ or environ.get("CONTENT_LENGTH") not in (None, "", "0"):
+        return False  # a body: framing_refusal reads it first
+    return head_refusal(environ) is None and name_from_target(request_target(environ))[0] is not None
+
+
+# A request admitted at the door carries its admission and its deadline to serve_file in its environ.
+ADMITTED_KEY = "lab_http.admitted"
+DEADLINE_KEY = "lab_http.deadline"
+
+
+def at_the_door(wsgi_app, admission: Admission, deadline_seconds: float, refused):
+    """WSGI middleware: admission decided before Flask builds its request,
+    its context and a response, which cost a refusal more of the core than
+    the rest of it (at ten times flask-postgres's capacity the refusals
+    took half of its core, issue 39). A refused request gets server_busy()'s
+    answer, built once, byte for byte what Flask would send; an admitted one
+    goes on to Flask with its admission and its deadline (DEADLINE_KEY,
+    from its arrival: the wait for a place counts), and its place comes
+    back here if Flask never reaches serve_file. refused(): called at each
+    refusal."""
+    busy = server_busy()
+    status, headers, body = busy.status, busy.get_wsgi_headers({}).to_wsgi_list(), (busy.get_data(),)
+
+    def app(environ, start_response):
+        if not waits_only_for_admission(environ):
+            return wsgi_app(environ, start_response)
+        deadline = time.monotonic() + deadline_seconds
+        admitted = admission.enter(deadline)
+        if admitted is None:
+            refused()
+            start_response(status, headers)
+            return () if environ["REQUEST_METHOD"] == "HEAD" else body  # werkzeug sends no body to a HEAD
+        environ[ADMITTED_KEY], environ[DEADLINE_KEY] = admitted, deadline
+        try:
+            return wsgi_app(environ, start_response)
+        finally:
+            if environ.pop(ADMITTED_KEY, None) is not None:  # serve_file never took it: an error before
+                admission.finished(admitted, failed=True)
+    return app
+
+
 class RefusalLog:
     """Refusals counted and logged at most once a second: one line per
     refusal would cost the path its refusals' speed."""
@@ -141,7 +232,6 @@ def create_app(store: FileStore, service: str) -> Flask:
     admission = Admission(streams_limit, deadline_seconds)
     work_units = extra_work_units()
     app.url_map.merge_slashes = False  # "/files//x" is a name to reject, not a redirect
-    app.wsgi_app = closing_as_nginx(app.wsgi_app)
 
     def log(message: str) -> None:
         print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {service}: {message}", file=sys.stderr, flush=True)
@@ -153,32 +243,18 @@ def create_app(store: FileStore, service: str) -> Flask:
     refusals = RefusalLog(lambda count: log(
         f"{count} requests refused in the last second or more: admission limit {admission.policy.limit:.1f}, "
         f"{admission.policy.in_flight} in flight, mean latency {admission.policy.mean_latency * 1000:.0f} ms"))
+    app.wsgi_app = at_the_door(closing_as_nginx(app.wsgi_app), admission, deadline_seconds, refusals.count)
 
     @app.before_request
     def check_version_and_host():
-        # One deadline per request, from its arrival: reading a body it sent
-        # and the store's lookup and first piece all fit in it.
-        g.deadline = time.monotonic() + deadline_seconds
         environ = request.environ
-        protocol = environ.get("SERVER_PROTOCOL", "HTTP/1.0")
-        # gunicorn hands on every HTTP/<digit>.<digit> (gunicorn.conf.py), so
-        # that the answer is nginx's: 505 for a major version above 1 (gunicorn
-        # would say 400), 400 for "HTTP/0.x".
-        major = protocol.removeprefix("HTTP/").split(".", 1)[0]
-        if major > "1":
-            return text_response(505, "HTTP version not supported")
-        if major != "1":
-            return text_response(400, "bad HTTP version")
-        # HTTP/1.1 requires one valid Host (RFC 9112 3.2), and the authority
-        # of an absolute-form target is a host too: refuse as nginx does,
-        # since gunicorn lets a missing or malformed one through (it refuses
-        # a second Host itself).
-        host = environ.get("HTTP_HOST")
-        if host is None and protocol != "HTTP/1.0":
-            return text_response(400, "missing Host header")
-        authority = split_absolute_form(environ.get("RAW_URI", ""))[0]
-        if not all(valid_host(value) for value in (host, authority) if value is not None):
-            return text_response(400, "bad host")
+        # One deadline per request, from its arrival (at the door, for one
+        # admitted there): reading a body it sent and the store's lookup and
+        # first piece all fit in it.
+        g.deadline = environ.get(DEADLINE_KEY) or time.monotonic() + deadline_seconds
+        refusal = head_refusal(environ)
+        if refusal is not None:
+            return refusal
         return framing_refusal(environ, g.deadline)
 
     @app.get("/health")
@@ -189,18 +265,18 @@ def create_app(store: FileStore, service: str) -> Flask:
     def serve_file(_name):
         deadline = g.deadline
         environ = request.environ
-        # The raw target, so that decoding is ours (strict, once) and not the
-        # server's; the fallback re-encodes what another WSGI server decoded.
-        target = environ.get("RAW_URI") or quote(environ.get("PATH_INFO", "").encode("latin-1"))
-        name, status = name_from_target(target)
+        name, status = name_from_target(request_target(environ))
         if name is None:
             return text_response(status, "bad file name" if status == 400 else "not found")
 
-        # Admitted before any database work, or refused at once (admission.py).
-        admitted = admission.enter(deadline)
+        # Admitted before any database work, or refused after its wait
+        # (admission.py): at the door, or here for a request with a body.
+        admitted = environ.pop(ADMITTED_KEY, None)
+        if admitted is None:
+            admitted = admission.enter(deadline)
         if admitted is None:
             refusals.count()
-            return text_response(503, "server busy", {"Retry-After": "1"})
+            return server_busy()
         response = None
         try:
             if work_units:  # the A/B's known change (extra_work.py), as admitted work of the request

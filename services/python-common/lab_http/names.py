@@ -1,5 +1,6 @@
 """File names in request targets and the Content-Type of a stored file."""
 import re
+from functools import lru_cache
 from urllib.parse import unquote_to_bytes
 
 from .hosts import split_absolute_form
@@ -25,6 +26,9 @@ TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
 CONTENT_TYPE_VALUE = re.compile(rf'{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*{TOKEN}=(?:{TOKEN}|"[ !#-\[\]-~]*"))*')
 
 
+# Clients ask the same few names over and over, refusals included (issue
+# 39): each target decoded once while it is asked.
+@lru_cache(maxsize=256)
 def name_from_target(target: str) -> tuple[str | None, int]:
     """The stored file name in a raw request target, or (None, status).
 
