@@ -6,6 +6,7 @@ UBSan against the module's header: the same rules as lab_http/admission.py
 while the database answers). tests/test_admission.py times the module
 under overload, tests/test_nginx_gridfs_recovery.py through a restart."""
 import subprocess
+from collections import deque
 
 import pytest
 
@@ -48,8 +49,17 @@ class ModulePolicy:
     def expected_wait(self) -> float:
         return float(self.ask("expected_wait"))
 
-    def finished(self, admitted_at: int, now: int, outcome: str = "sample") -> None:
-        self.ask(f"finished {admitted_at} {now} {outcome}")
+    def has_room(self) -> bool:
+        return self.ask("has_room") == "1"
+
+    def admit(self) -> int:
+        """One more in flight: the places then in use, its own included."""
+        return int(self.ask("admit"))
+
+    def finished(self, admitted_at: int, now: int, outcome: str = "sample", places: int | None = None) -> None:
+        """places: in use when it was admitted, its own included; by
+        default those in use now (1 at least)."""
+        self.ask(f"finished {admitted_at} {now} {outcome}" + (f" {places}" if places is not None else ""))
 
     def step(self, what: str, now: int) -> None:
         """refused, queued or dequeued at now."""
@@ -102,8 +112,8 @@ def test_the_limit_comes_down_no_lower_than_where_it_starts_and_back_by_a_place_
 def test_a_burst_waits_the_budget_only_while_its_turn_is_expected_within_it(policy):
     p = policy(deadline_ms=2000)  # queue budget 500 ms
     assert p.wait(now=0) == 500  # no sample yet: nothing expected
-    p.set(in_flight=1)
-    p.finished(admitted_at=0, now=10)  # a mean latency of 10 ms, the limit 4
+    p.set(in_flight=4)
+    p.finished(admitted_at=0, now=10, places=4)  # a mean latency of 10 ms at 4 places
     p.set(waiting=150)  # (150 + 1) x 10 / 4 = 377.5 ms: fits
     assert p.expected_wait() == pytest.approx(377.5)
     assert p.wait(now=20) == 500
@@ -111,8 +121,37 @@ def test_a_burst_waits_the_budget_only_while_its_turn_is_expected_within_it(poli
     assert p.wait(now=20) == 500
     p.set(waiting=200)  # 502.5 ms: the short wait, as in a standing queue, never none
     assert p.wait(now=20) == SHORT_WAIT_MS
-    p.set(limit=8)  # more at once: fits again
+    p.set(mean_in_flight=8)  # twice as many done in that time: fits again
     assert p.wait(now=20) == 500
+
+
+def closed_loop_of_four(p: ModulePolicy) -> int:
+    """4 clients asked in a closed loop, each answered in 88 ms (staggered
+    by 22 ms), and the time it ended: the limit grew to 9 meanwhile, on
+    answers far under the target."""
+    running = deque((now, p.admit()) for now in range(0, 88, 22))
+    for now in range(88, 100 * 22, 22):
+        admitted_at, places = running.popleft()
+        p.finished(admitted_at, now, places=places)
+        running.append((now, p.admit()))
+    return now
+
+
+def test_the_expected_wait_is_at_the_places_in_use_its_latency_was_measured_at_not_the_limit(policy):
+    """An overload's onset (tests/test_admission.py's, in ms): the mean
+    latency is 4 clients' at once, the limit lets 9 in; the work is done at
+    4 / 88 ms, 45 a second, not 102."""
+    p = policy(maximum=50, deadline_ms=2000)  # queue budget 500 ms
+    now = closed_loop_of_four(p)
+    state = p.state()
+    assert (state["limit"], state["mean_latency"], state["mean_in_flight"]) == pytest.approx((9, 88, 4), rel=1e-3)
+    while p.has_room():  # the burst takes the places
+        p.admit()
+    for _ in range(21):
+        p.step("queued", now)
+    assert p.wait(now) == 500  # the 22nd: 22 x 88 / 4, 484 ms
+    p.step("queued", now)
+    assert p.wait(now) == SHORT_WAIT_MS  # the 23rd: 506 ms (over the limit's places, 225 ms: the budget, in vain)
 
 
 def test_a_line_stands_when_it_has_not_emptied_within_its_budget_or_refused_less_than_a_target_ago(policy):
@@ -152,7 +191,7 @@ def test_work_that_found_the_database_away_neither_cuts_the_limit_nor_counts_its
     p.finished(admitted_at=100, now=1520)  # admitted before it came back: it waited for a thread behind those
     p.finished(admitted_at=200, now=3100, outcome="failed")
     state = p.state()
-    assert (state["limit"], state["mean_latency"], state["in_flight"]) == (11.0, 10.0, 5)
+    assert (state["limit"], state["mean_latency"], state["mean_in_flight"], state["in_flight"]) == (11.0, 10.0, 10.0, 5)
     p.finished(admitted_at=3000, now=5000, outcome="failed")  # the database answering: a cut
     assert p.state()["limit"] == 5.5
 

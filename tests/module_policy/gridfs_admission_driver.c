@@ -6,11 +6,16 @@
  * policy and reads it between steps.  Times in ms.
  *
  *   init MAXIMUM DEADLINE       a policy, as a worker starts it
- *   set FIELD VALUE             limit, mean_latency, in_flight, waiting
+ *   set FIELD VALUE             limit, mean_latency, mean_in_flight,
+ *                               in_flight, waiting
  *   has_room | expected_wait | state
+ *   admit                       one more in flight: the places now in use
  *   overloaded NOW | wait NOW | refused NOW | queued NOW | dequeued NOW
  *   back NOW                    work that found the database away answered
- *   finished ADMITTED_AT NOW sample|failed|none|away
+ *   finished ADMITTED_AT NOW sample|failed|none|away [PLACES]
+ *                               PLACES: in use when it was admitted, its
+ *                               own included; without it, those in use
+ *                               now (1 at least)
  *
  * Answers "ok" to a step, the value asked for otherwise, "error ..." to a
  * line it does not know.
@@ -28,7 +33,7 @@ main(void)
 {
     char                         line[256], cmd[32], field[32], what[16];
     double                       value;
-    long long                    t1, t2;
+    long long                    t1, t2, places;
     ngx_msec_t                   deadline;
     ngx_http_gridfs_admission_t  a;
 
@@ -57,6 +62,9 @@ main(void)
             } else if (strcmp(field, "mean_latency") == 0) {
                 a.mean_latency = value;
 
+            } else if (strcmp(field, "mean_in_flight") == 0) {
+                a.mean_in_flight = value;
+
             } else if (strcmp(field, "in_flight") == 0) {
                 a.in_flight = (ngx_uint_t) value;
 
@@ -77,10 +85,15 @@ main(void)
         } else if (strcmp(cmd, "expected_wait") == 0) {
             printf("%.6f\n", ngx_http_gridfs_admission_expected_wait(&a));
 
+        } else if (strcmp(cmd, "admit") == 0) {
+            printf("%lu\n",
+                   (unsigned long) ngx_http_gridfs_admission_admit(&a));
+
         } else if (strcmp(cmd, "state") == 0) {
-            printf("limit %.6f mean_latency %.6f in_flight %lu waiting %lu\n",
-                   a.limit, a.mean_latency, (unsigned long) a.in_flight,
-                   (unsigned long) a.waiting);
+            printf("limit %.6f mean_latency %.6f mean_in_flight %.6f "
+                   "in_flight %lu waiting %lu\n",
+                   a.limit, a.mean_latency, a.mean_in_flight,
+                   (unsigned long) a.in_flight, (unsigned long) a.waiting);
 
         } else if (sscanf(line, "%*s %lld", &t1) != 1) {
             printf("error: %s needs a time\n", cmd);
@@ -113,7 +126,12 @@ main(void)
         } else if (strcmp(cmd, "finished") == 0
                    && sscanf(line, "%*s %lld %lld %15s", &t1, &t2, what) == 3)
         {
-            ngx_http_gridfs_admission_finished(&a, t1, t2, deadline,
+            if (sscanf(line, "%*s %*s %*s %*s %lld", &places) != 1) {
+                places = (long long) ngx_max(a.in_flight, 1);
+            }
+
+            ngx_http_gridfs_admission_finished(&a, t1, (ngx_uint_t) places,
+                                               t2, deadline,
                 strcmp(what, "sample") == 0 ? NGX_HTTP_GRIDFS_ADMISSION_SAMPLE
                 : strcmp(what, "failed") == 0 ? NGX_HTTP_GRIDFS_ADMISSION_FAILED
                 : strcmp(what, "away") == 0 ? NGX_HTTP_GRIDFS_ADMISSION_AWAY

@@ -201,7 +201,9 @@ typedef struct {
  * limit, AIMD on the latency of that work against a quarter of
  * gridfs_deadline, and a bounded wait in order: a quarter of the deadline
  * for a burst whose turn is expected within it (those in line before it
- * and itself, a mean latency over the limit each), else
+ * and itself, a mean latency each over the mean places in use when the
+ * measured work was admitted, not the limit: at an overload's onset the
+ * latency was measured at fewer places than the limit allows), else
  * NGX_HTTP_GRIDFS_SHORT_WAIT_MS, as once the queue stands.
  * Differences, all for a database back from an outage: while the line
  * stands, the newest in line goes first (adaptive LIFO, "Fail at Scale"),
@@ -225,6 +227,8 @@ typedef struct {
     double                       minimum;
     double                       maximum;
     double                       mean_latency;
+    /* the places in use when the work in the mean latency was admitted */
+    double                       mean_in_flight;
     ngx_uint_t                   in_flight;
     ngx_uint_t                   waiting;
     int64_t                      decreased_at;
@@ -240,6 +244,7 @@ typedef struct {
 #define NGX_HTTP_GRIDFS_SHORT_WAIT_MS  50
 #define NGX_HTTP_GRIDFS_INITIAL_LIMIT  4
 #define NGX_HTTP_GRIDFS_BACKOFF        0.9
+/* of a sample in the mean latency and the mean places in use */
 #define NGX_HTTP_GRIDFS_LATENCY_WEIGHT 0.1
 /* the most admitted at once without gridfs_max_responses */
 #define NGX_HTTP_GRIDFS_MAX_ADMITTED   256
@@ -348,6 +353,7 @@ typedef struct {
      * may outlive the request */
     ngx_http_gridfs_admission_t *admission;
     int64_t                      admitted_at;
+    ngx_uint_t                   admitted_in_flight; /* its own included */
     unsigned                     admitted:1;
     unsigned                     late:1;
     u_char                      *window[2];
@@ -377,6 +383,7 @@ ngx_uint_t ngx_http_gridfs_quiet(void);
 void ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
     ngx_uint_t maximum);
 ngx_uint_t ngx_http_gridfs_admission_has_room(ngx_http_gridfs_admission_t *a);
+ngx_uint_t ngx_http_gridfs_admission_admit(ngx_http_gridfs_admission_t *a);
 ngx_uint_t ngx_http_gridfs_admission_overloaded(ngx_http_gridfs_admission_t *a,
     int64_t now, ngx_msec_t deadline);
 int64_t ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a,
@@ -392,7 +399,8 @@ void ngx_http_gridfs_admission_queued(ngx_http_gridfs_admission_t *a,
 void ngx_http_gridfs_admission_dequeued(ngx_http_gridfs_admission_t *a,
     int64_t now);
 void ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
-    int64_t admitted_at, int64_t now, ngx_msec_t deadline, ngx_int_t outcome);
+    int64_t admitted_at, ngx_uint_t admitted_in_flight, int64_t now,
+    ngx_msec_t deadline, ngx_int_t outcome);
 
 /* an admitted request's outcome: its latency counts, or its failure (the
  * database failed, or the deadline passed), or neither (its client left,

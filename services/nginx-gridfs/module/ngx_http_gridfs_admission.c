@@ -1,10 +1,11 @@
 
 /*
- * gridfs_admission's policy: the limit, the mean latency and the queue's
- * state, as plain arithmetic on the times given (ms).  The same policy as
- * services/python-common/lab_http/admission.py and services/node/
- * admission.js, which say why each rule is there; the event loop's side
- * (who waits, who is refused) is in ngx_http_gridfs_response.c.
+ * gridfs_admission's policy: the limit, the mean latency and the places
+ * in use it was measured at, and the queue's state, as plain arithmetic on
+ * the times given (ms).  The same policy as services/python-common/
+ * lab_http/admission.py and services/node/admission.js, which say why
+ * each rule is there; the event loop's side (who waits, who is refused) is
+ * in ngx_http_gridfs_response.c.
  */
 
 
@@ -17,6 +18,9 @@
 #define NGX_HTTP_GRIDFS_NEVER  (INT64_MIN / 2)
 
 
+static double ngx_http_gridfs_moved_towards(double mean, double sample);
+
+
 void
 ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
     ngx_uint_t maximum)
@@ -25,6 +29,7 @@ ngx_http_gridfs_admission_init(ngx_http_gridfs_admission_t *a,
     a->minimum = (double) ngx_min(maximum, NGX_HTTP_GRIDFS_INITIAL_LIMIT);
     a->limit = a->minimum;
     a->mean_latency = 0;
+    a->mean_in_flight = 0;
     a->in_flight = 0;
     a->waiting = 0;
     a->decreased_at = NGX_HTTP_GRIDFS_NEVER;
@@ -40,6 +45,16 @@ ngx_uint_t
 ngx_http_gridfs_admission_has_room(ngx_http_gridfs_admission_t *a)
 {
     return a->in_flight < (ngx_uint_t) a->limit;
+}
+
+
+/* a job let in: the places then in use, its own included, the
+ * concurrency its latency is measured at */
+
+ngx_uint_t
+ngx_http_gridfs_admission_admit(ngx_http_gridfs_admission_t *a)
+{
+    return ++a->in_flight;
 }
 
 
@@ -92,14 +107,21 @@ ngx_http_gridfs_admission_wait(ngx_http_gridfs_admission_t *a, int64_t now,
 }
 
 
-/* a newcomer's expected wait for its turn: those in line before it and
- * itself, each turn a mean latency of the admitted work over the limit
- * (0 before any sample) */
+/* a newcomer's expected wait for its turn (Little's law): those in line
+ * before it and itself over the rate admitted work is done at, the places
+ * in use over its latency, both as measured (0 before any sample).  Not
+ * the limit's places: at an overload's onset the mean latency is that of
+ * fewer at once than the limit lets in, the estimate was short by their
+ * ratio, and the burst's tail waited the whole budget in vain */
 
 double
 ngx_http_gridfs_admission_expected_wait(ngx_http_gridfs_admission_t *a)
 {
-    return (a->waiting + 1) * a->mean_latency / a->limit;
+    if (a->mean_in_flight == 0) {
+        return 0;
+    }
+
+    return (a->waiting + 1) * a->mean_latency / a->mean_in_flight;
 }
 
 
@@ -179,7 +201,8 @@ ngx_http_gridfs_admission_dequeued(ngx_http_gridfs_admission_t *a,
 
 void
 ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
-    int64_t admitted_at, int64_t now, ngx_msec_t deadline, ngx_int_t outcome)
+    int64_t admitted_at, ngx_uint_t admitted_in_flight, int64_t now,
+    ngx_msec_t deadline, ngx_int_t outcome)
 {
     double  latency, target, factor, step;
 
@@ -211,11 +234,10 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
     if (outcome == NGX_HTTP_GRIDFS_ADMISSION_SAMPLE) {
         /* a failure's latency is the deadline's or the driver's, not the
          * work's */
-        a->mean_latency = (a->mean_latency > 0)
-                          ? a->mean_latency
-                            + NGX_HTTP_GRIDFS_LATENCY_WEIGHT
-                              * (latency - a->mean_latency)
-                          : latency;
+        a->mean_latency = ngx_http_gridfs_moved_towards(a->mean_latency,
+                                                        latency);
+        a->mean_in_flight = ngx_http_gridfs_moved_towards(a->mean_in_flight,
+                                                          admitted_in_flight);
     }
 
     if (outcome == NGX_HTTP_GRIDFS_ADMISSION_FAILED || latency > target) {
@@ -239,4 +261,18 @@ ngx_http_gridfs_admission_finished(ngx_http_gridfs_admission_t *a,
         step = (latency < target / 2) ? 1.0 : 1.0 / a->limit;
         a->limit = ngx_min(a->maximum, a->limit + step);
     }
+}
+
+
+/* a mean moved by NGX_HTTP_GRIDFS_LATENCY_WEIGHT towards a new sample; the
+ * first sample itself */
+
+static double
+ngx_http_gridfs_moved_towards(double mean, double sample)
+{
+    if (mean == 0) {
+        return sample;
+    }
+
+    return mean + NGX_HTTP_GRIDFS_LATENCY_WEIGHT * (sample - mean);
 }

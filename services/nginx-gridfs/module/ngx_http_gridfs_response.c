@@ -855,7 +855,7 @@ ngx_http_gridfs_admit(ngx_http_gridfs_ctx_t *ctx)
     now = ngx_http_gridfs_now_ms();
 
     if (ngx_http_gridfs_admission_has_room(a) && ngx_queue_empty(&a->waiters)) {
-        a->in_flight++;
+        job->admitted_in_flight = ngx_http_gridfs_admission_admit(a);
         job->admitted = 1;
         job->admitted_at = now;
         job->away = 0;
@@ -976,7 +976,8 @@ ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
         outcome = NGX_HTTP_GRIDFS_ADMISSION_FAILED;
     }
 
-    ngx_http_gridfs_admission_finished(a, job->admitted_at, now,
+    ngx_http_gridfs_admission_finished(a, job->admitted_at,
+                                       job->admitted_in_flight, now,
                                        job->conf->deadline, outcome);
 
     if (job->away && job->status != NGX_HTTP_GRIDFS_UNAVAILABLE
@@ -998,7 +999,7 @@ ngx_http_gridfs_admission_end(ngx_http_gridfs_job_t *job, ngx_int_t outcome)
         next->in_line_waiting = 0;
         ngx_http_gridfs_admission_dequeued(a, now);
 
-        a->in_flight++;
+        next->job->admitted_in_flight = ngx_http_gridfs_admission_admit(a);
         next->job->admitted = 1;
         next->job->admitted_at = now;
         next->job->away = 0;
