@@ -8,6 +8,7 @@ const { Admission } = require('./admission');
 const { openChunks } = require('./chunks');
 const { beforeDeadline } = require('./deadline');
 const { log } = require('./log');
+const { LoopDelay, describeDelay } = require('./loop-delay');
 const { guessContentType, nameFromTarget } = require('./names');
 const { ifRangeAllows, preconditionStatus } = require('./preconditions');
 const { NOT_SATISFIABLE, isByteRange, parseRange } = require('./ranges');
@@ -28,7 +29,10 @@ const openStreams = new Semaphore(MAX_OPEN_STREAMS);
 const admission = new Admission(MAX_OPEN_STREAMS, REQUEST_DEADLINE_MS);
 
 // Refusals counted and logged at most once a second: one line per refusal
-// would cost the path its refusals' speed.
+// would cost the path its refusals' speed. Each line says too how late the
+// event loop ran since the last one (loop-delay.js): a refusal's latency is
+// its SHORT_WAIT_MS and that lag, twice.
+const loopDelay = new LoopDelay().start();
 const refusals = {
   refused: 0,
   since: Date.now(),
@@ -36,7 +40,8 @@ const refusals = {
     this.refused++;
     if (Date.now() - this.since < 1000) return;
     log(`${this.refused} requests refused in the last second or more: admission limit ${admission.limit.toFixed(1)}, `
-      + `${admission.inFlight} in flight, mean latency ${admission.meanLatencyMs.toFixed(0)} ms`);
+      + `${admission.inFlight} in flight, mean latency ${admission.meanLatencyMs.toFixed(0)} ms; `
+      + describeDelay(loopDelay.sinceLast()));
     this.refused = 0;
     this.since = Date.now();
   },
