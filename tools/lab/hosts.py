@@ -20,7 +20,12 @@ Closed by default: both databases take logins (user `lab`, passwords made
 anew for each run), and are published on the link only when a role on
 another engine reaches them. The passwords live in the run's env file,
 .lab/hosts/PROJECT.logins.env (mode 0600, read by compose for the
-override's ${...}), never in an override, a results folder or a log line."""
+override's ${...}), never in an override, a results folder or a log line.
+
+A run stopped by SIGTERM, SIGINT or SIGHUP (lab_compose.stop_on_sigterm, as
+make overload's) undoes what it made, last first: bench, when running, is
+given SIGTERM and keeps what it measured (lab_compose.run_stopped_at), the
+link's shaping is removed, every engine's project taken down; exit 130."""
 import json
 import os
 import re
@@ -30,7 +35,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab_compose import ROOT, LabError, compose_run, settings_in
+from lab_compose import (ROOT, STOPPED, LabError, Stopped, compose_run, ignore_stop_signals, run_stopped_at,
+                         settings_in, stop_on_sigterm)
 
 ROLES = ("loadgen", "paths", "db")
 DATABASES = ("mongo", "postgres")
@@ -306,9 +312,14 @@ class Split:
             host = Host(engine, plan["x-lab-host"]["address"])
             print(f"[hosts] {engine}: shipping {len(images)} images", flush=True)
             saved = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
-            loaded = subprocess.run(["docker", *host.docker_args, "load"], stdin=saved.stdout,
-                                    capture_output=True, text=True, timeout=1800)
-            saved.wait(timeout=60)
+            try:
+                loaded = subprocess.run(["docker", *host.docker_args, "load"], stdin=saved.stdout,
+                                        capture_output=True, text=True, timeout=1800)
+                saved.wait(timeout=60)
+            except BaseException:  # a stop signal or a timeout: the save ends with the load, not later
+                saved.kill()
+                saved.wait()
+                raise
             if saved.returncode or loaded.returncode:
                 raise LabError(f"shipping images to {engine}: {loaded.stderr.strip()[-400:]}")
 
@@ -336,15 +347,18 @@ class Split:
 
     def run(self) -> int:
         """Databases, then the seed and the paths, then bench, each on its
-        engine; bench's exit code. Everything is taken down after."""
+        engine; bench's exit code. Everything is taken down after, a stop
+        signal's KeyboardInterrupt or Stopped (bench stopped, its results
+        kept) raised on after that."""
         shaping = shaping_of(self.env)
         apart = self.hosts["loadgen"].engine != self.hosts["paths"].engine
         if shaping and not apart:
             raise LabError(f"LINK_RATE, LINK_DELAY, LINK_LOSS ({shaping.words()}) shape the link between the load "
                            "generator's host and the paths': here both are on one engine")
         write_logins(self.logins)
-        self.down()  # what an interrupted run left: a database made with other passwords
+        shaped = False
         try:
+            self.down()  # what an interrupted run left: a database made with other passwords
             self.on("loadgen", ["run", "--rm", "--no-deps", "settings"], 600, "checking the settings")
             self.on("db", ["up", "-d", "--no-deps", *services_of("db", self.config, self.targets), "cadvisor"],
                     600, "starting the databases")
@@ -356,22 +370,37 @@ class Split:
                 self.on("loadgen", ["run", "--rm", "--no-deps", "seed"], 3600, "writing the files bench reads")
             if shaping:
                 print(f"[hosts] the link shaped: {shaping.words()}", flush=True)
+                shaped = True  # before: a stop signal halfway through leaves one side shaped
                 self.shape(shaping)
             self.on("loadgen", ["up", "-d", "--no-deps", "cadvisor"], 600, "starting cAdvisor")
             here = self.hosts["loadgen"].engine
-            return subprocess.run(self.compose[here] + ["run", "--rm", "--no-deps", "bench"],
-                                  cwd=ROOT, env=self.env_of(here), timeout=float(self.env.get("HOSTS_TIMEOUT", "7200"))
-                                  ).returncode
+            # bench past HOSTS_TIMEOUT, or this tool stopped, gets SIGTERM (compose run passes it on): what it
+            # measured is written before the project goes down
+            ended = run_stopped_at(self.compose[here] + ["run", "--rm", "--no-deps", "bench"],
+                                   float(self.env.get("HOSTS_TIMEOUT", "7200")), cwd=ROOT, env=self.env_of(here))
+            if isinstance(ended, str):
+                raise LabError(f"bench: {ended} (HOSTS_TIMEOUT)")
+            return ended
         finally:
-            if shaping:
-                self.shape(shaping, undo=True)
+            ignore_stop_signals()  # the teardown from here: a signal now would leave a project up
+            if shaped:
+                try:
+                    self.shape(shaping, undo=True)
+                except (subprocess.SubprocessError, OSError) as e:  # the projects go down all the same
+                    print(f"hosts: warning: unshaping the link: {e}", file=sys.stderr)
             self.down()
 
     def down(self) -> None:
-        """The run's containers and volumes removed from every engine."""
+        """The run's containers and volumes removed from every engine, the
+        load generator's first (the engines in ROLES order: the reverse of
+        the start's); a failure on one is a warning, the others are still
+        taken down."""
         for engine, command in self.compose.items():
-            subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine),
-                           capture_output=True, timeout=300)
+            try:
+                subprocess.run(command + ["down", "-v", "-t", "2"], cwd=ROOT, env=self.env_of(engine),
+                               capture_output=True, timeout=300)
+            except (subprocess.SubprocessError, OSError) as e:
+                print(f"hosts: warning: taking the project down on {engine}: {e}", file=sys.stderr)
 
 
 def mongo_auth_options(image: str) -> str:
@@ -401,6 +430,7 @@ WORK = ROOT / ".lab" / "hosts"
 
 def main() -> int:
     env = dict(os.environ)
+    stop_on_sigterm()  # SIGTERM and SIGHUP take Ctrl-C's way: Split.run's teardown runs
     try:
         hosts = parse_hosts(env.get("LAB_HOSTS", ""))
         if not hosts:
@@ -423,6 +453,9 @@ def main() -> int:
     except (LabError, subprocess.SubprocessError, OSError, ValueError) as e:
         print(f"hosts: error: {e}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Stopped) as e:  # Ctrl-C, SIGTERM or SIGHUP; Stopped: bench's, its results kept
+        print(f"hosts: stopped by {e}; the link unshaped, every engine's project down", file=sys.stderr)
+        return STOPPED
 
 
 if __name__ == "__main__":
