@@ -28,7 +28,15 @@ own (AB_ENV_FILE, AB_PROJECT, AB_FILES, AB_BLOCKS...). A change to B
 (B_IMAGE, B_CONTEXT, B_REF, B_CPUS, B_ENV, B_ARG) or A_REF is refused:
 this is an A/A. Exits 0 when every case-metric's KS p is at least 0.01
 and at most 5% of the case-metrics got a verdict, 1 when not, 2 when
-fewer than 3 runs were measured (or the settings are wrong)."""
+fewer than 3 runs were measured (or the settings are wrong).
+
+change_calibrate.py --report results/calibration-<path>-<id> writes a
+calibration's two files again from the runs it read (the run ids in its
+calibration.json, their ab.json, or ab.json.gz as results/evidence keeps
+them, in the folder beside it), so an older calibration gets what this
+version reports; it measures nothing and starts no Docker. Exits as the
+calibration did, or 2 when an ab.json it read is gone."""
+import gzip
 import json
 import os
 import sys
@@ -94,6 +102,37 @@ def _pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value * 100:.{digits}f}%"
 
 
+def _span(low: float, high: float) -> str:
+    return f"{low * 100:.1f}-{high * 100:.1f}%"
+
+
+def detectable_words(s: dict) -> str:
+    """A case-metric's detectable change at 80% power over the runs: the
+    median [min-max], and the largest counting floor where there is one."""
+    if s.get("detectable_median") is None:
+        return "-"
+    floor = s.get("counting_floor_max")
+    return (f"{_pct(s['detectable_median'])} [{_span(s['detectable_min'], s['detectable_max'])}]"
+            + (f", floor ≤{_pct(floor, 2)}" if floor else ""))
+
+
+def resolves_items(stats: dict) -> list[str]:
+    """Pure: whether a run resolves the A/B's threshold, per case-metric: the
+    median of the runs' detectable changes (80% power) at most AB_THRESHOLD."""
+    threshold = stats.get("threshold")
+    judged = [s for s in stats["case_metrics"] if s.get("resolves_threshold") is not None]
+    if threshold is None or not judged:
+        return []
+    yes = sum(1 for s in judged if s["resolves_threshold"])
+    return [f"- What a run resolves (the change it finds 80% of the time from its own blocks, against AB_THRESHOLD): "
+            f"±{threshold * 100:g}% in **{yes} of {len(judged)} case-metrics**."] + [
+        f"  - {s['case']} {s['metric']}: a run resolves ±{threshold * 100:g}%: "
+        f"{'yes' if s['resolves_threshold'] else '**no**'} (median {_pct(s['detectable_median'])}, "
+        f"{_span(s['detectable_min'], s['detectable_max'])} by run"
+        + (f"; counting floor at most {_pct(s['counting_floor_max'], 2)}" if s.get("counting_floor_max") else "")
+        + ")" for s in judged]
+
+
 def machine_words(machine: dict | None) -> str:
     if not machine:
         return "not known (no run measured)"
@@ -127,6 +166,7 @@ def render(doc: dict) -> str:
                      f"**{found['alarms']} of {found['rows']} case-metrics** ({_pct(found['rate'])}; 95% interval "
                      f"{_pct(found['low'])}-{_pct(found['high'])}); runs with any: {runs['alarms']} of "
                      f"{runs['rows']} (95% interval {_pct(runs['low'])}-{_pct(runs['high'])}).")
+    lines += resolves_items(stats)
     short = stats.get("cases_short_of_blocks", 0)
     lines.append(f"- {short} case-run{'' if short == 1 else 's'} left out: fewer blocks counted than planned "
                  "(what the gate calls not measured, exit 2).")
@@ -146,9 +186,12 @@ def render(doc: dict) -> str:
                   f"{calibration.KS_FLOOR:g} the test's promise does not hold here. Q and I²: whether the runs' "
                   "estimates differ by more than their own intervals allow (I² near 0: they do not). sd: of the "
                   "runs' log(B/A) estimates; 2.8 x sd: how far two runs may differ, 95% of the time (0.05 on "
-                  "the log scale is about 5%). False alarms: with their exact (Clopper-Pearson) 95% upper bound.",
+                  "the log scale is about 5%). False alarms: with their exact (Clopper-Pearson) 95% upper bound. "
+                  "Detectable: the change each run could find 80% of the time from its own blocks, median [range] "
+                  "over the runs, with the largest counting floor (a bound from counting whole answers) where there "
+                  "is one.",
                   "", "| case | metric | runs | KS p | Q (df), p | I² | between-run sd | 2.8 x sd | false alarms "
-                  "(bound) |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+                  "(bound) | detectable (80% power), median [range] |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
         for s in stats["case_metrics"]:
             het = s["heterogeneity"]
             q = f"{het['q']:.1f} ({het['df']}), {_p(het['p'])}" if het else "-"
@@ -157,7 +200,7 @@ def render(doc: dict) -> str:
             fa = s["false_alarms"]
             lines.append(f"| {s['case']} | {s['metric']} | {s['runs']} | {_p((s['ks'] or {}).get('p'))} | {q} | "
                          f"{_pct(het['i2'], 0) if het else '-'} | {sd} | {rep} | {fa['alarms']} of {fa['rows']} "
-                         f"(≤{_pct(fa['high'])}) |")
+                         f"(≤{_pct(fa['high'])}) | {detectable_words(s)} |")
         lines += ["", "## QQ: the sorted p-values against the uniform's quantiles", "",
                   "With nothing changed the p-values follow the expected column (i/(n+1)); piled near 0, the "
                   "verdicts fire more often than they promise. The raw p-values read a little above the randomised "
@@ -187,11 +230,15 @@ def gate_tally(attempts: list[dict], aa_runs: list[dict], metrics: list[str]) ->
             "passes": sum(code in (0, 3) for code in codes)}
 
 
+def no_ab_json(attempts: list[dict]) -> list[dict]:
+    """Pure: the attempts that gave no readable ab.json, as calibration.summarise names them."""
+    return [{"attempt": a["attempt"], "run_id": None, "why": a["why"]} for a in attempts if a.get("why")]
+
+
 def document(calibration_id: str, service: str, variables: dict, planned: int, attempts: list[dict],
              aa_runs: list[dict], started: str, complete: bool, gate_metrics: tuple[str, ...] = ("rps",)) -> dict:
     """Pure: calibration.json's content from the runs so far."""
-    missing = [{"attempt": a["attempt"], "run_id": None, "why": a["why"]} for a in attempts if a.get("why")]
-    stats = calibration.summarise(aa_runs, missing)
+    stats = calibration.summarise(aa_runs, no_ab_json(attempts))
     settings = settings_record(service, variables)
     if stats["settings"]:  # what the runs themselves say, where ab.json says it
         settings.update({k: v for k, v in stats["settings"].items() if v is not None})
@@ -202,6 +249,53 @@ def document(calibration_id: str, service: str, variables: dict, planned: int, a
             "settings": settings, "variables": variables, "machine": stats["machine"], "attempts": attempts,
             "run_ids": stats["measured"], "statistics": stats, "verdict": {"exit": code, "why": why},
             "gate": gate_tally(attempts, aa_runs, list(gate_metrics))}
+
+
+def read_again(doc: dict, aa_runs: list[dict], now: str) -> dict:
+    """Pure: calibration.json's content again from the same runs' ab.json, read
+    by this version (what it adds, a rule it changed); what the runs were,
+    when it started and finished, its settings stay as they were."""
+    stats = calibration.summarise(aa_runs, no_ab_json(doc["attempts"]))
+    code, why = calibration.judge(stats)
+    again = {**doc, "run_ids": stats["measured"], "statistics": stats, "verdict": {"exit": code, "why": why},
+             "read_again_at": now}
+    if doc.get("gate"):
+        again["gate"] = gate_tally(doc["attempts"], aa_runs, doc["gate"]["metrics"])
+    return again
+
+
+def run_ab_json(results: Path, run_id: str) -> Path | None:
+    """A run's ab.json in the results folder, or the ab.json.gz results/evidence keeps; None when neither."""
+    return next((p for p in (results / run_id / "ab.json", results / run_id / "ab.json.gz") if p.is_file()), None)
+
+
+def report(out: Path) -> int:
+    """--report: a calibration's files written again from its runs' ab.json
+    (read_again), nothing measured, no Docker. 2 when calibration.json or an
+    ab.json it read cannot be read (nothing written then)."""
+    try:
+        doc = json.loads((out / "calibration.json").read_text())
+        aa_runs, gone = [], []
+        for attempt in doc["attempts"]:
+            if not attempt.get("run_id") or attempt.get("why"):
+                continue  # no ab.json, or an unreadable one: named as not measured, as it was
+            found = run_ab_json(out.parent, attempt["run_id"])
+            if found is None:
+                gone.append(attempt["run_id"])
+                continue
+            text = gzip.decompress(found.read_bytes()) if found.suffix == ".gz" else found.read_bytes()
+            aa_runs.append({"run_id": attempt["run_id"], **json.loads(text)})
+    except (OSError, ValueError, KeyError) as e:
+        print(f"ab-calibrate --report: {out}: cannot be read again ({type(e).__name__}: {e})", file=sys.stderr)
+        return calibration.NOT_MEASURED
+    if gone:
+        print(f"ab-calibrate --report: {out}: no ab.json of {len(gone)} run(s) it read in {out.parent}: "
+              f"{' '.join(gone)}; nothing written", file=sys.stderr)
+        return calibration.NOT_MEASURED
+    doc = read_again(doc, aa_runs, datetime.now(timezone.utc).strftime(STAMP))
+    write(out, doc)
+    print(render(doc), flush=True)
+    return doc["verdict"]["exit"]
 
 
 CHANGE = [sys.executable, str(ROOT / "tools" / "lab" / "change.py")]
@@ -259,7 +353,12 @@ def calibrate(env: dict, service: str, planned: int, results: Path, out: Path, v
     return doc
 
 
-def main() -> int:
+def main(argv: list[str] = ()) -> int:
+    if argv:
+        if argv[0] != "--report" or len(argv) != 2:
+            print("usage: change_calibrate.py [--report results/calibration-<path>-<id>]", file=sys.stderr)
+            return calibration.NOT_MEASURED
+        return report(Path(argv[1]))
     env = dict(os.environ)
     service = env.get("SERVICE", "").strip()
     try:
@@ -296,4 +395,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -15,7 +15,12 @@ What each figure says:
   limit of two runs, ISO 5725's r = 1.96 x sqrt(2) x sd), on the log scale
   (0.05 is a ratio of about 5%): issue 36 asks at most 5% at 1 KB;
 - the false alarms (a "better" or "worse" verdict of an unchanged B) with
-  the exact Clopper-Pearson 95% interval: 0 of 6 still allows 46%.
+  the exact Clopper-Pearson 95% interval: 0 of 6 still allows 46%;
+- what one run could resolve: each run's own detectable change at 80%
+  power (its row's `detectable`, from its blocks' spread) as the median
+  and range over the runs, whether the median is within the A/B's
+  threshold (AB_THRESHOLD), the largest counting floor (what counting
+  whole answers cannot go below) and the median A-B correlation rho.
 
 The signed-rank p-values are discrete (with 12 blocks a grid of 1/4096, and
 an atom at 1 of about 3%): under the null they are super-uniform, P(p <= x)
@@ -30,7 +35,7 @@ import json
 import math
 import random
 from pathlib import Path
-from statistics import mean, stdev
+from statistics import mean, median, stdev
 
 from . import paired
 
@@ -370,9 +375,27 @@ def blocks_short(ab: dict, case: dict) -> str:
     return f"{counted} blocks counted of {planned} planned" if counted < planned else ""
 
 
-def case_metric(rows: list[tuple[str, dict]]) -> dict:
+def resolution(rows: list[dict], threshold: float | None) -> dict:
+    """What one run of a case and metric could resolve, over the runs' rows:
+    the detectable change at 80% power (a ratio's distance from 1, 0.05 a 5%
+    change) as median, min and max, whether the median is within the
+    threshold (None where either is unknown), the largest counting floor
+    (rps only; None elsewhere) and the median rho. A row without a figure
+    (fewer than 3 blocks) is left out of that figure's count."""
+    found = [row["detectable"] for row in rows if row.get("detectable") is not None]
+    floors = [row["counting_floor"] for row in rows if row.get("counting_floor") is not None]
+    rhos = [row["rho"] for row in rows if row.get("rho") is not None]
+    middle = median(found) if found else None
+    return {"detectable_runs": len(found), "detectable_median": middle,
+            "detectable_min": min(found, default=None), "detectable_max": max(found, default=None),
+            "resolves_threshold": middle <= threshold if middle is not None and threshold is not None else None,
+            "counting_floor_max": max(floors, default=None), "rho_median": median(rhos) if rhos else None}
+
+
+def case_metric(rows: list[tuple[str, dict]], threshold: float | None = None) -> dict:
     """The statistics of one case and metric over the runs that measured it
-    ((run id, row) pairs, in run order)."""
+    ((run id, row) pairs, in run order); `threshold`: the A/B's (AB_THRESHOLD,
+    a ratio's distance from 1), which a run's detectable change is read against."""
     ps = [row["p"] for _, row in rows]
     randomised = [randomised_p(row, f"{run_id}|{row['case']}|{row['metric']}") for run_id, row in rows]
     estimates = [(run_id, math.log(row["ratio"]), se_of_interval(row.get("low"), row.get("high")))
@@ -391,7 +414,8 @@ def case_metric(rows: list[tuple[str, dict]]) -> dict:
             "without_interval": [run_id for run_id, _, se in estimates if not se],
             "false_alarms": alarm_count(alarms, len(rows)),
             "verdicts": {v: sum(1 for _, row in rows if row.get("verdict") == v)
-                         for v in dict.fromkeys(row.get("verdict") for _, row in rows)}}
+                         for v in dict.fromkeys(row.get("verdict") for _, row in rows)},
+            **resolution([row for _, row in rows], threshold)}
 
 
 def summarise(aa_runs: list[dict], missing: list[dict] = ()) -> dict:
@@ -426,7 +450,8 @@ def summarise(aa_runs: list[dict], missing: list[dict] = ()) -> dict:
                     short.add((ab.get("run_id"), row["case"]))
                 continue
             by_key.setdefault((row["case"], row["metric"]), []).append((ab.get("run_id"), row))
-    stats = [case_metric(rows) for rows in by_key.values()]
+    threshold = measured[0].get("threshold") if measured else None
+    stats = [case_metric(rows, threshold) for rows in by_key.values()]
     rows_judged = sum(s["runs"] for s in stats)
     alarms = sum(s["false_alarms"]["alarms"] for s in stats)
     run_alarms = sum(1 for ab in measured if any(r.get("verdict") in ALARMS for r in ab["rows"]))
@@ -434,7 +459,7 @@ def summarise(aa_runs: list[dict], missing: list[dict] = ()) -> dict:
             "not_measured": not_measured, "cases_not_measured": cases_missed, "cases_short_of_blocks": len(short),
             "settings": settings_of(measured[0]) if measured else None,
             "machine": measured[0].get("machine") if measured else None,
-            "threshold": measured[0].get("threshold") if measured else None,
+            "threshold": threshold,
             "case_metrics": stats, "false_alarms": alarm_count(alarms, rows_judged),
             "runs_with_alarm": alarm_count(run_alarms, len(measured)),
             "ks_min_p": min((s["ks"]["p"] for s in stats if s["ks"]), default=None)}
@@ -512,5 +537,6 @@ def _by_case(stats: list[dict]) -> dict:
             "runs": s["runs"], "ks_p": (s.get("ks") or {}).get("p"), "between_run_sd": s.get("between_run_sd"),
             "repeatability_pct": s.get("repeatability_pct"), "i2": het.get("i2"), "q_p": het.get("p"),
             "alarms": s["false_alarms"]["alarms"], "rows": s["false_alarms"]["rows"],
-            "alarm_high": s["false_alarms"]["high"]}
+            "alarm_high": s["false_alarms"]["high"], "detectable_median": s.get("detectable_median"),
+            "resolves_threshold": s.get("resolves_threshold")}
     return out

@@ -95,13 +95,17 @@ def calibration_set_items(ab: dict) -> list[str]:
         return ["**Calibration of this path and settings on this machine: none** (`make ab-calibrate "
                 f"SERVICE={ab.get('a')}` runs 20 A/As at these settings and says how far the verdicts hold)."]
     alarms = cal.get("false_alarms") or {}
-    repeat = [f"{case} {metric} ±{m['repeatability_pct']:.1f}%" for case, metrics in (cal.get("cases") or {}).items()
-              for metric, m in metrics.items() if m.get("repeatability_pct") is not None]
+    figures = [(case, metric, m) for case, metrics in (cal.get("cases") or {}).items() for metric, m in metrics.items()]
+    repeat = [f"{case} {metric} ±{m['repeatability_pct']:.1f}%" for case, metric, m in figures
+              if m.get("repeatability_pct") is not None]
+    resolved = [f"{case} {metric} ±{m['detectable_median'] * 100:.1f}%" for case, metric, m in figures
+                if m.get("detectable_median") is not None]
     return [f"**Calibration** ({cal['calibration']}, {cal['runs']} A/A runs of this path and settings here): "
             f"{alarms.get('alarms', '?')} of {alarms.get('rows', '?')} case-metrics got a verdict"
             + (f" (95% at most {alarms['high']:.1%})" if alarms.get("high") is not None else "")
             + (f"; lowest KS p of the p-values {cal['ks_min_p']:.3g}" if cal.get("ks_min_p") is not None else "")
             + (f"; two runs differ by up to (2.8 x the between-run sd): {', '.join(repeat)}" if repeat else "")
+            + (f"; a run detects (80% power, median of the runs): {', '.join(resolved)}" if resolved else "")
             + "."]
 
 
