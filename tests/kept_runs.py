@@ -23,3 +23,12 @@ def change_run(path: Path) -> dict:
     """An A/B run's rows as a results.json (the keys Results needs, and its runs)."""
     data = json.loads(gzip.decompress(path.read_bytes()))
     return {"run_id": data["run_id"], "started_at": "", "status": data["status"], "runs": data["runs"]}
+
+# A make ab-calibrate calibration as kept (docs/ab.md cites it), and its five A/A runs beside it: flask-postgres
+# against its twin, 1 KB and 1 MB at c=100, AB_BLOCKS=12, the duet
+KEPT_CALIBRATION = EVIDENCE / "calibration-flask-postgres-20261129T192031Z"
+
+
+def kept_ab(run_id: str) -> dict:
+    """A kept run's ab.json (results/evidence/<run>/ab.json.gz)."""
+    return json.loads(gzip.decompress((EVIDENCE / run_id / "ab.json.gz").read_bytes()))

@@ -6,6 +6,8 @@ Docker)."""
 import json
 import math
 import random
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from bench.measure.paired import signed_rank_p
 import change_calibrate
 import change_gate
 import gate_rule
+from kept_runs import KEPT_CALIBRATION, kept_ab
 
 MACHINE = {"cpu_model": "Test CPU", "host_cores": 2, "kernel": "6.1.0"}
 
@@ -341,6 +344,100 @@ def test_a_calibration_of_judged_runs_reads_bench_rows_as_they_are():
         # bench's rows carry their log-ratios: each p is randomised below the raw one, never above
         assert all(r <= p for r, p in zip(s["p_randomised"], s["p"])) and s["p_randomised"] != s["p"]
     json.dumps(summary)  # calibration.json holds it as it is
+
+
+# --- what a run resolves, from kept A/A runs -------------------------------------------------------------------
+
+def test_a_calibration_of_kept_aa_runs_says_what_each_run_could_resolve():
+    """The five kept A/A runs of a kept calibration, read as make
+    ab-calibrate reads them: per case-metric the runs' detectable change at
+    80% power (each row's own, from its blocks) as median [min-max], the
+    largest counting floor, the median rho, as numpy reads the rows; the
+    page's column and the per-case-metric line say them."""
+    kept = json.loads((KEPT_CALIBRATION / "calibration.json").read_text())
+    runs = [{"run_id": run_id, **kept_ab(run_id)} for run_id in kept["run_ids"]]
+    doc = change_calibrate.read_again(kept, runs, "20991231T000000Z")
+    stats = doc["statistics"]
+    assert stats["measured"] == kept["run_ids"] and len(runs) == 5 and stats["threshold"] == 0.05
+    page = change_calibrate.render(doc)
+    for s in stats["case_metrics"]:
+        rows = [r for ab in runs for r in ab["rows"] if (r["case"], r["metric"]) == (s["case"], s["metric"])]
+        detectable = np.array([r["detectable"] for r in rows])
+        assert len(rows) == 5 and s["detectable_runs"] == 5
+        assert s["detectable_median"] == pytest.approx(np.median(detectable), abs=1e-12)
+        assert (s["detectable_min"], s["detectable_max"]) == (detectable.min(), detectable.max())
+        assert s["rho_median"] == pytest.approx(np.median([r["rho"] for r in rows]), abs=1e-12)
+        floors = [r["counting_floor"] for r in rows if r["counting_floor"] is not None]
+        assert s["counting_floor_max"] == (max(floors) if floors else None)
+        assert floors if s["metric"] == "rps" else not floors  # counting whole answers bounds req/s only
+        assert s["resolves_threshold"] is bool(np.median(detectable) <= 0.05)
+        span = f"{detectable.min() * 100:.1f}-{detectable.max() * 100:.1f}%"
+        cell = f"| {np.median(detectable) * 100:.1f}% [{span}]" + (f", floor ≤{max(floors) * 100:.2f}%" if floors
+                                                                    else "") + " |"
+        assert f"| {s['case']} | {s['metric']} | 5 |" in page and cell in page, cell
+        assert (f"  - {s['case']} {s['metric']}: a run resolves ±5%: "
+                f"{'yes' if s['resolves_threshold'] else '**no**'} (median {np.median(detectable) * 100:.1f}%, "
+                f"{span} by run") in page
+    assert "| detectable (80% power), median [range] |" in page
+    # what the calibration said before is what it says again: only what a run resolves is new
+    added = {"detectable_runs", "detectable_median", "detectable_min", "detectable_max", "resolves_threshold",
+             "counting_floor_max", "rho_median"}
+    assert [{k: v for k, v in s.items() if k not in added} for s in stats["case_metrics"]] == \
+        kept["statistics"]["case_metrics"]
+    assert doc["verdict"] == kept["verdict"] and doc["gate"] == kept["gate"]
+
+
+# a docker on PATH that notes it was run, and fails
+DOCKER_NOTING = "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/docker-ran\"\nexit 1\n"
+
+
+def test_report_writes_a_kept_calibration_again_from_its_runs_without_docker(tmp_path):
+    """change_calibrate.py --report, run as a user runs it, on a copy of a
+    kept calibration and its runs (ab.json.gz, as kept): both files written
+    again with what a run resolves, when it finished kept, no docker run;
+    an A/B page of the same path and machine then quotes the median. A run
+    gone: exit 2 and nothing written."""
+    results, bin_dir = tmp_path / "results", tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(DOCKER_NOTING)
+    (bin_dir / "docker").chmod(0o755)
+    out = results / KEPT_CALIBRATION.name
+    shutil.copytree(KEPT_CALIBRATION, out)
+    kept = json.loads((out / "calibration.json").read_text())
+    for run_id in kept["run_ids"]:
+        shutil.copytree(KEPT_CALIBRATION.parent / run_id, results / run_id)
+    repo = Path(__file__).resolve().parent.parent
+    env = {"PATH": str(bin_dir), "PYTHONPATH": str(repo / "loadgen"), "HOME": str(tmp_path)}
+
+    def report() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(repo / "tools" / "lab" / "change_calibrate.py"), "--report",
+                               str(out)], env=env, capture_output=True, text=True, timeout=120)
+
+    done = report()
+    assert done.returncode == kept["verdict"]["exit"] == 0, done.stderr
+    assert not (bin_dir / "docker-ran").exists()
+    again = json.loads((out / "calibration.json").read_text())
+    assert again["finished_at"] == kept["finished_at"] and again["run_ids"] == kept["run_ids"]
+    assert all(s["detectable_median"] is not None for s in again["statistics"]["case_metrics"])
+    page = (out / "calibration.md").read_text()
+    assert done.stdout == page + "\n" and "| detectable (80% power), median [range] |" in page
+    assert "±5% in **4 of 4 case-metrics**" in page
+    # an A/B page of this path, machine and settings, begun after it: the median a run detects, on its one line
+    from bench.report.change import calibration_set_items
+    ab = {**kept_ab(kept["run_ids"][0]), "run_id": "20991231T000000Z", "kind": "A/B"}
+    line = calibration_set_items({**ab, "calibration_set": cal.calibration_for(results, ab)})
+    by_key = {(s["case"], s["metric"]): s["detectable_median"] for s in again["statistics"]["case_metrics"]}
+    assert len(line) == 1 and "\n" not in line[0]
+    assert f"a run detects (80% power, median of the runs): 1KB c=100 rps ±{by_key['1KB c=100', 'rps'] * 100:.1f}%" \
+        in line[0]
+    # a run it read is gone: refused, named, nothing written
+    shutil.rmtree(results / kept["run_ids"][2])
+    before = (out / "calibration.json").read_bytes(), page
+    gone = report()
+    assert gone.returncode == cal.NOT_MEASURED and kept["run_ids"][2] in gone.stderr
+    assert "nothing written" in gone.stderr
+    assert ((out / "calibration.json").read_bytes(), (out / "calibration.md").read_text()) == before
+    assert not (bin_dir / "docker-ran").exists()
 
 
 # --- what an A/B page quotes ------------------------------------------------------------------------------------
