@@ -93,8 +93,8 @@ def quantile(values: list[float], q: float) -> float:
 def vegeta_binary() -> str:
     if os.environ.get("VEGETA"):
         return os.environ["VEGETA"]
-    out = subprocess.run([str(HERE.parent / "tools" / "install" / "install-vegeta.sh")], check=True, capture_output=True,
-                         text=True, timeout=900).stdout
+    script = HERE.parent / "tools" / "install" / "install-vegeta.sh"
+    out = subprocess.run([str(script)], check=True, capture_output=True, text=True, timeout=900).stdout
     return out.strip().splitlines()[-1]
 
 
