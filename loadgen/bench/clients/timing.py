@@ -7,6 +7,7 @@ import os
 import resource
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -510,12 +511,18 @@ def _vegeta_attacks(binary: str, urls: list[str], rate: float, seconds: float, t
     return results, attacks
 
 
+ENCODE_DEADLINE_S = 60  # as vegeta_read's `vegeta encode`: a window's results, read from a local file
+
+
 def _read_answers(binary: str, results: Path, read: Callable[[Iterator[Answer]], T]) -> T:
-    """read() over one attack's answers as `vegeta encode` streams them."""
+    """read() over one attack's answers as `vegeta encode` streams them,
+    within ENCODE_DEADLINE_S (past it, encode is killed and this fails)."""
     try:
         encode = subprocess.Popen([binary, "encode", "-to=json", str(results)], stdout=subprocess.PIPE, text=True)
     except OSError as e:
         raise TimingError(f"{binary} could not run: {e}") from e
+    deadline = threading.Timer(ENCODE_DEADLINE_S, encode.kill)
+    deadline.start()
     try:
         found = read(parse_result(line) for line in encode.stdout if line.strip())
     except VegetaOutputError as e:
@@ -524,6 +531,8 @@ def _read_answers(binary: str, results: Path, read: Callable[[Iterator[Answer]],
     finally:
         encode.stdout.close()
         encode.wait()
+        deadline.cancel()
     if encode.returncode:
-        raise TimingError(f"{binary} encode exited with {encode.returncode}")
+        late = f" (killed: no end within {ENCODE_DEADLINE_S} s)" if encode.returncode == -9 else ""
+        raise TimingError(f"{binary} encode exited with {encode.returncode}{late}")
     return found
