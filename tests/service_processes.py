@@ -2,6 +2,7 @@
 under gunicorn, the Node path under node, nginx's static module over a
 directory, and the GridFS module with the lab's own nginx.conf, each on a
 free 127.0.0.1 port and stopped afterwards."""
+import json
 import os
 import shutil
 import subprocess
@@ -86,13 +87,21 @@ def postgres_database(server_url: str, name: str) -> str:
     return f"{server_url.rsplit('/', 1)[0]}/{name}"
 
 
+def image_command(dockerfile: Path) -> list[str]:
+    """The CMD of a Dockerfile in its exec form: natively, a path runs as its
+    image starts it (node's V8 flags included)."""
+    line = next(line for line in reversed(dockerfile.read_text().splitlines()) if line.startswith("CMD "))
+    return json.loads(line.removeprefix("CMD "))
+
+
 def node_service(mongo_uri: str, db: str) -> ServiceProcess:
     directory = SERVICES / "node"
     if not (directory / "node_modules").is_dir():
         subprocess.run(["npm", "ci", "--omit=dev", "--no-audit", "--no-fund"], cwd=directory,
                        check=True, capture_output=True, timeout=300)
     port = free_port()
-    return ServiceProcess("node", ["node", "server.js"], directory, service_env(mongo_uri, db, port), port)
+    return ServiceProcess("node", image_command(directory / "Dockerfile"), directory,
+                          service_env(mongo_uri, db, port), port)
 
 
 class NginxGridFSService:
