@@ -17,7 +17,6 @@ by package, the top rows printed.
 """
 import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -35,25 +34,12 @@ from pymongo import MongoClient  # noqa: E402
 
 from conftest import ferretdb_binary  # noqa: E402
 from processes import FerretDBServer, PostgresServer  # noqa: E402
+from refusal_cost import process_tree, tree_cpu  # noqa: E402
 from service_processes import flask_service, node_service  # noqa: E402
 
 DB_NAME = "lab_node_cpu_profile"
 NAME = "1MB.bin"
 SIZE = 1024 * 1024
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(root: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of `root` and its children."""
-    user = system = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(stat.parent.name) == root or int(fields[1]) == root:
-            user, system = user + int(fields[11]), system + int(fields[12])
-    return user / CLOCK_TICKS, system / CLOCK_TICKS
 
 
 def load(url: str, clients: int, seconds: float) -> tuple[int, int]:
@@ -80,9 +66,10 @@ def load(url: str, clients: int, seconds: float) -> tuple[int, int]:
 def measure(service, clients: int, seconds: float) -> None:
     url = f"{service.url}/files/{NAME}"
     load(url, 1, 1.0)  # warm: connections, the driver's pool, JIT
-    before = tree_cpu(service.proc.pid)
+    pids = process_tree(service.proc.pid)
+    before = tree_cpu(pids)
     whole, other = load(url, clients, seconds)
-    after = tree_cpu(service.proc.pid)
+    after = tree_cpu(pids)
     user, system = after[0] - before[0], after[1] - before[1]
     print(f"{service.name}: {clients} clients x {seconds:g} s: {whole} whole answers ({whole / seconds:.1f}/s), "
           f"{other} others; CPU per whole answer {user / max(whole, 1) * 1e3:.2f} ms user, "
