@@ -121,8 +121,8 @@ def test_every_window_of_a_case_is_as_long_as_the_slower_side_needs():
     assert case_window_seconds(cfg, [fast, Sized(300, 3)], 100) == 5
     assert case_window_seconds(cfg, [Sized(300, 3), fast], 100) == 5
     # the stand-in's 1 MB: about 20 a second would need 25 s; at most WINDOW_STRETCH windows
-    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * WINDOW_STRETCH == 9
-    assert case_window_seconds(cfg, [Sized(0, 3), holds], 5) == 9  # nothing answered: slower than any rate
+    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * WINDOW_STRETCH == 15
+    assert case_window_seconds(cfg, [Sized(0, 3), holds], 5) == 15  # nothing answered: slower than any rate
     assert case_window_seconds(replace(cfg, min_requests=0), [Sized(61, 3), None], 100) == 3
 
 

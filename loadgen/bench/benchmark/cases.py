@@ -29,9 +29,10 @@ def case_name(target: str, file: str, c: int | None = None) -> str:
     return f"{target}-{file.removesuffix('.bin')}" + (f"-c{c}" if c is not None else "")
 
 
-def case_seconds(cfg, warmup: WarmUp | Measurement | None, concurrency: int) -> float:
+def case_seconds(cfg, warmup: WarmUp | Measurement | None, concurrency: int,
+                 stretch: int = SLOW_CASE_STRETCH) -> float:
     """Each repetition lasts BENCH_DURATION, longer for a slow case (at most
-    SLOW_CASE_STRETCH times as long), so that at the warm-up's rate it holds
+    `stretch` times as long), so that at the warm-up's rate it holds
     BENCH_MIN_REQUESTS requests and ROUNDS_WANTED rounds of the concurrency:
     every client starts at once, so the first answers come after one round,
     and a run of few rounds reads low. A warm-up that completed nothing was
@@ -39,9 +40,9 @@ def case_seconds(cfg, warmup: WarmUp | Measurement | None, concurrency: int) -> 
     if warmup is None or not cfg.min_requests:
         return cfg.duration
     if warmup.requests == 0 or warmup.rps <= 0:
-        return cfg.duration * SLOW_CASE_STRETCH
+        return cfg.duration * stretch
     wanted = max(cfg.min_requests, ROUNDS_WANTED * concurrency)
-    return min(max(cfg.duration, math.ceil(wanted / warmup.rps)), cfg.duration * SLOW_CASE_STRETCH)
+    return min(max(cfg.duration, math.ceil(wanted / warmup.rps)), cfg.duration * stretch)
 
 
 def few_rounds(requests: int, concurrency: int) -> bool:

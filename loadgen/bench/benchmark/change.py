@@ -62,10 +62,13 @@ from .schedule import Rate, repetition_orders
 from .twins import Restarter, TwinRestartError
 
 # A slow case's windows last at most this many AB_WINDOWs (timed cases: 4).
-# At 4, flask's A/A at two sizes took 10m03s here (1 MB windows of 12 s, the
-# stand-in serving about 20 whole answers a second); at 3 its 1 MB windows of
-# 9 s still hold about 180, and one A/B of a path at two sizes fits 10 minutes.
-WINDOW_STRETCH = 3
+# At 3 (9 s), nginx-gridfs's 20 A/As at 1 MB resolved its CPU per request to
+# 5.4% at the median run (3.8-10.6%), the twins' per-window CPU differing more
+# than their rates (sd of log B/A 0.060 against 0.037); 15 s windows hold
+# 5/3 the answers, about 4.2% if that spread is the answers' own, for about
+# 70 s more an A/B of a path the stand-in serves slowly. A path that serves
+# its windows' requests sooner (flask-postgres at 1 MB: 3 s) is not stretched.
+WINDOW_STRETCH = 5
 # Both twins restarted and answering /health again, here: flask's 1.9-4.0 s
 # (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
 # this much per block.
@@ -111,7 +114,7 @@ def case_window_seconds(cfg, sizing: list[Rate | None], concurrency: int) -> flo
     window's start reads low (every client starts at once, the first answers
     come a round later): a side given shorter windows would read lower for
     it, a bias no pairing removes. `sizing` None: not sized (BENCH_MIN_REQUESTS 0)."""
-    return max(min(case_seconds(cfg, rate, concurrency), cfg.duration * WINDOW_STRETCH) for rate in sizing)
+    return max(case_seconds(cfg, rate, concurrency, WINDOW_STRETCH) for rate in sizing)
 
 
 def upstream_of(service: str, env_upstream: str) -> str | None:
