@@ -43,6 +43,7 @@ two separate runs side by side and never judges a change significant."""
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
@@ -61,13 +62,17 @@ from .costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
 from .schedule import Rate, repetition_orders
 from .twins import Restarter, TwinRestartError
 
-# A slow case's windows last at most this many AB_WINDOWs (timed cases: 4).
-# At 3 (9 s), nginx-gridfs's 20 A/As at 1 MB resolved its CPU per request to
-# 5.4% at the median run (3.8-10.6%), the twins' per-window CPU differing more
-# than their rates (sd of log B/A 0.060 against 0.037); 15 s windows hold
-# 5/3 the answers, about 4.2% if that spread is the answers' own, for about
-# 70 s more an A/B of a path the stand-in serves slowly. A path that serves
-# its windows' requests sooner (flask-postgres at 1 MB: 3 s) is not stretched.
+# A window holds at least WINDOW_ANSWERS answers of each side (and
+# ROUNDS_WANTED rounds), lasting at most WINDOW_STRETCH AB_WINDOWs (timed
+# cases: BENCH_MIN_REQUESTS, 4). At 200 and 3 (9-10 s at 1 MB), nginx-gridfs's
+# 20 A/As resolved its CPU per request to 5.4% at the median run (3.8-10.6%),
+# the twins' CPU per answer differing more than their rates (sd of log B/A
+# per block 0.060 against 0.037); windows of 15 s hold half as many again,
+# about 4.4% if that spread is the answers' own, for about a minute more an
+# A/B of a path the stand-in serves slowly. One that serves 300 answers
+# within AB_WINDOW (flask-postgres at 1 MB: 130 a second a twin) is not
+# stretched.
+WINDOW_ANSWERS = 300
 WINDOW_STRETCH = 5
 # Both twins restarted and answering /health again, here: flask's 1.9-4.0 s
 # (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
@@ -109,12 +114,14 @@ def metrics_of(design: str) -> tuple:
 
 def case_window_seconds(cfg, sizing: list[Rate | None], concurrency: int) -> float:
     """The one length of every window of a case, A's and B's alike: what the
-    slower side needs to hold its requests (cases.case_seconds, from a sizing
-    run of each side), at most WINDOW_STRETCH x AB_WINDOW. One length, because a
-    window's start reads low (every client starts at once, the first answers
-    come a round later): a side given shorter windows would read lower for
-    it, a bias no pairing removes. `sizing` None: not sized (BENCH_MIN_REQUESTS 0)."""
-    return max(case_seconds(cfg, rate, concurrency, WINDOW_STRETCH) for rate in sizing)
+    slower side needs to hold WINDOW_ANSWERS requests (cases.case_seconds, from
+    a sizing run of each side), at most WINDOW_STRETCH x AB_WINDOW. One length,
+    because a window's start reads low (every client starts at once, the first
+    answers come a round later): a side given shorter windows would read lower
+    for it, a bias no pairing removes. `sizing` None, or BENCH_MIN_REQUESTS 0:
+    not sized."""
+    held = replace(cfg, min_requests=max(cfg.min_requests, WINDOW_ANSWERS)) if cfg.min_requests else cfg
+    return max(case_seconds(held, rate, concurrency, WINDOW_STRETCH) for rate in sizing)
 
 
 def upstream_of(service: str, env_upstream: str) -> str | None:
