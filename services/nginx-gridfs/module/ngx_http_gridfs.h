@@ -207,7 +207,9 @@ typedef struct {
  * NGX_HTTP_GRIDFS_SHORT_WAIT_MS, as once the queue stands.
  * Differences, all for a database back from an outage: while the line
  * stands, the newest in line goes first (adaptive LIFO, "Fail at Scale"),
- * since the oldest are refused at their wait's end anyway; a line stands
+ * since the oldest of those given the short wait are refused at its end
+ * anyway, but not before one whose turn was expected within the budget
+ * (left behind, it waited all of it in vain); a line stands
  * only while the database answers (some admitted work done within the
  * queue's budget), since one that answers nothing is away, not busy; and
  * work that waited for an outage (it failed for want of a server, ran

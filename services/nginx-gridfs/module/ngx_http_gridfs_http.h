@@ -88,6 +88,9 @@ struct ngx_http_gridfs_ctx_s {
     ngx_queue_t                  in_line;
     ngx_event_t                  admitted;
     unsigned                     in_line_waiting:1;
+    /* it waits the queue's budget, its turn expected within it (else
+     * the short wait) */
+    unsigned                     turn_expected:1;
 
     /* finalized by the module, or its request terminated or freed */
     unsigned                     done:1;
