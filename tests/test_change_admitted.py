@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,28 +164,30 @@ def test_the_closed_loop_loads_both_twins_at_once_at_the_level_and_reads_every_a
 
 FAKE_WRK = '''#!{python}
 """wrk as the A/B's sizing calls it: the captured window of the twin its URL
-names, nginx-gridfs's shedding one past {calm} clients, its calm one at or below."""
-import sys
+names, nginx-gridfs's shedding one past {calm} clients, its calm one at or
+below; each call noted (its level, when)."""
+import json, sys, time
 from pathlib import Path
 clients, url = int(sys.argv[sys.argv.index("-c") + 1]), sys.argv[-1]
+with open({notes!r}, "a") as notes:
+    notes.write(json.dumps({{"wrk": clients, "at": time.time()}}) + "\\n")
 twin = "nginx-gridfs-b" if "nginx-gridfs-b" in url else "nginx-gridfs"
 print(Path({wrk!r}, f"{{twin}}-1MB-c100-admitting.txt" if clients > {calm} else f"{{twin}}-1MB-c8.txt").read_text())
 '''
 
 
-def test_a_case_past_what_its_twins_admit_is_estimated_by_the_closed_loop_and_verified_in_sizing(tmp_path,
-                                                                                                monkeypatch):
-    """ChangeRun.admit with wrk and vegeta standing in (FAKE_WRK,
-    FAKE_VEGETA): the closed loop at the level as set (c=8's window: 8.08
-    in flight) gives c=8; wrk there sheds past 4 clients, so 8 is halved to
-    4; every window is counted in the plan as it is added to it."""
+def admitting_run(tmp_path, monkeypatch, targets: dict[str, str], env: dict):
+    """A ChangeRun of nginx-gridfs's A/A at 1 MB with wrk and vegeta standing
+    in (FAKE_WRK, FAKE_VEGETA), its twins at `targets` (name: URL), and its
+    first sizing at c=100 done, as ChangeRun.case runs it: (run, url, sizing)."""
     from types import SimpleNamespace
 
     from bench.benchmark.cases import Timer
     from bench.benchmark.change import ChangeRun
     from bench.progress import Progress
     from bench.results import TargetResult
-    for name, text in (("wrk", FAKE_WRK.format(python=sys.executable, wrk=str(WRK), calm=4)),
+    for name, text in (("wrk", FAKE_WRK.format(python=sys.executable, wrk=str(WRK), calm=4,
+                                               notes=str(tmp_path / "calls.jsonl"))),
                        ("vegeta", FAKE_VEGETA.format(python=sys.executable, notes=str(tmp_path / "attacks.jsonl"),
                                                      fixture=str(VEGETA / "nginx-gridfs-1MB-closed-c8.jsonl.gz")))):
         (tmp_path / name).write_text(text)
@@ -192,17 +195,29 @@ def test_a_case_past_what_its_twins_admit_is_estimated_by_the_closed_loop_and_ve
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setenv("VEGETA", str(tmp_path / "vegeta"))
     cfg = from_env({"BENCH_TARGETS": "nginx-gridfs nginx-gridfs-b", "AB_A": "nginx-gridfs", "AB_B": "nginx-gridfs-b",
-                    "AB_WINDOW": str(WINDOW_S), "AB_WARMUP": "1", "CADVISOR_URL": ""})
+                    "AB_WINDOW": str(WINDOW_S), "AB_WARMUP": "1", "CADVISOR_URL": "", **env})
     cfg = SimpleNamespace(**{**vars(cfg), "duration": cfg.ab.window, "warmup": cfg.ab.warmup})
     results = Results(run_id="r", started_at="s", environment={},
-                      targets=[TargetResult(n, f"http://{n}:8080", True) for n in ("nginx-gridfs", "nginx-gridfs-b")])
+                      targets=[TargetResult(n, u, True) for n, u in targets.items()])
     timer = Timer(cfg, tmp_path, results, None, 1.0, Progress(0.0))
     run = ChangeRun(cfg, timer, results)
     url = {n: f"http://{n}:8080/files/1MB.bin" for n in ("nginx-gridfs", "nginx-gridfs-b")}
-    errors: dict = {}
-    sizing = run.sizing("A/B 1MB.bin c=100", url, 100, errors)
+    sizing = run.sizing("A/B 1MB.bin c=100", url, 100, {})
     timer.progress.planned = timer.progress.done  # the plan counted the first sizing (run.time_change)
-    record, sizing = run.admit("A/B 1MB.bin c=100", url, 100, sizing, errors)
+    return run, url, sizing
+
+
+def test_a_case_past_what_its_twins_admit_is_estimated_by_the_closed_loop_and_verified_in_sizing(tmp_path,
+                                                                                                monkeypatch):
+    """ChangeRun.admit, wrk and vegeta standing in: the closed loop at the
+    level as set (c=8's window: 8.08 in flight) gives c=8; wrk there sheds
+    past 4 clients, so 8 is halved to 4; every window is counted in the
+    plan as it is added to it."""
+    run, url, sizing = admitting_run(tmp_path, monkeypatch,
+                                     {n: f"http://{n}:8080" for n in ("nginx-gridfs", "nginx-gridfs-b")}, {})
+    timer, results, errors = run.timer, run.results, {}
+    sides = {t.name: t for t in results.targets}
+    record, sizing = run.admit("A/B 1MB.bin c=100", sides, url, 100, sizing, errors)
     assert not errors and [s["c"] for s in record["steps"]] == [100, 8, 4] and record["timed"] == 4
     assert record["estimate"] == 8 and {f["in_flight"] for f in record["in_flight"].values()} == {8.075}
     assert not record["still_shed"] and [m.requests for m in sizing.values()] == [219, 209]  # the calm windows
@@ -212,6 +227,48 @@ def test_a_case_past_what_its_twins_admit_is_estimated_by_the_closed_loop_and_ve
     assert timer.progress.done == pytest.approx(timer.progress.planned) and timer.progress.done > 0
     assert set(results.schedule["warm_ups"]) >= {"nginx-gridfs+nginx-gridfs-b A/B 1MB.bin c=100 at c=8 sizing",
                                                  "nginx-gridfs+nginx-gridfs-b A/B 1MB.bin c=100 at c=4 sizing"}
+
+
+def test_each_level_is_sized_again_on_twins_restarted_as_before_a_block(tmp_path, monkeypatch,
+                                                                        two_nginx):  # noqa: F811 (the fixture)
+    """With AB_RESTART_TWINS=every-block a level is verified only after both
+    twins restart, as a block's window follows a restart: sized after the
+    levels above it without one, nginx-gridfs at 1 MB read c=27-48 shedding
+    at most 5%, then shed 85-96% in every block there. Restarts answered
+    here as tools/lab/change.py answers them (twins.answer), the twins two
+    real nginx answering /health."""
+    import threading
+
+    from bench.benchmark import twins
+    first, second = two_nginx
+    run, url, sizing = admitting_run(tmp_path, monkeypatch, {"nginx-gridfs": first.url, "nginx-gridfs-b": second.url},
+                                     {"AB_RESTART_TWINS": "every-block"})
+    restarts, stop = [], threading.Event()
+
+    def host():  # the host's side: each restart asked for, noted and answered
+        while not stop.is_set():
+            for asked in sorted((tmp_path / twins.FOLDER).glob("*.restart")):
+                if not asked.with_suffix(".done").exists():
+                    restarts.append(time.time())
+                    twins.answer(asked, lambda services: {"started_at": {s: time.time() for s in services}})
+            stop.wait(0.05)
+    answering = threading.Thread(target=host)
+    answering.start()
+    try:
+        errors: dict = {}
+        record, _ = run.admit("A/B 1MB.bin c=100", {t.name: t for t in run.results.targets}, url, 100, sizing,
+                              errors)
+    finally:
+        stop.set()
+        answering.join()
+    assert not errors and [s["c"] for s in record["steps"]] == [100, 8, 4], errors
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    for level in (8, 4):  # its first wrk (the sizing's warm-up) after a restart, and after the level above's last
+        first_call = min(c["at"] for c in calls if c["wrk"] == level)
+        above = max(c["at"] for c in calls if c["wrk"] > level)
+        assert any(above < restart < first_call for restart in restarts), (level, restarts, calls)
+    assert len(restarts) == 2
+    assert run.timer.progress.done == pytest.approx(run.timer.progress.planned)
 
 
 def test_the_closed_loop_reads_what_real_nginx_held_in_flight(two_nginx, vegeta):  # noqa: F811 (the fixtures)
