@@ -16,8 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.benchmark.change import (WINDOW_ANSWERS, WINDOW_STRETCH, blocks, case_window_seconds, judge, upstream_of,
-                                    window_metrics)
+from bench.benchmark.change import WINDOW_STRETCH, blocks, case_window_seconds, judge, upstream_of, window_metrics
 from bench.check_settings import change_errors
 from bench.clients.timing import served_rate
 from bench.report.change import SHEDDING, last_calibration, render_change
@@ -121,11 +120,9 @@ def test_every_window_of_a_case_is_as_long_as_the_slower_side_needs():
     # five rounds of c=100 (usage.ROUNDS_WANTED) at 100/s: 5 s, for A too
     assert case_window_seconds(cfg, [fast, Sized(300, 3)], 100) == 5
     assert case_window_seconds(cfg, [Sized(300, 3), fast], 100) == 5
-    # WINDOW_ANSWERS, not BENCH_MIN_REQUESTS (200: 4 s), at 60/s
-    assert case_window_seconds(cfg, [fast, Sized(180, 3)], 5) == WINDOW_ANSWERS / 60 == 5
     # the stand-in's 1 MB: about 20 a second would need 25 s; at most WINDOW_STRETCH windows
-    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * WINDOW_STRETCH == 15
-    assert case_window_seconds(cfg, [Sized(0, 3), holds], 5) == 15  # nothing answered: slower than any rate
+    assert case_window_seconds(cfg, [Sized(61, 3), Sized(80, 3)], 100) == 3 * WINDOW_STRETCH == 9
+    assert case_window_seconds(cfg, [Sized(0, 3), holds], 5) == 9  # nothing answered: slower than any rate
     assert case_window_seconds(replace(cfg, min_requests=0), [Sized(61, 3), None], 100) == 3
 
 

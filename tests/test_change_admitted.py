@@ -202,7 +202,7 @@ def admitting_run(tmp_path, monkeypatch, targets: dict[str, str], env: dict):
     timer = Timer(cfg, tmp_path, results, None, 1.0, Progress(0.0))
     run = ChangeRun(cfg, timer, results)
     url = {n: f"http://{n}:8080/files/1MB.bin" for n in ("nginx-gridfs", "nginx-gridfs-b")}
-    sizing = run.sizing("A/B 1MB.bin c=100", url, 100, {})
+    sizing = run.sizing("A/B 1MB.bin c=100", {t.name: t for t in results.targets}, url, 100, {})
     timer.progress.planned = timer.progress.done  # the plan counted the first sizing (run.time_change)
     return run, url, sizing
 
@@ -229,20 +229,18 @@ def test_a_case_past_what_its_twins_admit_is_estimated_by_the_closed_loop_and_ve
                                                  "nginx-gridfs+nginx-gridfs-b A/B 1MB.bin c=100 at c=4 sizing"}
 
 
-def test_each_level_is_sized_again_on_twins_restarted_as_before_a_block(tmp_path, monkeypatch,
-                                                                        two_nginx):  # noqa: F811 (the fixture)
-    """With AB_RESTART_TWINS=every-block a level is verified only after both
-    twins restart, as a block's window follows a restart: sized after the
-    levels above it without one, nginx-gridfs at 1 MB read c=27-48 shedding
-    at most 5%, then shed 85-96% in every block there. Restarts answered
-    here as tools/lab/change.py answers them (twins.answer), the twins two
-    real nginx answering /health."""
+def test_every_sizing_runs_on_twins_restarted_as_before_a_block(tmp_path, monkeypatch,
+                                                               two_nginx):  # noqa: F811 (the fixture)
+    """With AB_RESTART_TWINS=every-block each sizing (the case's first, and
+    each that verifies a level) follows a restart of both twins, as a
+    block's window does: warmed but not restarted, nginx-gridfs at 1 MB
+    after 1 KB held 43-80 answers in flight where fresh twins held 12-16,
+    and read c=21-48 shedding at most 5% where its blocks shed 78-96%.
+    Restarts answered here as tools/lab/change.py answers them
+    (twins.answer), the twins two real nginx answering /health."""
     import threading
 
     from bench.benchmark import twins
-    first, second = two_nginx
-    run, url, sizing = admitting_run(tmp_path, monkeypatch, {"nginx-gridfs": first.url, "nginx-gridfs-b": second.url},
-                                     {"AB_RESTART_TWINS": "every-block"})
     restarts, stop = [], threading.Event()
 
     def host():  # the host's side: each restart asked for, noted and answered
@@ -255,6 +253,10 @@ def test_each_level_is_sized_again_on_twins_restarted_as_before_a_block(tmp_path
     answering = threading.Thread(target=host)
     answering.start()
     try:
+        first, second = two_nginx
+        run, url, sizing = admitting_run(tmp_path, monkeypatch,
+                                         {"nginx-gridfs": first.url, "nginx-gridfs-b": second.url},
+                                         {"AB_RESTART_TWINS": "every-block"})
         errors: dict = {}
         record, _ = run.admit("A/B 1MB.bin c=100", {t.name: t for t in run.results.targets}, url, 100, sizing,
                               errors)
@@ -263,11 +265,11 @@ def test_each_level_is_sized_again_on_twins_restarted_as_before_a_block(tmp_path
         answering.join()
     assert not errors and [s["c"] for s in record["steps"]] == [100, 8, 4], errors
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
-    for level in (8, 4):  # its first wrk (the sizing's warm-up) after a restart, and after the level above's last
-        first_call = min(c["at"] for c in calls if c["wrk"] == level)
-        above = max(c["at"] for c in calls if c["wrk"] > level)
-        assert any(above < restart < first_call for restart in restarts), (level, restarts, calls)
-    assert len(restarts) == 2
+    starts = [min(c["at"] for c in calls if c["wrk"] == level) for level in (100, 8, 4)]  # each sizing's warm-up
+    ends = [0.0] + [max(c["at"] for c in calls if c["wrk"] == level) for level in (100, 8)]  # the sizing before
+    assert len(restarts) == 3, restarts
+    for restart, after, before in zip(restarts, ends, starts):
+        assert after < restart < before, (restarts, calls)
     assert run.timer.progress.done == pytest.approx(run.timer.progress.planned)
 
 

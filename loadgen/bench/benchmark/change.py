@@ -43,7 +43,6 @@ two separate runs side by side and never judges a change significant."""
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
@@ -62,18 +61,14 @@ from .costs import MEASURED_OVERHEAD_S, OVERHEAD_S, warm_up_seconds
 from .schedule import Rate, repetition_orders
 from .twins import Restarter, TwinRestartError
 
-# A window holds at least WINDOW_ANSWERS answers of each side (and
-# ROUNDS_WANTED rounds), lasting at most WINDOW_STRETCH AB_WINDOWs (timed
-# cases: BENCH_MIN_REQUESTS, 4). At 200 and 3 (9-10 s at 1 MB), nginx-gridfs's
-# 20 A/As resolved its CPU per request to 5.4% at the median run (3.8-10.6%),
-# the twins' CPU per answer differing more than their rates (sd of log B/A
-# per block 0.060 against 0.037); windows of 15 s hold half as many again,
-# about 4.4% if that spread is the answers' own, for about a minute more an
-# A/B of a path the stand-in serves slowly. One that serves 300 answers
-# within AB_WINDOW (flask-postgres at 1 MB: 130 a second a twin) is not
-# stretched.
-WINDOW_ANSWERS = 300
-WINDOW_STRETCH = 5
+# A slow case's windows last at most this many AB_WINDOWs (timed cases: 4).
+# At 3 (9 s) one A/B of a path the stand-in serves slowly fits 10 minutes at
+# two sizes. Longer ones did not resolve more: nginx-gridfs's twins' CPU per
+# 1 MB answer differed per block as much in windows of 14-15 s (sd of log
+# B/A 0.072, and A/As resolving 6.1-6.8%) as in 9 s (median 0.063), while
+# without restarts one A/A resolved 1.2%: each restart draws a process whose
+# CPU per answer is its own, and only more draws (blocks) narrow that.
+WINDOW_STRETCH = 3
 # Both twins restarted and answering /health again, here: flask's 1.9-4.0 s
 # (gunicorn stops gracefully), nginx-gridfs's 0.6-1.0 s; the plan counts
 # this much per block.
@@ -114,14 +109,12 @@ def metrics_of(design: str) -> tuple:
 
 def case_window_seconds(cfg, sizing: list[Rate | None], concurrency: int) -> float:
     """The one length of every window of a case, A's and B's alike: what the
-    slower side needs to hold WINDOW_ANSWERS requests (cases.case_seconds, from
-    a sizing run of each side), at most WINDOW_STRETCH x AB_WINDOW. One length,
-    because a window's start reads low (every client starts at once, the first
-    answers come a round later): a side given shorter windows would read lower
-    for it, a bias no pairing removes. `sizing` None, or BENCH_MIN_REQUESTS 0:
-    not sized."""
-    held = replace(cfg, min_requests=max(cfg.min_requests, WINDOW_ANSWERS)) if cfg.min_requests else cfg
-    return max(case_seconds(held, rate, concurrency, WINDOW_STRETCH) for rate in sizing)
+    slower side needs to hold its requests (cases.case_seconds, from a sizing
+    run of each side), at most WINDOW_STRETCH x AB_WINDOW. One length, because a
+    window's start reads low (every client starts at once, the first answers
+    come a round later): a side given shorter windows would read lower for
+    it, a bias no pairing removes. `sizing` None: not sized (BENCH_MIN_REQUESTS 0)."""
+    return max(case_seconds(cfg, rate, concurrency, WINDOW_STRETCH) for rate in sizing)
 
 
 def upstream_of(service: str, env_upstream: str) -> str | None:
@@ -152,25 +145,26 @@ def window_metrics(rep: dict, target: str, supporting: list[str]) -> dict:
 
 
 def sizing_seconds(cfg, ab) -> float:
-    """What the plan counts for one sizing of a case: a window of each side
-    (of both at once in a duet), each after its warm-up with AB_ADMITTED
-    on; none when BENCH_MIN_REQUESTS is 0 (nothing sized)."""
+    """What the plan counts for one sizing of a case: the twins' restart
+    (AB_RESTART_TWINS) and a window of each side (of both at once in a
+    duet), each after its warm-up with AB_ADMITTED on; none when
+    BENCH_MIN_REQUESTS is 0 (nothing sized)."""
     if not cfg.min_requests:
         return 0.0
     windows = 1 if ab.design == DUET else 2
-    return windows * (cfg.duration + OVERHEAD_S + (warm_up_seconds(cfg) if ab.admitted else 0.0))
+    restart = RESTART_S if ab.restart_twins else 0.0
+    return restart + windows * (cfg.duration + OVERHEAD_S + (warm_up_seconds(cfg) if ab.admitted else 0.0))
 
 
 def admitting_seconds(cfg, ab) -> float:
     """The most a case past what its paths admit adds to the plan: the
     closed-loop window of each side (of both in a duet) and every sizing
-    that verifies a level, each after the twins' restart (ChangeRun.admit).
-    Counted as they run, not in the plan: most cases shed nothing."""
+    that verifies a level (ChangeRun.admit). Counted as they run, not in
+    the plan: most cases shed nothing."""
     if not (cfg.min_requests and ab.admitted):
         return 0.0
     windows = 1 if ab.design == DUET else 2
-    restart = RESTART_S if ab.restart_twins else 0.0
-    return windows * (cfg.duration + OVERHEAD_S) + (ADMITTED_STEPS + 1) * (sizing_seconds(cfg, ab) + restart)
+    return windows * (cfg.duration + OVERHEAD_S) + (ADMITTED_STEPS + 1) * sizing_seconds(cfg, ab)
 
 
 def sizing_figures(m: Measurement) -> dict:
@@ -330,7 +324,7 @@ class ChangeRun:
         reps: dict[str, list[dict]] = {a.name: [], b.name: []}
         errors: dict[str, str] = {}
         url = {name: f"{target.url}/files/{f['name']}" for name, target in sides.items()}
-        sizing = self.sizing(phase, url, c, errors)
+        sizing = self.sizing(phase, sides, url, c, errors)
         admitted = None
         if self.ab.admitted and sizing and not errors and sheds(sizing_step(c, figures_of(sizing))):
             admitted, sizing = self.admit(phase, sides, url, c, sizing, errors)
@@ -471,15 +465,9 @@ class ChangeRun:
         """A case whose sizing at the level as set shed: what each twin
         admitted, from one closed-loop window of vegeta at that level
         (whole_in_flight), and the level the case settles on, each sized
-        again with wrk (next_level) after a restart of both twins, as a
-        block's window follows one, which also sizes its windows at the
-        level timed. Without the restart a level sized after the levels
-        above it read as the blocks did not: nginx-gridfs at 1 MB sized c=27
-        to c=48 shedding at most 5%, then its blocks there, each after a
-        restart, shed 85-96% (10 of 22 A/As, calibration-nginx-gridfs-
-        20261129T233629Z and 20261130T025741Z). The record (None when the
-        closed loop failed) and the last sizing. A tool that fails is the
-        case's error, as in sizing."""
+        again with wrk (next_level), which also sizes its windows at the
+        level timed. The record (None when the closed loop failed) and the
+        last sizing. A tool that fails is the case's error, as in sizing."""
         steps = [sizing_step(configured, figures_of(sizing))]
         in_flight = self.closed_loop(phase, url, configured, errors)
         if errors:
@@ -487,12 +475,7 @@ class ChangeRun:
         estimate = admitted_level({name: f["in_flight"] for name, f in in_flight.items()}, configured)
         while (level := next_level(steps, estimate)) is not None:
             self.timer.progress.planned += sizing_seconds(self.cfg, self.ab)  # counted as the plan counts a sizing
-            if self.restarter:
-                self.timer.progress.planned += RESTART_S
-                self.fresh_twins(sides, f"sizing at c={level}", errors)
-            if errors:
-                break
-            sizing = self.sizing(f"{phase} at c={level}", url, level, errors)
+            sizing = self.sizing(f"{phase} at c={level}", sides, url, level, errors)
             if errors:
                 break
             steps.append(sizing_step(level, figures_of(sizing)))
@@ -520,16 +503,25 @@ class ChangeRun:
                 self.timer.progress.advance(seconds + OVERHEAD_S)
         return found
 
-    def sizing(self, phase: str, url: dict[str, str], c: int, errors: dict[str, str]) -> dict[str, Measurement]:
+    def sizing(self, phase: str, sides: dict[str, TargetResult], url: dict[str, str], c: int,
+               errors: dict[str, str]) -> dict[str, Measurement]:
         """One AB_WINDOW of wrk on each side (not counted), which sizes the
         case's windows and says whether its level is past what its paths
         admit (none when BENCH_MIN_REQUESTS is 0: nothing to hold, and the
-        case is timed as set). With AB_ADMITTED on, after the warm-up a
-        block's window has: unwarmed, the window read what the twins kept
-        from the case before (nginx-gridfs at 1 MB, c=100: A refused none of
-        73 answers, B 34% of 96, where every window refused 97.6-97.8%). A
-        side whose sizing fails is an error."""
+        case is timed as set). On fresh twins (AB_RESTART_TWINS) and, with
+        AB_ADMITTED on, after the warm-up, as a block's window follows both:
+        unwarmed, the window read what the twins kept from the case before
+        (nginx-gridfs at 1 MB, c=100: A refused none of 73 answers, B 34% of
+        96, where every window refused 97.6-97.8%); warmed but not restarted,
+        nginx-gridfs at 1 MB after 1 KB held 43-80 answers in flight in the
+        closed loop where fresh twins held 12-16, and in 16 of 28 A/As its
+        sizings read a level of c=21-48 shedding at most 5% where its
+        blocks, each after a restart, then shed 78-96% (docs/ab.md). A side
+        whose sizing fails is an error."""
         if not self.cfg.min_requests:
+            return {}
+        self.fresh_twins(sides, f"sizing {phase}", errors)
+        if errors:
             return {}
         sizing = {}
         if self.ab.design == DUET:  # sized as timed: both at once
