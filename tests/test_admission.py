@@ -346,7 +346,10 @@ def test_overload_is_refused_fast_and_what_is_admitted_is_served(path, vegeta): 
     # The onset's refusals are printed, not judged: the burst's newcomers
     # whose expected wait fits wait the budget, and on a shared machine a
     # few of them are refused after it in some runs (before the estimate,
-    # in every run at least 1% of them: the onset's p99 at the budget).
+    # in every run at least 1% of them: the onset's p99 at the budget; so
+    # too nginx-gridfs's while its line went newest-first even before them,
+    # 502 ms in 3 of 3; since, 55 ms, and 1 of 5 at the budget with both
+    # cores busy, as node's).
     assert refused_p99_ms < 2 * (SHORT_WAIT * 1000 + unloaded_ms), (refused_p99_ms, unloaded_ms)
 
 
