@@ -438,10 +438,9 @@ class ChangeRun:
         return {"read_by_bench": [r for r in self.read_cpu if r not in fallback], "from_cadvisor": fallback}
 
     def fresh_twins(self, sides: dict[str, TargetResult], before: str, errors: dict[str, str]) -> dict | None:
-        """Both twins restarted before a block or a sizing that verifies a
-        level (AB_RESTART_TWINS, see twins.py for why) and answering again;
-        None when they are not restarted. A restart that fails ends the
-        case, named."""
+        """Both twins restarted before a block or a sizing (AB_RESTART_TWINS,
+        see twins.py for why) and answering again; None when they are not
+        restarted. A restart that fails ends the case, named."""
         if self.restarter is None or errors:
             return None
         self.restarts_asked += 1
