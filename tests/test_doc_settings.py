@@ -24,6 +24,7 @@ NOT_SETTINGS = {
     "POOL_RSS_READS": "a test's parameter (tests/test_nginx_gridfs_hardening.py)",
     "FLOOR_SECONDS": "a test's parameter (the module's floor benchmark)",
     "FLOOR_ROUNDS": "a test's parameter (the module's floor benchmark)",
+    "MALLOC_ARENA_MAX": "glibc's own variable, set through B_ENV in docs/ab.md's runs",
 }
 
 
