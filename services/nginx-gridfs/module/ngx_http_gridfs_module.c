@@ -1087,16 +1087,15 @@ ngx_http_gridfs_init_process(ngx_cycle_t *cycle)
 
 #if (NGX_LINUX) && defined(M_ARENA_MAX)
     /*
-     * glibc's own mmap threshold, which rises to the largest block freed:
-     * libmongoc's reply buffers (a window's chunks) are then reused from
-     * the heap; pinned at 128 KiB, each was mapped afresh and faulted in
-     * page by page, 48% of a 1 MB response's CPU.  Two arenas, not one per
-     * pool thread: each keeps a freed reply buffer at its top, and sixteen
-     * held 27 MiB more with 100 stalled readers
+     * Two arenas, not one per pool thread: each keeps freed reply buffers,
+     * and sixteen held 27 MiB more with 100 stalled readers
      */
-    if (mallopt(M_ARENA_MAX, 2) != 1) {
+    if (mallopt(M_MMAP_THRESHOLD, NGX_HTTP_GRIDFS_MMAP_THRESHOLD) != 1
+        || mallopt(M_TRIM_THRESHOLD, NGX_HTTP_GRIDFS_TRIM_THRESHOLD) != 1
+        || mallopt(M_ARENA_MAX, 2) != 1)
+    {
         ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
-                      "gridfs: mallopt(M_ARENA_MAX) failed");
+                      "gridfs: mallopt() failed");
     }
 #endif
 

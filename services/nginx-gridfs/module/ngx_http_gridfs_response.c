@@ -36,9 +36,6 @@
 #define NGX_HTTP_GRIDFS_HOLD_MS  60000
 
 
-static u_char *ngx_http_gridfs_window_alloc(size_t size, size_t *got,
-    ngx_log_t *log);
-static void ngx_http_gridfs_window_free(u_char *p, size_t size);
 static void ngx_http_gridfs_hold_handler(ngx_event_t *ev);
 static void ngx_http_gridfs_terminated(void *data);
 static ngx_int_t ngx_http_gridfs_post(ngx_http_gridfs_ctx_t *ctx);
@@ -75,105 +72,6 @@ static void ngx_http_gridfs_finalize(ngx_http_gridfs_ctx_t *ctx,
 static void ngx_http_gridfs_release(ngx_http_gridfs_ctx_t *ctx);
 static void ngx_http_gridfs_job_release(ngx_http_gridfs_job_t *job);
 static void ngx_http_gridfs_job_free(ngx_http_gridfs_job_t *job);
-
-
-/*
- * Windows freed lately, for the next responses: a few, of at most
- * NGX_HTTP_GRIDFS_FREE_BYTES together, per worker.  A window above glibc's
- * mmap threshold (which rises only to the largest block freed so far) is
- * otherwise mapped afresh for a response, and its pages faulted in again
- * as it is written; smaller ones malloc keeps by itself.  A cached window
- * keeps the pages it was written into: the cache is that much more of the
- * worker's resident memory, at most.
- */
-
-#define NGX_HTTP_GRIDFS_FREE_WINDOWS  4
-#define NGX_HTTP_GRIDFS_FREE_BYTES    (8 * 1024 * 1024)
-
-typedef struct {
-    u_char                      *data;
-    size_t                       size;
-} ngx_http_gridfs_free_window_t;
-
-static ngx_http_gridfs_free_window_t
-                    ngx_http_gridfs_free[NGX_HTTP_GRIDFS_FREE_WINDOWS];
-static ngx_uint_t   ngx_http_gridfs_nfree;
-static size_t       ngx_http_gridfs_free_bytes;
-
-
-/* a cached window at least as large, and not twice as large, else a new
- * one; *got is what it holds */
-
-static u_char *
-ngx_http_gridfs_window_alloc(size_t size, size_t *got, ngx_log_t *log)
-{
-    u_char      *p;
-    ngx_uint_t   i, best;
-
-    best = NGX_HTTP_GRIDFS_FREE_WINDOWS;
-
-    for (i = 0; i < ngx_http_gridfs_nfree; i++) {
-        if (ngx_http_gridfs_free[i].size >= size
-            && ngx_http_gridfs_free[i].size / 2 <= size
-            && (best == NGX_HTTP_GRIDFS_FREE_WINDOWS
-                || ngx_http_gridfs_free[i].size
-                   < ngx_http_gridfs_free[best].size))
-        {
-            best = i;
-        }
-    }
-
-    if (best != NGX_HTTP_GRIDFS_FREE_WINDOWS) {
-        p = ngx_http_gridfs_free[best].data;
-        *got = ngx_http_gridfs_free[best].size;
-
-        ngx_http_gridfs_free_bytes -= *got;
-        ngx_http_gridfs_free[best] =
-                             ngx_http_gridfs_free[--ngx_http_gridfs_nfree];
-        return p;
-    }
-
-    p = ngx_alloc(size, log);
-    *got = p ? size : 0;
-
-    return p;
-}
-
-
-/* kept if it is large and fits, the oldest making room; else freed */
-
-static void
-ngx_http_gridfs_window_free(u_char *p, size_t size)
-{
-    if (p == NULL) {
-        return;
-    }
-
-    if (size < NGX_HTTP_GRIDFS_MMAP_THRESHOLD
-        || size > NGX_HTTP_GRIDFS_FREE_BYTES)
-    {
-        ngx_free(p);
-        return;
-    }
-
-    while (ngx_http_gridfs_nfree
-           && (ngx_http_gridfs_nfree == NGX_HTTP_GRIDFS_FREE_WINDOWS
-               || ngx_http_gridfs_free_bytes + size
-                  > NGX_HTTP_GRIDFS_FREE_BYTES))
-    {
-        ngx_free(ngx_http_gridfs_free[0].data);
-        ngx_http_gridfs_free_bytes -= ngx_http_gridfs_free[0].size;
-
-        ngx_memmove(&ngx_http_gridfs_free[0], &ngx_http_gridfs_free[1],
-                    --ngx_http_gridfs_nfree
-                    * sizeof(ngx_http_gridfs_free_window_t));
-    }
-
-    ngx_http_gridfs_free[ngx_http_gridfs_nfree].data = p;
-    ngx_http_gridfs_free[ngx_http_gridfs_nfree].size = size;
-    ngx_http_gridfs_nfree++;
-    ngx_http_gridfs_free_bytes += size;
-}
 
 
 /* what holds this worker through a graceful shutdown: tasks in flight and
@@ -1558,12 +1456,10 @@ ngx_http_gridfs_fetch_window(ngx_http_gridfs_ctx_t *ctx)
         size = ngx_max(size, (size_t) (w.to - w.from));
 
         if (job->window_size[half] < size) {
-            ngx_http_gridfs_window_free(job->window[half],
-                                        job->window_size[half]);
+            ngx_free(job->window[half]);
 
-            job->window[half] = ngx_http_gridfs_window_alloc(size,
-                                                 &job->window_size[half],
-                                                 r->connection->log);
+            job->window[half] = ngx_alloc(size, r->connection->log);
+            job->window_size[half] = job->window[half] ? size : 0;
 
             if (job->window[half] == NULL) {
                 ngx_http_gridfs_finalize(ctx, ctx->header_sent
@@ -1951,7 +1847,7 @@ ngx_http_gridfs_job_release(ngx_http_gridfs_job_t *job)
 
     for (i = 0; i < 2; i++) {
         if (job->window[i]) {
-            ngx_http_gridfs_window_free(job->window[i], job->window_size[i]);
+            ngx_free(job->window[i]);
             job->window[i] = NULL;
             job->window_size[i] = 0;
         }
