@@ -265,7 +265,11 @@ def test_the_calibrations_exit():
     # p-values piled near 0 with nothing changed: not uniform (1)
     low = [aa(f"r{i}", [row("1KB c=100", "rps", 0.001 * (i + 1), 1.0, 0.99, 1.01)]) for i in range(8)]
     code, why = cal.judge(cal.summarise(low))
-    assert code == cal.FAILS and "not uniform" in why[0]
+    assert code == cal.FAILS and "not uniform" in why[0] and "piled near 0" in why[0]
+    # piled high (nginx-gridfs's 1 MB CPU per request, 2026-11-30: 19 of 20 above 0.36): the other side, named
+    high = [aa(f"r{i}", [row("1KB c=100", "rps", 1 - 0.01 * i, 1.0, 0.99, 1.01)]) for i in range(8)]
+    code, why = cal.judge(cal.summarise(high))
+    assert code == cal.FAILS and "piled high" in why[0]
 
 
 def test_a_run_of_other_settings_or_a_change_is_not_read_as_one_of_the_calibration():

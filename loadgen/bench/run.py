@@ -92,6 +92,14 @@ def _interrupt(signum, _frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
+def hold_stops_for_the_report() -> None:
+    """From here on SIGTERM and Ctrl-C are let pass: a second `docker compose
+    stop` or Ctrl-C no longer cuts the report in half. Docker's SIGKILL,
+    after its grace period, still ends the process."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def time_everything(cfg, results: Results, scope: Scope, run_dir: Path, monitor, allowance: float,
                     phase_clock: PhaseClock, started: float, phases: tuple[Phase, ...] = PHASES) -> None:
     """Every phase of `phases` (bench.benchmark.phases.PHASES) the settings hold, in
@@ -247,7 +255,7 @@ def main() -> int:
                                 "holds what was measured until then")
         traceback.print_exc()
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        hold_stops_for_the_report()
         finish(cfg, results, run_dir, results_dir, monitor, started)
     if results.status != "complete":
         say(f"INCOMPLETE: {results.status}")

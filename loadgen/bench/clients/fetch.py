@@ -1,6 +1,9 @@
-"""`python -m bench fetch URL FILE CLIENTS`: CLIENTS clients at once each
-download URL whole and check its bytes against FILE on the files volume
-(make overload's large file: 50 clients, 100 MB, a 256 MB container).
+"""`python -m bench fetch URL FILE CLIENTS [START_S]`: CLIENTS clients at
+once each download URL whole and check its bytes against FILE on the files
+volume (make overload's large file: 50 clients, 100 MB, a 256 MB container).
+Each waits up to START_S seconds (default 60) for its answer to start, the
+path's own deadline for it plus a margin, so a request the path holds in
+line until then is not the client's timeout; then 60 s at most for each read.
 Prints one JSON line: what each got (whole, cut short, a status, a client
 error), the slowest download and the time of them all."""
 import hashlib
@@ -31,14 +34,17 @@ def file_digest(path: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def download(url: str, sha256: str) -> str:
+def download(url: str, sha256: str, start_s: float = READ_TIMEOUT_S, read_s: float = READ_TIMEOUT_S) -> str:
     """One GET, streamed and hashed: 'whole', '200 cut short', the status, or
-    the client error's kind."""
+    the client error's kind. The status line may take start_s; each read
+    after it, read_s."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=READ_TIMEOUT_S)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=start_s)
     try:
         conn.request("GET", parts.path)
+        sock = conn.sock  # getresponse() lets go of it when the answer closes the connection
         resp = conn.getresponse()
+        sock.settimeout(read_s)
         digest = hashlib.sha256()
         while piece := resp.read(PIECE):
             digest.update(piece)
@@ -60,10 +66,11 @@ def download(url: str, sha256: str) -> str:
 
 
 def main(args: list[str]) -> int:
-    if len(args) != 3:
-        print("usage: python -m bench fetch URL FILE CLIENTS", file=sys.stderr)
+    if len(args) not in (3, 4):
+        print("usage: python -m bench fetch URL FILE CLIENTS [START_S]", file=sys.stderr)
         return 2
     url, name, clients = args[0], args[1], int(args[2])
+    start_s = float(args[3]) if len(args) == 4 else READ_TIMEOUT_S
     try:
         sha256, size = file_digest(os.path.join(FILES_DIR, os.path.basename(name)))
         wait_until_serving(url, sha256, time.monotonic() + READY_TIMEOUT_S)
@@ -76,7 +83,7 @@ def main(args: list[str]) -> int:
     def client():
         start.wait()
         began = time.monotonic()
-        outcome = download(url, sha256)
+        outcome = download(url, sha256, start_s)
         outcomes.append((outcome, time.monotonic() - began))
 
     began = time.monotonic()

@@ -139,6 +139,15 @@ def ks_uniform(values: list[float]) -> dict | None:
     return {"n": len(values), "statistic": d, "p": min(1.0, max(0.0, 1 - kolmogorov_cdf(len(values), d)))}
 
 
+def piled_near_0(values: list[float]) -> bool:
+    """Which side KS's D lies on: p-values piled near 0 (verdicts fire more
+    often than they promise), or high (the runs agree more than their
+    intervals say: intervals wider than needed, fewer verdicts)."""
+    xs = sorted(min(1.0, max(0.0, v)) for v in values)
+    n = len(xs)
+    return max((i + 1) / n - x for i, x in enumerate(xs)) >= max(x - i / n for i, x in enumerate(xs))
+
+
 # --- chi-square and Cochran's Q -----------------------------------------------------------------------------
 
 def gamma_q(a: float, x: float) -> float:
@@ -479,7 +488,9 @@ def judge(summary: dict) -> tuple[int, list[str]]:
     short = [f"{s['case']} {s['metric']}: {s['runs']} runs measured" for s in summary["case_metrics"] if not s["ks"]]
     if short or not summary["case_metrics"]:
         return NOT_MEASURED, short or ["no case-metric was measured"]
-    why = [f"{s['case']} {s['metric']}: the p-values are not uniform (KS p {s['ks']['p']:.3g} < {KS_FLOOR:g})"
+    why = [f"{s['case']} {s['metric']}: the p-values are not uniform (KS p {s['ks']['p']:.3g} < {KS_FLOOR:g}), "
+           + ("piled near 0: the verdicts fire more often than they promise" if piled_near_0(s["p_randomised"]) else
+              "piled high: the runs agree more than their intervals say, which are wider than needed")
            for s in summary["case_metrics"] if s["ks"]["p"] < KS_FLOOR]
     found = summary["false_alarms"]
     if found["rate"] > ALARM_CEILING:

@@ -62,7 +62,7 @@
  * that, in each process by the chance of what was freed first.  Windows
  * and libmongoc's reply buffers (up to a window's chunks) were then mapped
  * afresh or trimmed and faulted in again, page by page, in one worker and
- * not in the next: 1 MB answers cost 1.2 to 2.4 ms of CPU by process
+ * not in the next: 1 MB answers cost 1.4 to 1.9 ms of CPU by process
  * (docs/ab.md).  Fixed, every worker keeps and reuses them: 32 MiB, the
  * dynamic threshold's own ceiling, and 128 MiB free at the heap's top
  * before it is given back.
