@@ -49,11 +49,17 @@ REPEATABILITY = 2.8   # x the between-run sd: the 95% limit of the difference of
 
 # --- Kolmogorov-Smirnov against U(0, 1) -------------------------------------------------------------------
 
-def ks_statistic(values: list[float]) -> float:
-    """D = sup |F_n(x) - x| of the values against U(0, 1)."""
+def ks_sides(values: list[float]) -> tuple[float, float]:
+    """(D+, D-): how far the values' F_n rises above U(0, 1)'s (values piled
+    near 0) and falls below it (piled high)."""
     xs = sorted(min(1.0, max(0.0, v)) for v in values)
     n = len(xs)
-    return max(max((i + 1) / n - x for i, x in enumerate(xs)), max(x - i / n for i, x in enumerate(xs)))
+    return max((i + 1) / n - x for i, x in enumerate(xs)), max(x - i / n for i, x in enumerate(xs))
+
+
+def ks_statistic(values: list[float]) -> float:
+    """D = sup |F_n(x) - x| of the values against U(0, 1)."""
+    return max(ks_sides(values))
 
 
 def _matmul(a: list[list[float]], b: list[list[float]]) -> list[list[float]]:
@@ -143,9 +149,8 @@ def piled_near_0(values: list[float]) -> bool:
     """Which side KS's D lies on: p-values piled near 0 (verdicts fire more
     often than they promise), or high (the runs agree more than their
     intervals say: intervals wider than needed, fewer verdicts)."""
-    xs = sorted(min(1.0, max(0.0, v)) for v in values)
-    n = len(xs)
-    return max((i + 1) / n - x for i, x in enumerate(xs)) >= max(x - i / n for i, x in enumerate(xs))
+    above, below = ks_sides(values)
+    return above >= below
 
 
 # --- chi-square and Cochran's Q -----------------------------------------------------------------------------
