@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from docker_helpers import LOCAL_IMAGE, cadvisor_as_compose_runs_it, docker, remove_container
-from processes import FerretDBServer, PostgresServer, free_port
+from support.docker_helpers import LOCAL_IMAGE, cadvisor_as_compose_runs_it, docker, remove_container
+from support.processes import FerretDBServer, PostgresServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

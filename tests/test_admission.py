@@ -21,7 +21,7 @@ import pytest
 from pymongo import MongoClient
 
 from seed import postgres_store
-from service_processes import (SERVICES, LabNginxGridFS, flask_postgres_service, flask_service, node_service,
+from support.service_processes import (SERVICES, LabNginxGridFS, flask_postgres_service, flask_service, node_service,
                                postgres_database)
 from lab_http.admission import SHORT_WAIT, AdmissionPolicy, Admitted
 from test_timing_rounds import vegeta  # noqa: F401 (a fixture)

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 import requests
 
-from docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
+from support.docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
 
 pytestmark = pytest.mark.skipif(not docker_engine_answers(), reason="no Docker engine answers on this machine")
 

@@ -22,7 +22,7 @@ from bench.measure.paired import signed_rank_p
 import change_calibrate
 import change_gate
 import gate_rule
-from kept_runs import KEPT_CALIBRATION, kept_ab
+from support.kept_runs import KEPT_CALIBRATION, kept_ab
 
 MACHINE = {"cpu_model": "Test CPU", "host_cores": 2, "kernel": "6.1.0"}
 

@@ -225,7 +225,7 @@ def test_the_page_says_whose_cpu_covers_the_window_exactly():
 
 
 def test_without_a_tree_or_cadvisor_every_role_says_why_it_falls_back(tmp_path):
-    from processes import free_port
+    from support.processes import free_port
 
     from bench.measure.monitor import CadvisorClient, Monitor
     monitor = Monitor(CadvisorClient(f"http://127.0.0.1:{free_port()}", timeout=1), ["flask"], ["postgres"])

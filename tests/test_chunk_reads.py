@@ -11,7 +11,7 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-from service_processes import SERVICES, flask_service, node_service
+from support.service_processes import SERVICES, flask_service, node_service
 
 DB_NAME = "lab_chunk_reads_test"
 CHUNK = 255 * 1024

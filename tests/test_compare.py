@@ -16,7 +16,7 @@ import pytest
 from bench.report.compare import (CompareError, compare, load, main, mann_whitney, regressions, render_markdown,
                            smallest_p)
 from bench.results import Results
-from kept_runs import A_A_RUN, A_B_RUN, change_run
+from support.kept_runs import A_A_RUN, A_B_RUN, change_run
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "compare"

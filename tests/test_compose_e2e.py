@@ -225,8 +225,8 @@ def test_report_has_the_seed_table_conformance_and_cpu(lab):
 def test_the_run_page_passes_the_browser_check(lab):
     """The tiny run's own index.html in headless Chromium: no console error,
     every chart drawn, the headline's figures equal results.json's, no
-    overflow at 1280 or 390 px (tests/browser_check.py)."""
-    from browser_check import check_page
+    overflow at 1280 or 390 px (tests/support/browser_check.py)."""
+    from support.browser_check import check_page
     _, data, results, _ = lab
     assert check_page(results / data["run_id"] / "index.html") == []
 
@@ -538,7 +538,7 @@ def test_an_aa_run_counts_its_own_false_alarms(change_gate):
     page = (results / aa["run_id"] / "ab.md").read_text()
     assert "every \"better\" or \"worse\" verdict below is a false alarm" in page
     # its page, in a real browser: drawn, no error, usable at 390 px
-    from browser_check import check_page
+    from support.browser_check import check_page
     assert check_page(results / aa["run_id"] / "index.html", results_json=False) == []
     assert "Paired changes per block" in (results / aa["run_id"] / "index.html").read_text()
 

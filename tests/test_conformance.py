@@ -17,8 +17,8 @@ from seed import bad_documents, loader
 from bench.checks import conformance
 from bench.checks.conformance import check, hostile_requests
 from labfiles.bad_documents import DOCUMENTS as BAD_DOCUMENTS, FILES_DOCUMENT, LATER_CHUNK, PREFIX
-from processes import free_port, stop_process, wait_for_port
-from service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
+from support.processes import free_port, stop_process, wait_for_port
+from support.service_processes import NginxStatic, flask_service, nginx_gridfs_service, node_service
 from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary  # noqa: F401 (a fixture)
 
 DB = "conformance"

@@ -17,8 +17,9 @@ import requests
 from pymongo import MongoClient
 
 from seed import postgres_store
-from processes import rss_mib
-from service_processes import GUNICORN_CONF, flask_postgres_service, flask_service, node_service, postgres_database
+from support.processes import rss_mib
+from support.service_processes import GUNICORN_CONF, flask_postgres_service, flask_service, node_service, \
+    postgres_database
 
 DB_NAME = "lab_deadlines_test"
 DEADLINE_S = 1.0

@@ -9,7 +9,7 @@ import pytest
 
 from bench.environment import database_server, server_label
 from conftest import ferretdb_binary
-from processes import free_port, stop_process, wait_for_port
+from support.processes import free_port, stop_process, wait_for_port
 
 
 def seeded(uri: str, db: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from bench.report.exports import BENCHER, BIGGER, CSV, SMALLER, write_exports
 from bench.results import Results
-from kept_runs import A_A_RUN, EXAMPLE_ROUNDS, change_run
+from support.kept_runs import A_A_RUN, EXAMPLE_ROUNDS, change_run
 
 EXAMPLE = Path(__file__).parent.parent / "results" / "example" / "results.json"
 # a BENCH_CPU_DESIGN=same-moment run as kept (docs/methodology.md cites it), and a rounds design run

@@ -25,8 +25,8 @@ import requests
 from seed import postgres_store
 from seed import loader
 from bench.checks.conformance import Server, check
-from processes import PostgresServer, wait_for_port
-from service_processes import REPO, NginxStatic, flask_postgres_service, postgres_database
+from support.processes import PostgresServer, wait_for_port
+from support.service_processes import REPO, NginxStatic, flask_postgres_service, postgres_database
 
 DB = "lab_flask_postgres_test"
 CHUNK = postgres_store.CHUNK_SIZE

@@ -26,8 +26,8 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-from processes import free_port, stop_process, wait_for_port
-from service_processes import NGINX, native_nginx_config
+from support.processes import free_port, stop_process, wait_for_port
+from support.service_processes import NGINX, native_nginx_config
 # The serving-paths suite, run here against nginx-on-FUSE through the
 # `service` fixture below. Not imported: the checks that GridFS paths answer
 # two ranges with 200 and share one ETag format (nginx on a mount answers as
@@ -155,7 +155,7 @@ class GridFSMount:
 class NginxOnFuse:
     """services/gridfs-fuse/nginx.conf, rewritten to run in a temporary
     prefix on a free 127.0.0.1 port and serve the mount; shaped like the
-    serving paths of tests/service_processes.py (url, port, log())."""
+    serving paths of tests/support/service_processes.py (url, port, log())."""
 
     def __init__(self, mount: GridFSMount, workers: int = 1):
         self.mount = mount

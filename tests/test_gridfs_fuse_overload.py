@@ -27,7 +27,7 @@ import requests
 from pymongo import MongoClient
 
 from bench.env_file import read_env_file
-from processes import cpu_seconds, rss_mib
+from support.processes import cpu_seconds, rss_mib
 from test_admission import attack, parse_ns, quantile, whole
 from test_gridfs_fuse import (REPO, GridFSMount, NginxOnFuse, fuse_binary, is_mounted,  # noqa: F401
                               lab_max_open_files, served)

@@ -17,7 +17,7 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-from service_processes import flask_service
+from support.service_processes import flask_service
 
 DB_NAME = "lab_connection_cap_test"
 NAME = "small.bin"

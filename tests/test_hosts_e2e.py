@@ -1,6 +1,6 @@
 """The lab across two hosts (issue 27), end to end on this machine: bench on
 this machine's engine, the paths and the databases on a second engine in a
-network namespace of its own (tests/netns_hosts.py), joined by a veth pair;
+network namespace of its own (tests/support/netns_hosts.py), joined by a veth pair;
 images shipped by save and load; tools/lab/hosts.py with a tiny configuration.
 While it runs, both databases are tried on the link address with and
 without the run's logins. Only the namespace's address is targeted."""
@@ -17,7 +17,7 @@ import psycopg
 import pymongo
 import pytest
 
-from netns_hosts import NamespaceHost
+from support.netns_hosts import NamespaceHost
 from hosts import WORK, mongo_auth_options
 from lab_compose import settings_in
 

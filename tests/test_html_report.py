@@ -1,6 +1,6 @@
 """index.html rendered from real results.json files (results/example, and
 tests/fixtures/compare's, one with a failed case) and checked in headless
-Chromium (tests/browser_check.py); the checker itself shown to catch a
+Chromium (tests/support/browser_check.py); the checker itself shown to catch a
 broken page; results/index.html over a results directory; run.py's
 write_pages never raising."""
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_check import check_page, chromium_binary
+from support.browser_check import check_page, chromium_binary
 from bench import run as bench_run
 from bench.report.html import LINKED, render_html, write_page
 from bench.measure.flags import BASELINE_MARK, FLAGS
@@ -83,8 +83,8 @@ def test_committed_example_page_is_the_renderer_output():
     linked = tuple(name for name in LINKED if (EXAMPLE / name).exists())
     assert (EXAMPLE / "index.html").read_text() == render_html(results, linked, False), (
         "re-render it (and index.png): PYTHONPATH=tests .venv/bin/python -c \""
-        "from pathlib import Path; from bench.report.html import write_page; from browser_check import check_page; "
-        "p = Path('results/example'); "
+        "from pathlib import Path; from bench.report.html import write_page; "
+        "from support.browser_check import check_page; p = Path('results/example'); "
         "print(check_page(write_page(p, all_runs=False), screenshot=p / 'index.png'))\"")
 
 

@@ -20,8 +20,8 @@ import requests
 
 from bench.checks.conformance import check
 from bench.env_file import read_env_file
-from processes import free_port, stop_process, wait_for_port
-from service_processes import NginxStatic
+from support.processes import free_port, stop_process, wait_for_port
+from support.service_processes import NginxStatic
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICE = REPO / "services" / "httpd-static"

@@ -49,7 +49,7 @@ def test_bench_measures_the_link_against_a_real_iperf3_server():
     import subprocess
     import time
 
-    from processes import free_port
+    from support.processes import free_port
     from bench.clients.link import LinkError, measure_link
     port = free_port()
     server = subprocess.Popen(["iperf3", "--server", "--one-off", "--bind", "127.0.0.1", "--port", str(port)],

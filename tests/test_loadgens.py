@@ -53,7 +53,7 @@ def test_two_ab_workers_against_nginx(tmp_path):
     its own output and CPU, merged."""
     import shutil
     import tempfile
-    from service_processes import NginxStatic
+    from support.service_processes import NginxStatic
     files = Path(tempfile.mkdtemp(prefix="lab-loadgens-"))
     files.chmod(0o755)  # nginx's workers read it as nobody
     (files / "64KB.bin").write_bytes(b"x" * 65536)

@@ -18,7 +18,8 @@ each measuring every server and the floor client once per size in an order
 drawn anew, and the ratio's interval is the 95% t interval of the rounds'
 log ratios (bench.measure.rounds.ratio_of, as the default run's headline).
 With perf on the machine, the module's own profile at each size in the last
-round is printed too, grouped by what the time went to (tests/perf_profile.py)."""
+round is printed too, grouped by what the time went to
+(tests/support/perf_profile.py)."""
 import json
 import math
 import os
@@ -35,8 +36,8 @@ import pytest
 
 from bench.benchmark.quiet import wait_until_quiet
 from bench.measure.rounds import MIN_ROUNDS, ratio_of
-from perf_profile import breakdown, perf_report
-from service_processes import LabNginxGridFS, NginxStatic, flask_service, node_service
+from support.perf_profile import breakdown, perf_report
+from support.service_processes import LabNginxGridFS, NginxStatic, flask_service, node_service
 
 pytestmark = pytest.mark.bench  # a table to read, not a test to pass: make floor
 

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from processes import free_port
-from docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
+from support.processes import free_port
+from support.docker_helpers import BURNER_BASE_IMAGE, BURNER_CPUS, docker, docker_engine_answers, remove_container
 
 from bench.measure.monitor import CadvisorClient, Monitor, MonitorError
 from bench.measure.usage import LOADGEN_BOUND, THROTTLED, WindowInput

@@ -1,4 +1,4 @@
-"""The second host the several-hosts tests stand on (tests/netns_hosts.py):
+"""The second host the several-hosts tests stand on (tests/support/netns_hosts.py):
 a Docker engine in its own network namespace, an image shipped to it as
 between two hosts without a registry, a path published on the link address
 only and reached from a container of this engine across the link, and the
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from netns_hosts import NamespaceHost
+from support.netns_hosts import NamespaceHost
 
 IMAGE = "gridfs-lab-local/python:3.11"  # made by make local-images; has python3 to serve and to fetch
 SERVE = ["python3", "-c", "import http.server, os; os.chdir('/tmp'); "

@@ -23,8 +23,8 @@ import requests
 from seed import loader
 from bench.measure import cache_log
 from bench.checks.conformance import Server, check, functional_cases
-from processes import free_port, stop_process, wait_for_port
-from service_processes import NGINX, NginxStatic, flask_service, native_nginx_config, nginx_gridfs_service
+from support.processes import free_port, stop_process, wait_for_port
+from support.service_processes import NGINX, NginxStatic, flask_service, native_nginx_config, nginx_gridfs_service
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICE = REPO / "services" / "nginx-cache"

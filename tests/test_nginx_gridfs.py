@@ -22,8 +22,8 @@ import pymongo
 import pytest
 import requests
 
-from nginx_gridfs_build import Nginx, build_module
-from processes import free_port
+from support.nginx_gridfs_build import Nginx, build_module
+from support.processes import free_port
 
 DB = "nginx_gridfs_test"
 CHUNK = 255 * 1024  # the drivers' default chunk size

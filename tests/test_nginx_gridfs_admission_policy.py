@@ -10,7 +10,7 @@ from collections import deque
 
 import pytest
 
-from nginx_gridfs_build import build_admission_driver
+from support.nginx_gridfs_build import build_admission_driver
 
 pytestmark = pytest.mark.native  # built against the nginx-dev tree and libmongoc's headers
 

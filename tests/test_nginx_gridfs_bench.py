@@ -17,7 +17,7 @@ import pymongo
 import pytest
 import requests
 
-from nginx_gridfs_build import Nginx, build_module
+from support.nginx_gridfs_build import Nginx, build_module
 
 pytestmark = pytest.mark.bench  # figures to read, not a test to pass: make floor
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nginx_gridfs_build import build_fuzzer
+from support.nginx_gridfs_build import build_fuzzer
 
 pytestmark = pytest.mark.native  # clang's libFuzzer
 

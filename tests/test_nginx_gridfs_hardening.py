@@ -20,9 +20,9 @@ import pymongo
 import pytest
 import requests
 
-from docker_helpers import REPO, docker, remove_container
-from nginx_gridfs_build import NGINX_BIN, Nginx, build_module
-from processes import free_port
+from support.docker_helpers import REPO, docker, remove_container
+from support.nginx_gridfs_build import NGINX_BIN, Nginx, build_module
+from support.processes import free_port
 
 from hosts import mongo_auth_options
 from lab_compose import settings_in

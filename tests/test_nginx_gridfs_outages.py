@@ -21,8 +21,8 @@ import pymongo
 import pytest
 import requests
 
-from nginx_gridfs_build import Nginx, build_module
-from processes import free_port
+from support.nginx_gridfs_build import Nginx, build_module
+from support.processes import free_port
 
 DB = "nginx_gridfs_outages"
 TIMEOUT = 30

@@ -33,7 +33,7 @@ import gridfs
 import pymongo
 import pytest
 
-from service_processes import LabNginxGridFS
+from support.service_processes import LabNginxGridFS
 
 DB = "nginx_gridfs_recovery"
 DATA = os.urandom(1024)

@@ -16,7 +16,7 @@ import pymongo
 import pytest
 import requests
 
-from nginx_gridfs_build import Nginx, build_module
+from support.nginx_gridfs_build import Nginx, build_module
 
 DB = "nginx_gridfs_untrusted"
 TIMEOUT = 30

@@ -28,8 +28,8 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from conftest import ferretdb_binary
-from processes import FerretDBServer, PostgresServer
-from service_processes import node_service
+from support.processes import FerretDBServer, PostgresServer
+from support.service_processes import node_service
 
 DB_NAME = "lab_node_resilience_test"
 NAME = "1KB.bin"

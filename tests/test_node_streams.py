@@ -27,7 +27,7 @@ import pytest
 import requests
 from pymongo import MongoClient
 
-from service_processes import node_service
+from support.service_processes import node_service
 
 DB_NAME = "lab_node_streams_test"
 MAX_STREAMS = 2

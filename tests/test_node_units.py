@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from service_processes import SERVICES
+from support.service_processes import SERVICES
 
 
 @pytest.mark.native  # node, as the suite's node tests use it (no server, no database)

@@ -24,7 +24,7 @@ from bench.measure.bottleneck import LATENCY, LOADGEN_CPU, SHARED_CORE
 from bench.measure.cgroup_cpu import cpu_files
 from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND
 from bench.report.overload import render
-from kept_runs import example_rounds
+from support.kept_runs import example_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -378,7 +378,7 @@ def vegeta():
 
 @pytest.fixture
 def loopback_nginx():
-    from service_processes import NginxStatic
+    from support.service_processes import NginxStatic
     files = Path(tempfile.mkdtemp(prefix="lab-goodput-"))
     files.chmod(0o755)
     (files / "1KB.bin").write_bytes(os.urandom(1024))

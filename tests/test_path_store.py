@@ -19,7 +19,7 @@ from bench.measure.monitor import CadvisorHosts
 from bench.report.exports import rows
 from bench.report.headline import grouped, headline_rows, sentences
 from bench.results import STORE_NOT_RECORDED, Results, TargetResult, repeated_run
-from kept_runs import example_rounds
+from support.kept_runs import example_rounds
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((REPO / "compose.yaml").read_text())

@@ -1,9 +1,9 @@
-"""tests/perf_profile.py on a real `perf report` of the nginx GridFS
+"""tests/support/perf_profile.py on a real `perf report` of the nginx GridFS
 module's worker serving 1 MiB files at c=100 (captured here by
 tests/test_module_floor_bench.py)."""
 from pathlib import Path
 
-from perf_profile import OTHER, breakdown, group_of, parse_report
+from support.perf_profile import OTHER, breakdown, group_of, parse_report
 
 REPORT = (Path(__file__).parent / "fixtures" / "perf" / "nginx-gridfs-1MB-c100.txt").read_text()
 

@@ -1,11 +1,11 @@
-"""tests/refusal_cost.py's reading of a process's CPU time: /proc/PID/stat's
+"""tests/support/refusal_cost.py's reading of a process's CPU time: /proc/PID/stat's
 utime and stime (fields 14 and 15, after a command name that may hold
 spaces), checked against the kernel's own answer for this process,
 os.times(), with CPU spent in both user space and the kernel first."""
 import os
 import time
 
-from refusal_cost import cpu_seconds
+from support.refusal_cost import cpu_seconds
 
 
 def spend_cpu(seconds: float) -> None:

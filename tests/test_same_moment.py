@@ -26,7 +26,7 @@ from bench.report.headline import cpu_condition
 from bench.report.markdown import render_markdown
 from bench.results import Results, TargetResult
 from bench.settings import from_env
-from kept_runs import example_rounds
+from support.kept_runs import example_rounds
 
 FILE = "1KB.bin"
 
@@ -323,11 +323,11 @@ def test_every_url_gets_its_own_vegeta_started_together(fake_vegeta, tmp_path, m
 
 
 def test_the_browser_checks_own_cpu_ratio_agrees_with_the_headline(example):
-    """tests/browser_check.py recomputes every headline cell from
+    """tests/support/browser_check.py recomputes every headline cell from
     results.json without the renderer's code: for a same-moment run its CPU
     ratio comes from the windows too (here: the example's rounds, each
     path's CPU per request as if read in one window a round)."""
-    from browser_check import expected_headline
+    from support.browser_check import expected_headline
 
     from bench.report.headline import headline_rows, ratio_words
     data = json.loads(json.dumps(example))

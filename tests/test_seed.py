@@ -15,7 +15,7 @@ import pytest
 from labfiles import bad_documents
 from labfiles.sizes import parse_set
 from seed import file_set, loader, postgres_store
-from service_processes import REPO, postgres_database
+from support.service_processes import REPO, postgres_database
 
 
 def run_seed(mongo_uri, files_dir, db, sizes, **extra_env):

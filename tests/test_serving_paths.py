@@ -22,7 +22,7 @@ import requests
 from pymongo import MongoClient
 
 from seed import postgres_store
-from service_processes import (NginxStatic, flask_postgres_service, flask_service, nginx_gridfs_service,
+from support.service_processes import (NginxStatic, flask_postgres_service, flask_service, nginx_gridfs_service,
                                node_service, postgres_database)
 
 DB_NAME = "lab_serving_paths_test"

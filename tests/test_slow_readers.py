@@ -39,9 +39,9 @@ import requests
 from pymongo import MongoClient
 
 from seed import postgres_store
-from nginx_gridfs_build import Nginx, build_module
-from processes import rss_mib
-from service_processes import (GUNICORN_CONF, SERVICES, LabNginxGridFS, NginxStatic, flask_postgres_service,
+from support.nginx_gridfs_build import Nginx, build_module
+from support.processes import rss_mib
+from support.service_processes import (GUNICORN_CONF, SERVICES, LabNginxGridFS, NginxStatic, flask_postgres_service,
                                flask_service, node_service, postgres_database)
 from test_gridfs_fuse import GridFSMount, NginxOnFuse, fuse_binary  # noqa: F401 (a fixture)
 from test_httpd_static import HttpdStatic

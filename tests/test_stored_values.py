@@ -17,7 +17,7 @@ from bson import Int64, ObjectId
 from pymongo import MongoClient
 
 from seed import postgres_store
-from service_processes import SERVICES, flask_postgres_service, flask_service, node_service, postgres_database
+from support.service_processes import SERVICES, flask_postgres_service, flask_service, node_service, postgres_database
 
 DB_NAME = "lab_stored_values_test"
 UPLOADED = datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=timezone.utc)

@@ -16,8 +16,8 @@ import pytest
 from bench.databases.stores import (FilesystemStore, GridFSStore, PostgresStore, StoreError, first_host, make_stores,
                           mongo_hosts, open_stores)
 from bench.databases.write_data import FileSource, base_bytes
-from processes import free_port
-from service_processes import postgres_database
+from support.processes import free_port
+from support.service_processes import postgres_database
 
 SIZE = 300 * 1024
 FILES = 6  # per round: one from 1 thread, one from 3

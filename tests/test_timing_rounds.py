@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service_processes import NginxStatic
+from support.service_processes import NginxStatic
 
 from bench.benchmark.cases import Timer
 from bench.benchmark.closed_loop import fixed_rounds, time_rounds

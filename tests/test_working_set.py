@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from service_processes import NginxStatic
-from processes import free_port, stop_process, wait_for_port
+from support.service_processes import NginxStatic
+from support.processes import free_port, stop_process, wait_for_port
 
 from bench.benchmark.cases import Timer
 from bench.progress import Progress

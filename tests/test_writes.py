@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service_processes import postgres_database
+from support.service_processes import postgres_database
 
 from bench.report import study002
 from bench.benchmark.cases import Timer

@@ -63,7 +63,7 @@ TEST_PACKAGES=(
   "media-types: httpd-static's native tests (/etc/mime.types)"
   "fuse3: gridfs-fuse's native tests (fusermount3)"
   "shellcheck: actionlint checks the workflow's run: scripts with it"
-  "chromium: tests/browser_check.py, each run's index.html in a real browser, headless"
+  "chromium: tests/support/browser_check.py, each run's index.html in a browser, headless"
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }

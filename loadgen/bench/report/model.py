@@ -29,7 +29,7 @@ class Cell:
     dagger: bool = False
     after: str = ""      # after the marks: the ratio and seed 000's figure beside a req/s
     num: bool = False
-    col: str = ""        # the page's data-col, read by tests/browser_check.py
+    col: str = ""        # its data-col, read by tests/support/browser_check.py
     note: str = ""       # what the cell means, on hover
 
 

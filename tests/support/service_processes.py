@@ -13,9 +13,9 @@ from pathlib import Path
 
 import requests
 
-from processes import free_port, stop_process, wait_for_port
+from support.processes import free_port, stop_process, wait_for_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "services"
 VENV_BIN = Path(sys.executable).parent
 NGINX = "/usr/sbin/nginx"
@@ -105,15 +105,15 @@ def node_service(mongo_uri: str, db: str) -> ServiceProcess:
 
 
 class NginxGridFSService:
-    """The nginx-gridfs module natively (tests/nginx_gridfs_build.py), shaped
-    like the other serving paths: url, port, start(), log(), stop()."""
+    """The nginx-gridfs module natively (tests/support/nginx_gridfs_build.py),
+    shaped like the other serving paths: url, port, start(), log(), stop()."""
 
     def __init__(self, mongo_uri: str, db: str):
         self.mongo_uri, self.db = mongo_uri, db
         self.nginx = None
 
     def start(self) -> "NginxGridFSService":
-        from nginx_gridfs_build import Nginx, build_module
+        from support.nginx_gridfs_build import Nginx, build_module
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
         self.nginx = Nginx(build_module(), self.mongo_uri, self.prefix, self.prefix, self.db)
         self.port, self.url = self.nginx.port, self.nginx.url()
@@ -196,7 +196,7 @@ class LabNginxGridFS:
 
     def __init__(self, mongo_uri: str, db: str, files_dir: Path, changes: dict[str, str] | None = None,
                  deadline_ms: int | None = None):
-        from nginx_gridfs_build import build_module
+        from support.nginx_gridfs_build import build_module
         self.prefix = Path(tempfile.mkdtemp(prefix="lab-nginx-gridfs-"))
         self.prefix.chmod(0o755)
         self.port = free_port()

@@ -4,7 +4,7 @@ its event loop ran late and its refusals waited for it). Not a test (pytest
 does not collect it): a benchmark, run natively on a quiet machine
 (PostgreSQL and FerretDB as the tests run them, no Docker):
 
-    PYTHONPATH=loadgen .venv/bin/python tests/node_cpu_profile.py
+    PYTHONPATH=loadgen:tests .venv/bin/python -m support.node_cpu_profile
 
 node (once per `--node-options` variant, in turns for `--rounds`) and
 flask serve the same 1 MB GridFS file to `--clients` clients for
@@ -13,29 +13,25 @@ flask serve the same 1 MB GridFS file to `--clients` clients for
 sampling profiler (--cpu-prof) and its self time is summed by function and
 by package, the top rows printed.
 
-    ... tests/node_cpu_profile.py --node-options defaults max-semi-space-size=64,trace-gc
+    ... -m support.node_cpu_profile --node-options defaults max-semi-space-size=64,trace-gc
 """
 import argparse
 import json
 import random
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE)]
+import gridfs
+import requests
+from pymongo import MongoClient
 
-import gridfs  # noqa: E402
-import requests  # noqa: E402
-from pymongo import MongoClient  # noqa: E402
-
-from conftest import ferretdb_binary  # noqa: E402
-from processes import FerretDBServer, PostgresServer  # noqa: E402
-from refusal_cost import process_tree, tree_cpu  # noqa: E402
-from service_processes import flask_service, node_service  # noqa: E402
+from conftest import ferretdb_binary
+from support.processes import FerretDBServer, PostgresServer
+from support.refusal_cost import process_tree, tree_cpu
+from support.service_processes import flask_service, node_service
 
 DB_NAME = "lab_node_cpu_profile"
 NAME = "1MB.bin"

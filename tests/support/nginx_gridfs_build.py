@@ -20,9 +20,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from processes import free_port, stop_process, wait_for_port
+from support.processes import free_port, stop_process, wait_for_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # NGINX_GRIDFS_MODULE_DIR: build another copy of the module (a previous
 # revision, say) instead, to compare figures before and after a change.
 MODULE_DIR = Path(os.environ.get("NGINX_GRIDFS_MODULE_DIR") or REPO / "services" / "nginx-gridfs" / "module")

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-GRIDFS_INDEXES = Path(__file__).resolve().parent.parent / "local-images" / "mongo" / "gridfs-indexes.sql"
+GRIDFS_INDEXES = Path(__file__).resolve().parents[2] / "local-images" / "mongo" / "gridfs-indexes.sql"
 
 
 def free_port() -> int:

@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-EXAMPLE_ROUNDS = Path(__file__).parent / "fixtures" / "example-rounds" / "results.json.gz"
+EXAMPLE_ROUNDS = Path(__file__).resolve().parents[1] / "fixtures" / "example-rounds" / "results.json.gz"
 
 
 def example_rounds() -> dict:
@@ -15,7 +15,7 @@ def example_rounds() -> dict:
 # Two A/B runs as kept (results/evidence: an A/B and the A/A after it, flask-postgres
 # against its twin, 1 KB at c=100 in both): ab.json keeps the rows results.json
 # held (`runs`), each repetition one window of a twin's own wrk.
-EVIDENCE = Path(__file__).resolve().parent.parent / "results" / "evidence"
+EVIDENCE = Path(__file__).resolve().parents[2] / "results" / "evidence"
 A_B_RUN, A_A_RUN = EVIDENCE / "20261129T150037Z" / "ab.json.gz", EVIDENCE / "20261129T182700Z" / "ab.json.gz"
 
 

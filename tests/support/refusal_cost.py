@@ -2,11 +2,11 @@
 its gunicorn processes (/proc/PID/stat's utime and stime) per 503 "server
 busy", offered open-loop by vegeta over kept-alive connections, one line
 per rate. Not a test (pytest does not collect it): a benchmark, run
-natively (PostgreSQL as tests/processes.py runs it, no Docker) on a quiet
-machine, as root or a user PostgreSQL's tools accept:
+natively (PostgreSQL as tests/support/processes.py runs it, no Docker) on
+a quiet machine, as root or a user PostgreSQL's tools accept:
 
-    PYTHONPATH=loadgen .venv/bin/python tests/refusal_cost.py --repo /work/main   # before
-    PYTHONPATH=loadgen .venv/bin/python tests/refusal_cost.py                     # after: this checkout
+    PYTHONPATH=loadgen:tests .venv/bin/python -m support.refusal_cost --repo /work/main   # before
+    PYTHONPATH=loadgen:tests .venv/bin/python -m support.refusal_cost                     # after: this checkout
 
 --repo names the checkout whose services/ run (gunicorn.conf.py, lab_http,
 flask-postgres); this script and its helpers are this checkout's.
@@ -34,11 +34,10 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "seed")]
+from support.processes import PostgresServer, free_port
+from support.service_processes import ServiceProcess, postgres_database
 
-from processes import PostgresServer, free_port  # noqa: E402
-from service_processes import ServiceProcess, postgres_database  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 DB_NAME = "lab_refusal_cost"
 NAME = "1MB.bin"
@@ -93,7 +92,7 @@ def quantile(values: list[float], q: float) -> float:
 def vegeta_binary() -> str:
     if os.environ.get("VEGETA"):
         return os.environ["VEGETA"]
-    script = HERE.parent / "tools" / "install" / "install-vegeta.sh"
+    script = REPO / "tools" / "install" / "install-vegeta.sh"
     out = subprocess.run([str(script)], check=True, capture_output=True, text=True, timeout=900).stdout
     return out.strip().splitlines()[-1]
 
@@ -130,7 +129,7 @@ def flask_postgres(repo: Path, postgres_url: str, cpu: str | None) -> ServicePro
 
 def stored(server_url: str) -> str:
     import psycopg
-    import postgres_store
+    from seed import postgres_store
     url = postgres_database(server_url, DB_NAME)
     with psycopg.connect(url, autocommit=True) as connection:
         postgres_store.create_schema(connection)
@@ -192,7 +191,7 @@ def attack_one(vegeta: str, url: str, rate: int, seconds: float, pids: list[int]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", type=Path, default=HERE.parent, help="the checkout whose services/ run")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose services/ run")
     parser.add_argument("--rates", default="500,1000,2270", help="refusals a second offered, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="each attack's length (and the background's)")
     parser.add_argument("--cpu", help="pin gunicorn to these cores (taskset -c), as the lab pins a path")
