@@ -25,6 +25,7 @@ import requests
 from seed import postgres_store
 from seed import loader
 from bench.checks.conformance import Server, check
+from support.modules import module_from_file
 from support.processes import PostgresServer, wait_for_port
 from support.service_processes import REPO, NginxStatic, flask_postgres_service, postgres_database
 
@@ -351,11 +352,7 @@ def test_a_query_waits_for_a_busy_pool_longer_than_one_statement(own_postgres):
     for it and is answered. (The wait was the statement timeout: mid-body,
     a stream that waited longer was cut short, 13-18 of 50 bodies of 100 MB
     in make overload; before the head, the request's deadline bounds it.)"""
-    sys.path[:0] = [str(REPO / "services" / "flask-postgres"), str(REPO / "services" / "python-common")]
-    try:
-        from pool import Pool
-    finally:
-        del sys.path[:2]
+    Pool = module_from_file(REPO / "services" / "flask-postgres" / "pool.py", "flask_postgres_pool").Pool
     _, url = own_postgres
     pool = Pool(url, size=1, connect_timeout=2, statement_timeout=1.0, application_name="lab-pool-test")
     outcomes = {}

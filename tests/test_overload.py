@@ -2,7 +2,6 @@
 in tests/fixtures/wrk/) or from `bench fetch`'s outcomes and what Docker said
 of the container; memory read from a real cgroup v1 memory.stat and from
 cgroup v2's format; the settings checked before anything starts; the report."""
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from bench.faults.overload import ContainerAfter, clients_row, large_file_row
 from bench.report.overload import render
 from bench.clients.wrk_output import parse
 from lab_compose import LabError, unreclaimable_bytes
+from support.modules import module_from_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,10 +21,7 @@ FINE = ContainerAfter(oom_kills=0, status="running", oom_killed=False, exit_code
 
 
 def driver():
-    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "lab" / "overload.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(ROOT / "tools" / "lab" / "overload.py", "overload_driver")
 
 
 def test_clean_run_is_ok():

@@ -5,7 +5,6 @@ tallied; the capacity climb; the flags that leave a window unjudged; the
 verdict's arithmetic; the report. Then `python -m bench overload-window`
 against a real nginx with a real vegeta."""
 import gzip
-import importlib.util
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from bench.measure.cgroup_cpu import cpu_files
 from bench.measure.usage import BEHIND_SCHEDULE, CORE_SATURATED, LOADGEN_BOUND
 from bench.report.overload import render
 from support.kept_runs import example_rounds
+from support.modules import module_from_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -317,10 +317,7 @@ def test_the_report_gives_each_condition_and_verdict():
 
 
 def driver():
-    spec = importlib.util.spec_from_file_location("overload_driver", ROOT / "tools" / "lab" / "overload.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(ROOT / "tools" / "lab" / "overload.py", "overload_driver")
 
 
 def test_settings_of_the_goodput_check():

@@ -2,7 +2,6 @@
 (tests/fixtures/vegeta/), a case analysed (outage answers, hangs, truncated
 200s, recovery), the settings and the choice of paths checked before anything
 starts, and the report."""
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from bench.report.resilience import render
 from bench.faults.resilience import Fault, analyse, answering_again, outcome
 from bench.clients.vegeta_output import Answer, VegetaOutputError, parse_results
+from support.modules import module_from_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,10 +18,7 @@ GOOD = "a" * 64
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("resilience_driver", ROOT / "tools" / "lab" / "resilience.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(ROOT / "tools" / "lab" / "resilience.py", "resilience_driver")
 
 
 def steady(start: float, seconds: float, rate: int, answer) -> list[Answer]:

@@ -17,14 +17,24 @@ from bench.env_file import parse_env_text, read_env_file
 REPO = Path(__file__).resolve().parent.parent
 
 
+def is_sys_path(node) -> bool:
+    """sys.path itself, or a slice or item of it (sys.path[:0] = ... inserts too)."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys"
+
+
 def path_edits(path: Path) -> list[int]:
-    """The lines of `path` that change sys.path (insert, append, extend, or a new list)."""
+    """The lines of `path` that change sys.path (insert, append, extend, a
+    new list, a slice or item assigned or deleted)."""
     lines = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        target = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
-        if isinstance(node, (ast.Assign, ast.AugAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-        if isinstance(target, ast.Attribute) and target.attr == "path" and getattr(target.value, "id", "") == "sys":
+        targets = [node.func.value] if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign):
+            targets = [node.target]
+        if any(is_sys_path(target) for target in targets):
             lines.append(node.lineno)
     return sorted(lines)
 
@@ -42,8 +52,8 @@ def test_path_edits_finds_each_form(tmp_path):
     # built from parts: the literal here would be a hit for `grep -rn` of it (issue 41's check)
     edit = "sys.path" + "."
     module.write_text(f"import sys\n{edit}insert(0, 'a')\n{edit}append('b')\nsys.path = ['c']\n"
-                      "sys.path += ['d']\nprint(sys.path[0])\n")
-    assert path_edits(module) == [2, 3, 4, 5]
+                      "sys.path += ['d']\nsys.path[:0] = ['e']\ndel sys.path[:1]\nprint(sys.path[0])\n")
+    assert path_edits(module) == [2, 3, 4, 5, 6, 7]
 
 
 def no_packages(*args: str, pythonpath: str, **kwargs) -> subprocess.CompletedProcess:
