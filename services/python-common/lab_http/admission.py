@@ -41,7 +41,7 @@ its capacity at 1000 clients, node 6%). So:
 
 The policy is plain arithmetic on times given (AdmissionPolicy); the Python
 paths wait with gevent (Admission), node has the same policy in JavaScript
-(services/node/admission.js)."""
+(services/node/admission.js), its short wait half this one."""
 import time
 from collections import deque
 from typing import NamedTuple
